@@ -1,0 +1,3 @@
+from textnn.cli import main
+
+raise SystemExit(main())

@@ -1,12 +1,30 @@
 """Typed configuration: dataclasses with a one-line doc per field, YAML files, dotted overrides.
 
-(Filled in below: `opt` is what every Config dataclass in textnn uses to declare a field.)
+A config file has four sections plus a task name:
+
+    task: classification
+    data:  {format: tsv, train: ..., dev: ...}     -> DataConfig
+    model: {name: cnn, preset: paper, mode: rand}  -> the family's own Config (registry.MODELS)
+    train: {optimizer: adadelta, lr: 1.0}          -> TrainConfig
+
+Command-line overrides use dotted keys (`train.lr=3e-4`, `model.hidden_size=256`). Every value is
+coerced to the field's declared type, so `1e-3` is a float whether it came from YAML or the shell.
+Unknown keys are rejected with a "did you mean". `textnn explain [SECTION]` prints every field with
+its default and doc, read from the `opt(...)` metadata below.
 """
 
 from __future__ import annotations
 
-from dataclasses import field
+import dataclasses
+import difflib
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+import yaml
+
+from textnn.errors import TextnnError
 
 
 def opt(default: Any, doc: str) -> Any:
@@ -14,3 +32,311 @@ def opt(default: Any, doc: str) -> Any:
     if isinstance(default, (list, dict, set)):
         return field(default_factory=lambda: type(default)(default), metadata={"doc": doc})
     return field(default=default, metadata={"doc": doc})
+
+
+@dataclass
+class DataConfig:
+    format: str = opt("tsv", "input format: tsv, csv, jsonl, fasttext, label_text, class_files, text")
+    train: str = opt("", "training file (a directory for class_files)")
+    dev: str = opt("", "development file used for evaluation, early stopping and best-checkpoint selection")
+    test: str = opt("", "optional test file, evaluated once with the best checkpoint at the end")
+    text_column: str = opt("sentence", "column (name, or 0-based index) holding the text")
+    text_pair_column: str = opt("", "column holding the second sentence of a pair; empty for single sentences")
+    label_column: str = opt("label", "column (name or 0-based index) holding the label")
+    header: bool = opt(True, "tsv/csv: the first line names the columns")
+    quoting: bool = opt(False, "tsv/csv: honour \" quoting (GLUE files need it off)")
+    delimiter: str = opt("", "tsv/csv field separator; empty means tab for tsv, comma for csv")
+    encoding: str = opt("utf-8", "text encoding of the data files")
+    tokenizer: str = opt("word", "word (regex words and punctuation), whitespace, or char")
+    lowercase: bool = opt(False, "lower-case text before tokenizing")
+    min_freq: int = opt(1, "keep tokens seen at least this often in training")
+    max_vocab: int = opt(0, "keep at most this many tokens (most frequent first); 0 = no limit")
+    max_length: int = opt(0, "truncate inputs to this many tokens; 0 = no limit")
+    vectors: str = opt("", "pretrained word vectors: word2vec text/.bin, GloVe text (.gz ok), fastText .vec")
+    kfold: int = opt(0, "k-fold cross-validation when there is no dev file: split train into k folds")
+    fold: int = opt(0, "which fold (0-based) is held out as dev when kfold > 0")
+    cache: bool = opt(True, "cache tokenized data (keyed by file content and tokenizer settings)")
+    bptt: int = opt(128, "language modelling: tokens per training window")
+
+    def __post_init__(self) -> None:
+        _check(self.tokenizer in ("word", "whitespace", "char"), "data.tokenizer", self.tokenizer,
+               "word, whitespace or char")
+        _check(self.min_freq >= 1, "data.min_freq", self.min_freq, "an integer >= 1")
+        _check(self.max_vocab >= 0, "data.max_vocab", self.max_vocab, "an integer >= 0")
+        _check(self.max_length >= 0, "data.max_length", self.max_length, "an integer >= 0")
+        _check(self.kfold == 0 or self.kfold >= 2, "data.kfold", self.kfold, "0 (off) or >= 2")
+        _check(self.kfold == 0 or 0 <= self.fold < self.kfold, "data.fold", self.fold,
+               f"0 .. {self.kfold - 1}")
+        _check(self.bptt >= 1, "data.bptt", self.bptt, "an integer >= 1")
+
+
+@dataclass
+class TrainConfig:
+    optimizer: str = opt("adam", "sgd, adam, adamw or adadelta (fused AdamW on CUDA)")
+    lr: float = opt(1e-3, "peak learning rate")
+    weight_decay: float = opt(0.0, "weight decay (decoupled for adamw, L2 otherwise)")
+    momentum: float = opt(0.0, "sgd momentum")
+    adadelta_rho: float = opt(0.95, "adadelta decay rate (Zeiler 2012; Kim 2014 used 0.95)")
+    scheduler: str = opt("constant", "constant, linear (warmup then linear decay to 0) or triangular (slanted triangular, Howard & Ruder 2018)")
+    warmup_steps: int = opt(0, "linear: steps of linear warmup; triangular: steps of the rising edge (0 = 10% of training)")
+    epochs: int = opt(10, "passes over the training data")
+    max_steps: int = opt(0, "stop after this many optimizer steps; 0 = no limit")
+    max_minutes: float = opt(0.0, "stop after this many minutes of training; 0 = no limit")
+    batch_size: int = opt(32, "examples per micro-batch (language models: parallel streams)")
+    grad_accum: int = opt(1, "micro-batches per optimizer step; the loss is normalised over all of them")
+    clip_norm: float = opt(0.0, "clip the global gradient norm to this value; 0 = off")
+    eval_every: int = opt(0, "evaluate on dev every N optimizer steps; 0 = at the end of each epoch")
+    metric: str = opt("", "dev metric for early stopping and best checkpoint; empty = the task's default")
+    patience: int = opt(0, "stop after this many evaluations without improvement; 0 = never")
+    checkpoint_every: int = opt(0, "write a resumable checkpoint every N steps; 0 = at every evaluation")
+    seed: int = opt(0, "random seed for initialisation, shuffling and dropout")
+    device: str = opt("auto", "auto (cuda when available), cpu, or cuda[:N]")
+    amp: bool = opt(True, "bf16 autocast on CUDA (ignored on CPU)")
+    compile: bool = opt(False, "torch.compile the model")
+    log_every: int = opt(50, "write a training-loss record to metrics.jsonl every N steps")
+    bootstrap_samples: int = opt(1000, "bootstrap resamples for the dev metric's 95% confidence interval; 0 = off")
+    threads: int = opt(0, "CPU threads for torch; 0 = torch's default")
+    progress: bool = opt(True, "show a progress bar")
+
+    def __post_init__(self) -> None:
+        _check(self.optimizer in OPTIMIZERS, "train.optimizer", self.optimizer, ", ".join(OPTIMIZERS))
+        _check(self.scheduler in SCHEDULERS, "train.scheduler", self.scheduler, ", ".join(SCHEDULERS))
+        _check(self.lr > 0, "train.lr", self.lr, "a number > 0")
+        for name in ("epochs", "batch_size", "grad_accum"):
+            _check(getattr(self, name) >= 1, f"train.{name}", getattr(self, name), "an integer >= 1")
+        for name in ("max_steps", "eval_every", "patience", "checkpoint_every", "warmup_steps",
+                     "bootstrap_samples", "threads"):
+            _check(getattr(self, name) >= 0, f"train.{name}", getattr(self, name), "an integer >= 0")
+        _check(self.clip_norm >= 0, "train.clip_norm", self.clip_norm, "a number >= 0")
+        _check(self.log_every >= 1, "train.log_every", self.log_every, "an integer >= 1")
+
+
+OPTIMIZERS = ("sgd", "adam", "adamw", "adadelta")
+SCHEDULERS = ("constant", "linear", "triangular")
+
+
+@dataclass
+class Config:
+    """A fully resolved experiment: what `train` saves as config.yaml and every command reads back."""
+
+    task: str
+    model_name: str
+    model_preset: str
+    model: Any  # the family's Config dataclass instance
+    data: DataConfig
+    train: TrainConfig
+    name: str = ""
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "task": self.task,
+            "data": dataclasses.asdict(self.data),
+            "model": {"name": self.model_name, "preset": self.model_preset, **dataclasses.asdict(self.model)},
+            "train": dataclasses.asdict(self.train),
+        }
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+
+# --------------------------------------------------------------------------------------------------
+# Building a Config from YAML + overrides
+
+
+def _check(ok: bool, key: str, value: Any, expected: str) -> None:
+    if not ok:
+        raise TextnnError(f"config key {key}: got {value!r}, expected {expected}")
+
+
+def _did_you_mean(key: str, valid: list[str]) -> str:
+    close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
+    return f"did you mean '{close[0]}'? " if close else ""
+
+
+def coerce(value: Any, typ: Any, key: str, origin: str) -> Any:
+    """Convert `value` (from YAML or a `key=value` string) to the declared type of a field."""
+    def bad(expected: str) -> TextnnError:
+        return TextnnError(f"{origin}: {key} expects {expected}, got {value!r}; fix the value "
+                           f"(see `textnn explain {key.split('.')[0]}`)")
+
+    if typ in (bool, "bool"):
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("true", "yes", "on", "1"):
+            return True
+        if text in ("false", "no", "off", "0"):
+            return False
+        raise bad("true or false")
+    if typ in (int, "int"):
+        if isinstance(value, bool):
+            raise bad("an integer")
+        try:
+            number = float(value) if isinstance(value, str) else value
+            if isinstance(number, float) and not number.is_integer():
+                raise ValueError
+            return int(number)
+        except (TypeError, ValueError):
+            raise bad("an integer") from None
+    if typ in (float, "float"):
+        if isinstance(value, bool):
+            raise bad("a number")
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise bad("a number") from None
+    if typ in (str, "str"):
+        if isinstance(value, (dict, list)):
+            raise bad("a string")
+        return "" if value is None else str(value)
+    origin_type = typing.get_origin(typ)
+    if origin_type in (list, tuple):
+        (item_type, *_) = typing.get_args(typ) or (str,)
+        if isinstance(value, str):
+            value = [part for part in value.replace("[", "").replace("]", "").split(",") if part.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise bad("a list")
+        items = [coerce(item, item_type, key, origin) for item in value]
+        return tuple(items) if origin_type is tuple else items
+    return value
+
+
+def build_dataclass(cls: type, values: dict, section: str, origin: str) -> Any:
+    """Instantiate `cls` from a dict, coercing each value and rejecting unknown keys."""
+    if not isinstance(values, dict):
+        raise TextnnError(f"{origin}: section '{section}' must be a mapping of keys to values, got {values!r}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls) if f.init]
+    kwargs = {}
+    for key, value in values.items():
+        if key not in names:
+            raise TextnnError(f"{origin}: unknown key {section}.{key}; {_did_you_mean(key, names)}"
+                              f"run `textnn explain {section}` to list the valid keys")
+        kwargs[key] = coerce(value, hints[key], f"{section}.{key}", origin)
+    try:
+        return cls(**kwargs)
+    except TextnnError as err:
+        raise TextnnError(f"{origin}: {err}") from None
+
+
+def read_yaml(path: str | Path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise TextnnError(f"{path}: config file not found; check the path")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise TextnnError(f"{path}{line}: not valid YAML ({getattr(err, 'problem', err)})") from None
+    except UnicodeDecodeError as err:
+        raise TextnnError(f"{path}: not UTF-8 text (byte {err.start}); save the config as UTF-8") from None
+    if not isinstance(data, dict):
+        raise TextnnError(f"{path}: a config must be a mapping with sections task/data/model/train")
+    return data
+
+
+SECTIONS = ("name", "task", "data", "model", "train")
+
+
+def apply_overrides(raw: dict, overrides: list[str]) -> dict:
+    """Apply `section.key=value` overrides to a raw config dict (values stay strings until coerced)."""
+    for item in overrides:
+        if "=" not in item:
+            raise TextnnError(f"override '{item}' must look like section.key=value (e.g. train.lr=3e-4)")
+        key, value = item.split("=", 1)
+        parts = key.strip().split(".")
+        if parts[0] not in SECTIONS:
+            raise TextnnError(f"command line: unknown section '{parts[0]}' in '{item}'; "
+                              f"{_did_you_mean(parts[0], list(SECTIONS))}valid: {', '.join(SECTIONS)}")
+        if len(parts) == 1:
+            raw[parts[0]] = value
+        elif len(parts) == 2:
+            section = raw.setdefault(parts[0], {})
+            if not isinstance(section, dict):
+                raise TextnnError(f"command line: '{parts[0]}' is not a section; cannot set {key}")
+            section[parts[1]] = value
+        else:
+            raise TextnnError(f"command line: '{key}' is nested too deeply; use section.key=value")
+    return raw
+
+
+def config_from_dict(raw: dict, origin: str) -> Config:
+    """Resolve a raw dict (from YAML + overrides) into a typed Config."""
+    from textnn import registry
+
+    unknown = [key for key in raw if key not in SECTIONS]
+    if unknown:
+        raise TextnnError(f"{origin}: unknown section '{unknown[0]}'; {_did_you_mean(unknown[0], list(SECTIONS))}"
+                          f"valid: {', '.join(SECTIONS)}")
+    task = str(raw.get("task") or "classification")
+    if task not in registry.TASKS:
+        raise registry.unknown_name("task", task, list(registry.TASKS))
+    model_raw = dict(raw.get("model") or {})
+    model_name = str(model_raw.pop("name", "") or "")
+    if not model_name:
+        raise TextnnError(f"{origin}: model.name is missing; choose one of "
+                          f"{', '.join(registry.TASK_MODELS[task])}")
+    if model_name not in registry.TASK_MODELS[task]:
+        raise registry.unknown_name(f"model for task '{task}'", model_name, registry.TASK_MODELS[task])
+    config_cls, _, presets = registry.model_entry(model_name)
+    preset = str(model_raw.pop("preset", "") or "")
+    if preset and preset not in presets:
+        raise registry.unknown_name(f"preset of model '{model_name}'", preset, list(presets))
+    model_values = {**(presets[preset] if preset else {}), **model_raw}
+    model = build_dataclass(config_cls, model_values, "model", origin)
+    data = build_dataclass(DataConfig, raw.get("data") or {}, "data", origin)
+    train = build_dataclass(TrainConfig, raw.get("train") or {}, "train", origin)
+    return Config(task=task, model_name=model_name, model_preset=preset, model=model, data=data,
+                  train=train, name=str(raw.get("name") or ""))
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
+    """Read a YAML config, apply dotted overrides and resolve it; relative data paths stay as written."""
+    raw = apply_overrides(read_yaml(path), list(overrides or []))
+    config = config_from_dict(raw, str(path))
+    if not config.name:
+        config.name = Path(path).stem
+    return config
+
+
+# --------------------------------------------------------------------------------------------------
+# `textnn explain`
+
+
+def describe(cls: type, section: str) -> list[str]:
+    """One line per field: key, type, default and doc."""
+    hints = typing.get_type_hints(cls)
+    lines = []
+    for f in dataclasses.fields(cls):
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        typ = getattr(hints[f.name], "__name__", str(hints[f.name]))
+        lines.append(f"  {section}.{f.name:<22} {typ:<6} default={default!r:<12} {f.metadata.get('doc', '')}")
+    return lines
+
+
+def explain(section: str = "") -> str:
+    """Text for `textnn explain [SECTION]`: SECTION is data, train, model, or a model name."""
+    from textnn import registry
+
+    parts: list[str] = []
+    wanted = section.removeprefix("model.") if section else ""
+    if section in ("", "task"):
+        parts.append("task: " + ", ".join(f"{t} (models: {', '.join(m)})" for t, m in registry.TASK_MODELS.items()))
+    if section in ("", "data"):
+        parts += ["[data]", *describe(DataConfig, "data")]
+    if section in ("", "train"):
+        parts += ["[train]", *describe(TrainConfig, "train")]
+    if section in ("", "model") or wanted in registry.MODELS:
+        for name in registry.MODELS:
+            if wanted and wanted != "model" and wanted != name:
+                continue
+            config_cls, _, presets = registry.model_entry(name)
+            parts.append(f"[model] name: {name}   presets: {', '.join(presets)}")
+            parts += describe(config_cls, "model")
+    if not parts:
+        valid = ["task", "data", "train", "model", *registry.MODELS]
+        raise TextnnError(f"nothing to explain for '{section}'; {_did_you_mean(section, valid)}"
+                          f"valid: {', '.join(valid)}")
+    return "\n".join(parts)

@@ -1,0 +1,52 @@
+"""Tokenized-data cache: tokenizing a file once, reusing it while the file and settings are unchanged.
+
+The key is a hash of the file's bytes plus the reader and tokenizer settings, so an edited file or a
+changed setting can never serve stale tokens. Entries are JSON (never pickle).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Callable
+
+from textnn.training.checkpoint import atomic_write_bytes
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("TEXTNN_CACHE", Path.home() / ".cache" / "textnn"))
+
+
+def file_digest(path: str | Path) -> str:
+    """sha256 of a file, or of every file in a directory (sorted by name)."""
+    path = Path(path)
+    digest = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for file in files:
+        digest.update(file.name.encode())
+        with open(file, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def cached(path: str | Path, settings: dict, compute: Callable[[], object], enabled: bool = True) -> object:
+    """Return `compute()`, loading it from the cache when this file + settings were seen before."""
+    if not enabled:
+        return compute()
+    key = hashlib.sha256((file_digest(path) + json.dumps(settings, sort_keys=True)).encode()).hexdigest()
+    entry = cache_dir() / f"{key}.json"
+    if entry.is_file():
+        try:
+            return json.loads(entry.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            pass  # a damaged entry is recomputed and rewritten below
+    value = compute()
+    try:
+        entry.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(entry, json.dumps(value, ensure_ascii=False).encode("utf-8"))
+    except OSError:
+        pass  # a read-only home must not stop training; the cache is only a speed-up
+    return value

@@ -1,0 +1,63 @@
+"""Token <-> id tables, built from training counts and saved as JSON."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Iterable
+
+from textnn.errors import TextnnError
+
+PAD, UNK = "<pad>", "<unk>"
+
+
+class Vocab:
+    """An ordered token list. Specials come first, so `<pad>` is id 0 and `<unk>` id 1."""
+
+    def __init__(self, tokens: list[str], unk: str | None = UNK):
+        self.itos = list(tokens)
+        self.stoi = {token: i for i, token in enumerate(self.itos)}
+        if len(self.stoi) != len(self.itos):
+            raise TextnnError("vocabulary has duplicate tokens")
+        self.unk_id = self.stoi[unk] if unk is not None else None
+        self.pad_id = self.stoi.get(PAD, 0)
+
+    @classmethod
+    def build(cls, token_lists: Iterable[list[str]], min_freq: int = 1, max_size: int = 0,
+              specials: tuple[str, ...] = (PAD, UNK)) -> "Vocab":
+        """Most frequent first (ties broken alphabetically, so the result is deterministic)."""
+        counts = Counter(token for tokens in token_lists for token in tokens)
+        kept = sorted((t for t, c in counts.items() if c >= min_freq and t not in specials),
+                      key=lambda t: (-counts[t], t))
+        if max_size:
+            kept = kept[: max(0, max_size - len(specials))]
+        return cls([*specials, *kept], unk=UNK if UNK in specials else None)
+
+    def __len__(self) -> int:
+        return len(self.itos)
+
+    def encode(self, tokens: list[str]) -> list[int]:
+        if self.unk_id is None:
+            missing = [t for t in tokens if t not in self.stoi]
+            if missing:
+                raise TextnnError(f"token {missing[0]!r} is not in the vocabulary (which has no <unk>)")
+            return [self.stoi[t] for t in tokens]
+        return [self.stoi.get(t, self.unk_id) for t in tokens]
+
+    def decode(self, ids: Iterable[int]) -> list[str]:
+        out = []
+        for i in ids:
+            if not 0 <= int(i) < len(self.itos):
+                raise TextnnError(f"token id {int(i)} is outside the vocabulary (size {len(self.itos)})")
+            out.append(self.itos[int(i)])
+        return out
+
+    def save(self, path: str | Path) -> None:
+        unk = self.itos[self.unk_id] if self.unk_id is not None else None
+        Path(path).write_text(json.dumps({"tokens": self.itos, "unk": unk}, ensure_ascii=False), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Vocab":
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return cls(data["tokens"], unk=data["unk"])

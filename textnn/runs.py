@@ -1,0 +1,104 @@
+"""The run directory: the one artifact a user keeps.
+
+    runs/<name>/
+      config.yaml            fully resolved config
+      run.json               status (running / finished / interrupted / failed) and summary numbers
+      model.safetensors      best weights (by the dev metric), written atomically
+      vocab.json, labels.json, tokenizer.json   whatever the task needs to rebuild its inputs
+      checkpoint/last.safetensors              resumable state (training/checkpoint.py)
+      metrics.jsonl          one JSON record per log/eval event
+      report.md, *.png       the human report
+
+Every command other than `train` takes a run directory and rebuilds task and model from it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from textnn.config import Config, config_from_dict, read_yaml
+from textnn.errors import TextnnError
+from textnn.training.checkpoint import atomic_write_text
+
+# train options that may differ on --resume: they bound or display the run, they do not change it.
+RESUMABLE_CHANGES = {"epochs", "max_steps", "max_minutes", "progress", "device", "threads"}
+
+
+class RunDir:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+
+    config_file = property(lambda self: self.path / "config.yaml")
+    status_file = property(lambda self: self.path / "run.json")
+    weights_file = property(lambda self: self.path / "model.safetensors")
+    checkpoint_file = property(lambda self: self.path / "checkpoint" / "last.safetensors")
+    metrics_file = property(lambda self: self.path / "metrics.jsonl")
+
+    def create(self, config: Config, resume: bool) -> None:
+        """Make the directory for a new run, or check that `config` may continue the one here."""
+        if resume:
+            if not self.checkpoint_file.is_file():
+                raise TextnnError(f"{self.path}: nothing to resume (no checkpoint/last.safetensors); "
+                                  f"run without --resume")
+            saved, wanted = _flatten(self.load_config().to_dict()), _flatten(config.to_dict())
+            for key in sorted(set(saved) | set(wanted)):
+                section, _, name = key.partition(".")
+                if key != "name" and saved.get(key) != wanted.get(key) and not (
+                        section == "train" and name in RESUMABLE_CHANGES):
+                    raise TextnnError(f"{self.config_file}: cannot resume with {key}={wanted.get(key)!r} "
+                                      f"(the run was started with {saved.get(key)!r}); use a new --run-dir")
+        elif self.path.exists() and any(self.path.iterdir()):
+            raise TextnnError(f"{self.path}: run directory already exists and is not empty; pass --resume to "
+                              f"continue it, --run-dir to choose another, or delete it")
+        self.path.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.config_file, config.to_yaml())
+
+    def load_config(self) -> Config:
+        if not self.config_file.is_file():
+            raise TextnnError(f"{self.path}: not a textnn run directory (no config.yaml)")
+        return config_from_dict(read_yaml(self.config_file), str(self.config_file))
+
+    def status(self) -> dict:
+        if not self.status_file.is_file():
+            return {}
+        return json.loads(self.status_file.read_text(encoding="utf-8"))
+
+    def set_status(self, status: str, **info: object) -> None:
+        data = {**self.status(), **info, "status": status}
+        atomic_write_text(self.status_file, json.dumps(data, indent=2))
+
+    def require_finished(self) -> None:
+        """Commands that use trained weights call this first."""
+        if not self.path.is_dir():
+            raise TextnnError(f"{self.path}: run directory not found")
+        self.load_config()
+        if not self.weights_file.is_file():
+            state = self.status().get("status", "unknown")
+            raise TextnnError(f"{self.path}: run has no trained weights (status: {state}); "
+                              f"finish it with `textnn train ... --resume` first")
+
+    def append_metrics(self, record: dict) -> None:
+        with open(self.metrics_file, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record) + "\n")
+
+    def read_metrics(self) -> list[dict]:
+        if not self.metrics_file.is_file():
+            return []
+        return [json.loads(line) for line in self.metrics_file.read_text(encoding="utf-8").splitlines() if line]
+
+    def truncate_metrics(self, after_step: int) -> None:
+        """On resume: forget records written after the checkpoint, since they will be produced again."""
+        kept = [r for r in self.read_metrics() if r.get("step", 0) <= after_step]
+        atomic_write_text(self.metrics_file, "".join(json.dumps(r) + "\n" for r in kept))
+
+
+def _flatten(config: dict) -> dict:
+    """{"train": {"lr": 1}} -> {"train.lr": 1}."""
+    flat = {}
+    for section, value in config.items():
+        if isinstance(value, dict):
+            flat.update({f"{section}.{key}": v for key, v in value.items()})
+        else:
+            flat[section] = value
+    return flat

@@ -1,0 +1,135 @@
+"""Atomic, pickle-free checkpoints.
+
+A checkpoint is ONE safetensors file: model weights (`model.*`), optimizer tensors (`optim.*`) and
+RNG states (`rng.*`) as tensors, and everything else (trainer position, optimizer hyper-parameters,
+Python/NumPy RNG states) as JSON in the file's metadata. One file means one atomic rename: a run
+killed at any moment leaves either the previous checkpoint or the new one, never half of each.
+Loading never executes code (no pickle anywhere).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save
+
+from textnn.errors import TextnnError
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write to a temp file in the same directory, fsync it, then rename over `path`."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    try:  # make the rename itself durable
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError:
+        pass
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def _plain_tensors(state: dict[str, torch.Tensor], prefix: str = "") -> dict[str, torch.Tensor]:
+    # safetensors refuses tensors that share memory (tied embeddings); a contiguous copy each is safe.
+    return {prefix + k: v.detach().to("cpu").contiguous().clone() for k, v in state.items()}
+
+
+def save_weights(model: torch.nn.Module, path: str | Path) -> None:
+    """The model's weights alone, as safetensors (what `model.safetensors` in a run holds)."""
+    atomic_write_bytes(path, save(_plain_tensors(model.state_dict())))
+
+
+def load_weights(model: torch.nn.Module, path: str | Path) -> None:
+    path = Path(path)
+    if not path.is_file():
+        raise TextnnError(f"{path}: no weights file; is this a finished textnn run directory?")
+    state = load_file(str(path))
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if missing or unexpected:
+        raise TextnnError(f"{path}: weights do not fit the model built from config.yaml "
+                          f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
+
+
+def _rng_state() -> tuple[dict[str, torch.Tensor], dict]:
+    tensors = {"rng.torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        for i, s in enumerate(torch.cuda.get_rng_state_all()):
+            tensors[f"rng.cuda.{i}"] = s
+    version, py_state, gauss = random.getstate()
+    np_name, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()
+    return tensors, {"python": [version, list(py_state), gauss],
+                     "numpy": [np_name, np_keys.tolist(), np_pos, np_has_gauss, np_gauss]}
+
+
+def _set_rng_state(tensors: dict[str, torch.Tensor], meta: dict) -> None:
+    torch.set_rng_state(tensors["rng.torch"])
+    cuda_states = [tensors[k] for k in sorted(k for k in tensors if k.startswith("rng.cuda."))]
+    if cuda_states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(cuda_states)
+    version, py_state, gauss = meta["python"]
+    random.setstate((version, tuple(py_state), gauss))
+    name, keys, pos, has_gauss, cached = meta["numpy"]
+    np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
+
+
+def save_checkpoint(path: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                    trainer_state: dict) -> None:
+    """Model + optimizer + RNG + trainer state in one atomically written safetensors file."""
+    tensors = _plain_tensors(model.state_dict(), "model.")
+    optim_state = optimizer.state_dict()
+    scalars: dict[str, dict] = {}
+    for index, per_param in optim_state["state"].items():
+        for name, value in per_param.items():
+            if torch.is_tensor(value):
+                tensors[f"optim.{index}.{name}"] = value.detach().to("cpu").contiguous().clone()
+            else:
+                scalars.setdefault(str(index), {})[name] = value
+    rng_tensors, rng_meta = _rng_state()
+    tensors.update(rng_tensors)
+    metadata = {
+        "trainer": json.dumps(trainer_state),
+        "optim_groups": json.dumps(optim_state["param_groups"]),
+        "optim_scalars": json.dumps(scalars),
+        "rng": json.dumps(rng_meta),
+    }
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, save(tensors, metadata=metadata))
+
+
+def load_checkpoint(path: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
+    """Restore model, optimizer and RNG states in place; return the trainer state dict."""
+    path = Path(path)
+    if not path.is_file():
+        raise TextnnError(f"{path}: no checkpoint to resume from; start without --resume")
+    with safe_open(str(path), framework="pt") as handle:
+        metadata = handle.metadata() or {}
+    tensors = load_file(str(path))
+    model.load_state_dict({k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")})
+    device = next(model.parameters()).device
+    state: dict[int, dict] = {}
+    for key, value in tensors.items():
+        if key.startswith("optim."):
+            _, index, name = key.split(".", 2)
+            # Adam keeps `step` on the CPU; moments live with the parameters.
+            state.setdefault(int(index), {})[name] = value if name == "step" else value.to(device)
+    for index, values in json.loads(metadata["optim_scalars"]).items():
+        state.setdefault(int(index), {}).update(values)
+    optimizer.load_state_dict({"state": state, "param_groups": json.loads(metadata["optim_groups"])})
+    _set_rng_state({k: v for k, v in tensors.items() if k.startswith("rng.")}, json.loads(metadata["rng"]))
+    return json.loads(metadata["trainer"])

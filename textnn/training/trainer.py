@@ -1,0 +1,243 @@
+"""One training loop for every task.
+
+The trainer never knows which model or task it trains. A task gives it:
+
+    task.train_batches(epoch) -> list[Batch]   the same list for the same epoch and seed (exact resume)
+    task.loss(model, batch)   -> scalar tensor: the SUM of the loss over batch.count terms
+    task.evaluate(model, split, bootstrap_samples) -> dict of metrics (incl. "loss")
+    task.has_split(split)     -> bool
+    task.default_metric       -> name of the metric to select checkpoints on
+
+and a Batch has `.count` (loss terms, e.g. examples or target tokens), `.num_tokens` (for throughput)
+and `.to(device)`. Because `task.loss` returns a sum, a step of `grad_accum` micro-batches divides by
+the total count of all of them: the gradient equals that of one big batch.
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import sys
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+
+import torch
+from tqdm import tqdm
+
+from textnn.config import TrainConfig
+from textnn.errors import TextnnError
+from textnn.runs import RunDir
+from textnn.training.checkpoint import load_checkpoint, load_weights, save_checkpoint, save_weights
+from textnn.training.optim import build_optimizer, lr_factor, set_lr
+
+LOWER_IS_BETTER = {"loss", "perplexity", "bpc"}
+
+
+class TrainingInterrupted(Exception):
+    """Raised after Ctrl-C once the checkpoint is safely written."""
+
+
+@dataclass
+class TrainResult:
+    steps: int
+    epochs_completed: int
+    train_seconds: float
+    examples_per_second: float
+    tokens_per_second: float
+    best_metric: float | None
+    best_step: int | None
+    metric_name: str
+    dev: dict = field(default_factory=dict)
+    test: dict = field(default_factory=dict)
+    stopped: str = "completed"
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise TextnnError(f"config key train.device: '{name}' requested but CUDA is not available; use cpu")
+    return torch.device(name)
+
+
+def is_better(metric: str, value: float, best: float | None) -> bool:
+    if best is None:
+        return True
+    return value < best if metric in LOWER_IS_BETTER else value > best
+
+
+def say(message: str) -> None:
+    """Status lines go to stderr, around the progress bar."""
+    tqdm.write(message, file=sys.stderr)
+
+
+class Trainer:
+    def __init__(self, task, model: torch.nn.Module, cfg: TrainConfig, run: RunDir):
+        self.task, self.cfg, self.run = task, cfg, run
+        self.device = resolve_device(cfg.device)
+        self.model = model.to(self.device)
+        self.forward_model = torch.compile(self.model) if cfg.compile else self.model
+        self.optimizer = build_optimizer(list(self.model.parameters()), cfg, self.device)
+        self.metric = cfg.metric or task.default_metric
+        self._interrupted = False
+        steps_per_epoch = math.ceil(len(task.train_batches(0)) / cfg.grad_accum)
+        if steps_per_epoch == 0:
+            raise TextnnError("the training data gave no batches; check data.train")
+        self.steps_per_epoch = steps_per_epoch
+        self.total_steps = steps_per_epoch * cfg.epochs
+        if cfg.max_steps:
+            self.total_steps = min(self.total_steps, cfg.max_steps)
+
+    # ----------------------------------------------------------------------------------------------
+    def _autocast(self):
+        if self.device.type == "cuda" and self.cfg.amp:
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return nullcontext()
+
+    def _train_step(self, group: list, step: int) -> float:
+        """One optimizer step over a group of micro-batches; returns the mean loss per term."""
+        self.model.train()
+        total = sum(batch.count for batch in group)
+        loss_sum = 0.0
+        for batch in group:
+            batch = batch.to(self.device)
+            with self._autocast():
+                loss = self.task.loss(self.forward_model, batch)
+            (loss / total).backward()
+            loss_sum += float(loss.detach())
+        if self.cfg.clip_norm:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
+        set_lr(self.optimizer, self.cfg.lr * lr_factor(step, self.total_steps, self.cfg))
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.model.after_optimizer_step()
+        return loss_sum / total
+
+    def _evaluate(self, split: str, bootstrap: int = 0) -> dict:
+        self.model.eval()
+        with torch.no_grad(), self._autocast():
+            return self.task.evaluate(self.model, split, bootstrap_samples=bootstrap)
+
+    def _on_sigint(self, signum, frame) -> None:
+        if self._interrupted:  # a second Ctrl-C stops at once
+            raise KeyboardInterrupt
+        self._interrupted = True
+        say("interrupt: finishing this step, then saving a checkpoint (Ctrl-C again to abort)")
+
+    # ----------------------------------------------------------------------------------------------
+    def fit(self, resume: bool = False) -> TrainResult:
+        cfg, run = self.cfg, self.run
+        state = {"step": 0, "epoch": 0, "batch_in_epoch": 0, "best": None, "best_step": None,
+                 "bad_evals": 0, "seconds": 0.0, "step_seconds": 0.0, "examples": 0, "tokens": 0}
+        if resume:
+            state = load_checkpoint(run.checkpoint_file, self.model, self.optimizer)
+            run.truncate_metrics(state["step"])
+            say(f"resuming {run.path} at step {state['step']} (epoch {state['epoch'] + 1})")
+        has_dev = self.task.has_split("dev")
+        run.set_status("running", total_steps=self.total_steps)
+
+        previous_handler = signal.signal(signal.SIGINT, self._on_sigint)
+        bar = tqdm(total=self.total_steps, initial=state["step"], disable=not cfg.progress,
+                   desc=f"train {run.path.name}", unit="step", file=sys.stderr, dynamic_ncols=True,
+                   mininterval=0.2 if sys.stderr.isatty() else 10.0)
+        stopped = "completed"
+        started = time.perf_counter() - state["seconds"]
+        try:
+            while state["epoch"] < cfg.epochs and stopped == "completed":
+                batches = self.task.train_batches(state["epoch"])
+                groups = [batches[i:i + cfg.grad_accum] for i in range(0, len(batches), cfg.grad_accum)]
+                for group in groups[state["batch_in_epoch"] // cfg.grad_accum:]:
+                    step_started = time.perf_counter()
+                    loss = self._train_step(group, state["step"])
+                    state["step_seconds"] += time.perf_counter() - step_started
+                    if not math.isfinite(loss):
+                        raise TextnnError(f"training loss became {loss} at step {state['step'] + 1}; "
+                                          f"lower train.lr or set train.clip_norm")
+                    state["step"] += 1
+                    state["batch_in_epoch"] += len(group)
+                    state["examples"] += sum(b.count for b in group)
+                    state["tokens"] += sum(b.num_tokens for b in group)
+                    state["seconds"] = time.perf_counter() - started
+                    speed = state["tokens"] / max(state["step_seconds"], 1e-9)  # training only, not evaluation
+                    bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{speed:,.0f}", epoch=state["epoch"] + 1, refresh=False)
+                    bar.update(1)
+                    if state["step"] % cfg.log_every == 0:
+                        run.append_metrics({"split": "train", "step": state["step"], "epoch": state["epoch"],
+                                            "loss": loss, "lr": self.optimizer.param_groups[0]["lr"],
+                                            "tokens_per_s": speed, "seconds": round(state["seconds"], 2)})
+                    evaluated = False
+                    if cfg.eval_every and state["step"] % cfg.eval_every == 0 and has_dev:
+                        stopped = self._eval_and_select(state) or stopped
+                        evaluated = True
+                    if (cfg.checkpoint_every and state["step"] % cfg.checkpoint_every == 0) or (
+                            evaluated and not cfg.checkpoint_every):
+                        save_checkpoint(run.checkpoint_file, self.model, self.optimizer, state)
+                    if cfg.max_steps and state["step"] >= cfg.max_steps:
+                        stopped = "max_steps"
+                    if cfg.max_minutes and state["seconds"] >= 60 * cfg.max_minutes:
+                        stopped = "max_minutes"
+                    if self._interrupted:
+                        save_checkpoint(run.checkpoint_file, self.model, self.optimizer, state)
+                        run.set_status("interrupted", step=state["step"])
+                        raise TrainingInterrupted(
+                            f"interrupted at step {state['step']}; checkpoint saved. Continue with "
+                            f"`textnn train CONFIG --run-dir {run.path} --resume`")
+                    if stopped != "completed":
+                        break
+                else:
+                    state["epoch"] += 1
+                    state["batch_in_epoch"] = 0
+                    if not cfg.eval_every and has_dev:
+                        stopped = self._eval_and_select(state) or stopped
+                    save_checkpoint(run.checkpoint_file, self.model, self.optimizer, state)
+        finally:
+            bar.close()
+            signal.signal(signal.SIGINT, previous_handler)
+
+        save_checkpoint(run.checkpoint_file, self.model, self.optimizer, state)
+        if state["best_step"] is None or not has_dev:
+            save_weights(self.model, run.weights_file)  # no dev set: the last weights are the result
+        load_weights(self.model, run.weights_file)
+        dev = self._evaluate("dev", cfg.bootstrap_samples) if has_dev else {}
+        test = self._evaluate("test", cfg.bootstrap_samples) if self.task.has_split("test") else {}
+        for split, metrics in (("dev_final", dev), ("test", test)):
+            if metrics:
+                run.append_metrics({"split": split, "step": state["best_step"] or state["step"], **metrics})
+        seconds = max(state["step_seconds"], 1e-9)
+        result = TrainResult(steps=state["step"], epochs_completed=state["epoch"], train_seconds=state["seconds"],
+                             examples_per_second=state["examples"] / seconds,
+                             tokens_per_second=state["tokens"] / seconds, best_metric=state["best"],
+                             best_step=state["best_step"], metric_name=self.metric, dev=dev, test=test,
+                             stopped=stopped)
+        run.set_status("finished", steps=result.steps, train_seconds=round(result.train_seconds, 2),
+                       examples_per_second=round(result.examples_per_second, 1),
+                       tokens_per_second=round(result.tokens_per_second, 1),
+                       metric=self.metric, best=result.best_metric, best_step=result.best_step,
+                       dev=_scalars(dev), test=_scalars(test), stopped=stopped)
+        return result
+
+    def _eval_and_select(self, state: dict) -> str | None:
+        """Evaluate on dev, keep the best weights, and say whether early stopping triggers."""
+        metrics = self._evaluate("dev")
+        if self.metric not in metrics:
+            raise TextnnError(f"config key train.metric: '{self.metric}' is not reported by this task; "
+                              f"choose one of {', '.join(k for k in metrics if isinstance(metrics[k], float))}")
+        self.run.append_metrics({"split": "dev", "step": state["step"], "epoch": state["epoch"], **_scalars(metrics)})
+        value = metrics[self.metric]
+        summary = " ".join(f"{k}={v:.4f}" for k, v in metrics.items() if isinstance(v, float))
+        if is_better(self.metric, value, state["best"]):
+            state.update(best=value, best_step=state["step"], bad_evals=0)
+            save_weights(self.model, self.run.weights_file)
+            say(f"step {state['step']}: dev {summary} (best)")
+        else:
+            state["bad_evals"] += 1
+            say(f"step {state['step']}: dev {summary}")
+            if self.cfg.patience and state["bad_evals"] >= self.cfg.patience:
+                say(f"early stopping: no dev {self.metric} improvement in {self.cfg.patience} evaluations")
+                return "early_stopping"
+        return None
+
+
+def _scalars(metrics: dict) -> dict:
+    return {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}

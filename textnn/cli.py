@@ -135,7 +135,13 @@ COMMANDS = {"train": _train, "evaluate": _evaluate, "predict": _predict, "compar
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args, extra = parser.parse_known_args(argv)
+    if args.command == "train":  # overrides may also follow the options: train CFG --resume train.lr=1
+        args.overrides += [item for item in extra if "=" in item and not item.startswith("-")]
+        extra = [item for item in extra if item not in args.overrides]
+    if extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     from textnn.training.trainer import TrainingInterrupted
 
     try:

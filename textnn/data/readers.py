@@ -1,0 +1,704 @@
+"""Readers: turn a labelled (or unlabelled) text file into a list of `Record`s.
+
+This is the first step of the one-way data flow (file -> records -> tokens -> ids -> batches). A
+reader only parses; it never tokenizes or lower-cases, so what a record holds is what the file says,
+minus the surrounding whitespace of each text.
+
+Every problem a user can cause (missing file, wrong encoding, a ragged line, a misspelled column, an
+empty label) raises `TextnnError` with one line that names the file, the 1-based line and the value,
+and says what to change. Nothing is skipped silently: the only lines passed over are blank ones,
+which carry no example in any format.
+
+Formats (`FORMATS`):
+  tsv / csv     delimited columns, chosen by header name or 0-based index
+  jsonl         one JSON object per line, columns are keys
+  fasttext      `__label__pos some text`
+  label_text    `pos some text` (label, then a space or tab, then the text)
+  class_files   a directory with one `<class>.txt` per class, one example per line
+  text          one unlabelled example per line (input to `textnn predict`)
+
+A path ending in `.gz` is decompressed first, for every format.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import difflib
+import gzip
+import io
+import json
+import os
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from textnn.errors import TextnnError, where
+
+FORMATS: tuple[str, ...] = ("tsv", "csv", "jsonl", "fasttext", "label_text", "class_files", "text")
+
+# Formats whose lines hold exactly one text, so a sentence pair cannot be expressed in them.
+_SINGLE_TEXT_FORMATS = ("fasttext", "label_text", "class_files")
+
+_FASTTEXT_PREFIX = "__label__"
+
+
+@dataclass(frozen=True)
+class Record:
+    """One example as read from a file.
+
+    `label` is None only for unlabelled input (prediction). `path` and `line` (1-based; 0 when the
+    record did not come from a file) travel with the record so that errors found later in the
+    pipeline, such as a label never seen in training, can still point at the line that caused them.
+    """
+
+    text: str
+    label: str | None
+    text_pair: str | None = None
+    path: str = ""
+    line: int = 0
+
+
+# --------------------------------------------------------------------------------------------------
+# Public entry points
+
+
+def read_classification(
+    path: str | os.PathLike,
+    fmt: str,
+    *,
+    text_column: str | int = "sentence",
+    text_pair_column: str | int = "",
+    label_column: str | int = "label",
+    header: bool = True,
+    quoting: bool = False,
+    delimiter: str = "",
+    encoding: str = "utf-8",
+    require_labels: bool = True,
+) -> list[Record]:
+    """Read a classification file (or, for `class_files`, a directory) into records.
+
+    Column arguments apply to tsv/csv (a header name, or a 0-based index as an int or a digit
+    string) and to jsonl (a key). An empty `text_pair_column` means single-sentence examples.
+    `require_labels=False` is for prediction input: a missing label column or an empty label then
+    gives `label=None` instead of an error. `delimiter` overrides tab (tsv) / comma (csv) and is
+    ignored by the other formats.
+    """
+    path = os.fspath(path)
+    if fmt not in FORMATS:
+        raise TextnnError(
+            f"unknown data format {fmt!r}{_did_you_mean(str(fmt), FORMATS)}; "
+            f"set data.format to one of: {', '.join(FORMATS)}"
+        )
+    pair = text_pair_column not in ("", None)
+    if pair and fmt in _SINGLE_TEXT_FORMATS:
+        raise TextnnError(
+            f"{path}: data.format={fmt} holds one text per example, but data.text_pair_column is "
+            f"{text_pair_column!r}; for sentence pairs use tsv, csv or jsonl, or clear "
+            "data.text_pair_column"
+        )
+    if fmt == "class_files":
+        return _read_class_files(path, encoding)
+
+    text = _decode_file(path, encoding)
+    lines = _split_lines(text)
+    if fmt in ("tsv", "csv"):
+        records = _read_delimited(
+            path, text, lines, fmt, text_column, text_pair_column if pair else None, label_column,
+            header, quoting, delimiter, require_labels,
+        )
+    elif fmt == "jsonl":
+        records = _read_jsonl(
+            path, lines, text_column, text_pair_column if pair else None, label_column,
+            require_labels,
+        )
+    elif fmt == "fasttext":
+        records = _read_fasttext(path, lines, require_labels)
+    elif fmt == "label_text":
+        records = _read_label_text(path, lines)
+    else:  # "text"
+        records = _read_plain(path, lines, pair)
+    if not records:
+        raise TextnnError(f"{path}: no examples: {_why_empty(text, fmt, header)}")
+    return records
+
+
+def read_lines(path: str | os.PathLike, encoding: str = "utf-8") -> list[str]:
+    """All lines of a text file without their line endings, blank lines included.
+
+    Blank lines are kept because language-model corpora give them meaning (WikiText separates
+    paragraphs and headings with them, and its published token counts include one end-of-line per
+    line). A trailing newline at the end of the file does not add an empty last line.
+    """
+    path = os.fspath(path)
+    text = _decode_file(path, encoding)
+    if not text:
+        raise TextnnError(
+            f"{path}: the file is empty; point the data path at a non-empty text file"
+        )
+    return _split_lines(text)
+
+
+def kfold_splits(n: int, k: int, seed: int = 0) -> list[tuple[list[int], list[int]]]:
+    """`k` (train, test) index splits of `range(n)` for cross-validation.
+
+    The indices are shuffled once with `seed` and cut into `k` folds whose sizes differ by at most
+    one; fold i is the test set of split i and the rest is its training set, so every index is
+    tested exactly once. Needed for MR, Subj, CR and MPQA, which ship without a split and which
+    Kim (2014, Sec. 3) evaluates with 10-fold cross-validation.
+    """
+    _check_k(n, k)
+    order = np.random.default_rng(seed).permutation(n)
+    folds = [order[i::k] for i in range(k)]
+    return _splits_from_folds(folds)
+
+
+def stratified_kfold_splits(
+    labels: list[str], k: int, seed: int = 0
+) -> list[tuple[list[int], list[int]]]:
+    """Like `kfold_splits`, but every fold keeps each class's share of the data.
+
+    Each class's indices are shuffled, the classes are laid end to end, and the sequence is dealt
+    to the folds round-robin. Dealing a contiguous run of c items round-robin gives every fold
+    floor(c/k) or ceil(c/k) of them, so per-class counts differ by at most one between folds, and
+    because the deal never restarts, total fold sizes also differ by at most one. With fewer than
+    k examples of a class, some folds simply get none of it.
+    """
+    _check_k(len(labels), k)
+    rng = np.random.default_rng(seed)
+    by_class: dict[str, list[int]] = {}
+    for i, label in enumerate(labels):
+        by_class.setdefault(label, []).append(i)
+    # Sorted class order keeps the result independent of the order the classes first appear in.
+    classes = sorted(by_class, key=str)
+    shuffled = [rng.permutation(np.asarray(by_class[c], dtype=np.int64)) for c in classes]
+    dealt = np.concatenate(shuffled)
+    folds = [dealt[i::k] for i in range(k)]
+    return _splits_from_folds(folds)
+
+
+# --------------------------------------------------------------------------------------------------
+# File access and decoding
+
+
+def _decode_file(path: str, encoding: str) -> str:
+    """The whole file as text, with a leading byte-order mark removed.
+
+    Reading everything at once and decoding in one call is what makes large files fast (SST-2
+    train is 67k lines); on a decoding error the raw bytes are still at hand to say exactly where.
+    """
+    p = Path(path)
+    if not p.exists():
+        raise TextnnError(
+            f"{path}: file does not exist (looked relative to {os.getcwd()}); check data paths"
+        )
+    if p.is_dir():
+        raise TextnnError(
+            f"{path}: is a directory, expected a file; give the file's path (a directory with one "
+            ".txt file per class needs data.format=class_files)"
+        )
+    try:
+        raw = p.read_bytes()
+    except OSError as err:
+        raise TextnnError(
+            f"{path}: cannot read the file ({err.strerror}); check its permissions"
+        ) from None
+    if path.endswith(".gz"):
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as err:
+            raise TextnnError(
+                f"{path}: not a valid gzip file ({err}); the name ends in .gz, so it must be "
+                "gzip-compressed: recompress it or drop the .gz suffix"
+            ) from None
+    try:
+        codec = codecs.lookup(encoding).name
+    except LookupError:
+        raise TextnnError(
+            f"{path}: unknown encoding {encoding!r}; set data.encoding to a Python codec name "
+            "such as utf-8, latin-1 or cp1252"
+        ) from None
+    # Decode UTF-8 with or without a BOM as plain UTF-8 so that error offsets are offsets in the
+    # file itself; the BOM then arrives as U+FEFF and is dropped below (MRPC's header carries one).
+    if codec == "utf-8-sig":
+        codec = "utf-8"
+    try:
+        text = raw.decode(codec)
+    except UnicodeDecodeError as err:
+        raise _decode_error(path, raw, err, encoding) from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return text
+
+
+def _decode_error(path: str, raw: bytes, err: UnicodeDecodeError, encoding: str) -> TextnnError:
+    offset = err.start
+    line = raw.count(b"\n", 0, offset) + 1
+    column = offset - (raw.rfind(b"\n", 0, offset) + 1) + 1
+    return TextnnError(
+        f"{where(path, line)}: not valid {encoding} text: byte 0x{raw[offset]:02x} at byte offset "
+        f"{offset} (byte {column} of the line); re-encode the file as UTF-8 (e.g. "
+        f"`iconv -f cp1252 -t utf-8`) or set data.encoding to the file's real encoding"
+    )
+
+
+def _split_lines(text: str) -> list[str]:
+    """Lines without their endings; `\\n` and `\\r\\n` both end a line.
+
+    `str.splitlines` is not used because it also breaks on characters that occur inside real text
+    (form feed, U+2028, U+0085), which would shift every later line number.
+    """
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    if "\r" in text:
+        lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
+    return lines
+
+
+def _why_empty(text: str, fmt: str, header: bool) -> str:
+    if not text:
+        return "the file is empty (0 bytes); point the data path at the right file"
+    if fmt in ("tsv", "csv") and header:
+        return "the file holds only its header line (data.header=true); add examples below it"
+    return "the file holds only blank lines; point the data path at the right file"
+
+
+# --------------------------------------------------------------------------------------------------
+# Delimited files (tsv / csv)
+
+
+def _delimiter_name(delim: str) -> str:
+    return {"\t": "tab", ",": "comma", ";": "semicolon", " ": "space", "|": "pipe"}.get(
+        delim, repr(delim)
+    )
+
+
+def _iter_rows(path: str, text: str, lines: list[str], delim: str, quoting: bool):
+    """Yield (1-based line number, fields) for every non-blank row.
+
+    With quoting off, a row is its line split at every delimiter: exactly what csv.QUOTE_NONE
+    without an escape character does, but with no special case for `"` (GLUE's MRPC and RTE have
+    unbalanced quotes inside sentences) and no C-reader complaints about a stray carriage return.
+    With quoting on, the csv module applies standard quoting, so a quoted field may hold the
+    delimiter or even a newline; such a row is numbered by the line it starts on.
+    """
+    if not quoting:
+        for i, line in enumerate(lines):
+            if line and not line.isspace():
+                yield i + 1, line.split(delim)
+        return
+    reader = csv.reader(
+        io.StringIO(text, newline=""), delimiter=delim, quotechar='"', doublequote=True
+    )
+    while True:
+        start = reader.line_num + 1
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as err:
+            raise TextnnError(
+                f"{where(path, start)}: cannot parse this row with CSV quoting ({err}); fix the "
+                "quotes on this line, or set data.quoting=false if quotes are plain text"
+            ) from None
+        if row and not (len(row) == 1 and row[0].strip() == ""):
+            yield start, row
+
+
+def _resolve_column(
+    spec: str | int,
+    option: str,
+    names: list[str] | None,
+    n_fields: int,
+    path: str,
+    first_line: int,
+    required: bool,
+) -> int | None:
+    """The 0-based index a column option points at, or None when it is absent and not required.
+
+    `names` is the header (None when data.header=false). A header name wins over reading the value
+    as an index, so a column literally named "3" is still found by name.
+    """
+    if isinstance(spec, bool):  # bool is an int subclass; `True` is surely a config mistake
+        raise TextnnError(
+            f"{path}: {option} must be a column name or a 0-based index, got {spec!r}"
+        )
+    if isinstance(spec, str) and names is not None and spec in names:
+        if names.count(spec) > 1:
+            raise TextnnError(
+                f"{where(path, first_line)}: the header names column {spec!r} more than once, so "
+                f"{option}={spec!r} is ambiguous; give its 0-based index instead"
+            )
+        return names.index(spec)
+    if isinstance(spec, int):
+        index = spec
+    elif isinstance(spec, str) and spec.strip().isascii() and spec.strip().isdigit():
+        index = int(spec)
+    elif names is None:
+        if not required:
+            return None
+        raise TextnnError(
+            f"{path}: data.header=false, so {option} must be a 0-based column index "
+            f"(0-{n_fields - 1}), got {spec!r}; give a number, or set data.header=true if the "
+            "first line names the columns"
+        )
+    else:
+        if not required:
+            return None
+        raise TextnnError(
+            f"{where(path, first_line)}: no column {spec!r} for {option}"
+            f"{_did_you_mean(str(spec), names)}; the header's columns are: "
+            f"{', '.join(repr(n) for n in names)} (if the first line is data rather than column "
+            "names, set data.header=false and give columns by 0-based index)"
+        )
+    if 0 <= index < n_fields:
+        return index
+    if index >= n_fields and not required:
+        return None
+    source = "the header" if names is not None else f"line {first_line}"
+    raise TextnnError(
+        f"{where(path, first_line)}: {option}={spec!r} is out of range: {source} has {n_fields} "
+        f"fields, so valid indices are 0-{n_fields - 1}; check the column index or data.delimiter"
+    )
+
+
+def _read_delimited(
+    path: str,
+    text: str,
+    lines: list[str],
+    fmt: str,
+    text_column: str | int,
+    pair_column: str | int | None,
+    label_column: str | int,
+    header: bool,
+    quoting: bool,
+    delimiter: str,
+    require_labels: bool,
+) -> list[Record]:
+    delim = delimiter or ("\t" if fmt == "tsv" else ",")
+    if quoting and len(delim) != 1:
+        raise TextnnError(
+            f"{path}: data.delimiter must be one character when data.quoting=true, got {delim!r}"
+        )
+    rows = _iter_rows(path, text, lines, delim, quoting)
+    first = next(rows, None)
+    if first is None:
+        return []
+    first_line, first_fields = first
+    n_fields = len(first_fields)
+    names = [name.strip() for name in first_fields] if header else None
+
+    ti = _resolve_column(text_column, "data.text_column", names, n_fields, path, first_line, True)
+    pi = None
+    if pair_column is not None:
+        pi = _resolve_column(
+            pair_column, "data.text_pair_column", names, n_fields, path, first_line, True
+        )
+    li = None
+    if label_column not in ("", None):
+        li = _resolve_column(
+            label_column, "data.label_column", names, n_fields, path, first_line, require_labels
+        )
+    elif require_labels:
+        raise TextnnError(
+            f"{path}: data.label_column is empty, but these examples need labels; name the label "
+            "column"
+        )
+    if li is not None and li in (ti, pi):
+        raise TextnnError(
+            f"{path}: data.label_column={label_column!r} is the same column as the text; "
+            "point it at the label column"
+        )
+
+    def col_name(index: int) -> str:
+        return repr(names[index]) if names is not None else f"{index}"
+
+    count_source = f"header has {n_fields}" if header else f"line {first_line} has {n_fields}"
+    stray_hint = (
+        f"check for a stray {_delimiter_name(delim)} in the text"
+        + ("" if quoting else " or set data.quoting=true")
+    )
+    records: list[Record] = []
+    append = records.append
+    if not header:
+        rows = _chain_first(first, rows)
+    for line_no, fields in rows:
+        if len(fields) != n_fields:
+            raise TextnnError(
+                f"{where(path, line_no)}: expected {n_fields} {_delimiter_name(delim)}-separated "
+                f"fields ({count_source}), found {len(fields)}; {stray_hint}"
+            )
+        text_value = fields[ti].strip()
+        if not text_value:
+            raise TextnnError(
+                f"{where(path, line_no)}: empty text in column {col_name(ti)}; fill it in or "
+                "remove the line"
+            )
+        pair_value = None
+        if pi is not None:
+            pair_value = fields[pi].strip()
+            if not pair_value:
+                raise TextnnError(
+                    f"{where(path, line_no)}: empty second text in column {col_name(pi)}; fill "
+                    "it in or remove the line"
+                )
+        label = None
+        if li is not None:
+            label = fields[li].strip()
+            if not label:
+                if require_labels:
+                    raise TextnnError(
+                        f"{where(path, line_no)}: empty label in column {col_name(li)}; every "
+                        "training and evaluation example needs a label"
+                    )
+                label = None
+        append(Record(text_value, label, pair_value, path, line_no))
+    return records
+
+
+def _chain_first(first, rest):
+    yield first
+    yield from rest
+
+
+# --------------------------------------------------------------------------------------------------
+# Line-per-example formats
+
+
+def _read_jsonl(
+    path: str,
+    lines: list[str],
+    text_column: str | int,
+    pair_column: str | int | None,
+    label_column: str | int,
+    require_labels: bool,
+) -> list[Record]:
+    text_key = str(text_column)
+    pair_key = None if pair_column is None else str(pair_column)
+    label_key = None if label_column in ("", None) else str(label_column)
+    if label_key is None and require_labels:
+        raise TextnnError(
+            f"{path}: data.label_column is empty, but these examples need labels; name the "
+            "label key"
+        )
+    records: list[Record] = []
+    for i, line in enumerate(lines):
+        if not line or line.isspace():
+            continue
+        line_no = i + 1
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise TextnnError(
+                f"{where(path, line_no)}: not valid JSON ({err.msg} at column {err.colno}); "
+                f"each line must be one JSON object such as "
+                f'{{"{text_key}": "some text", "{label_key or "label"}": "pos"}}'
+            ) from None
+        if not isinstance(obj, dict):
+            raise TextnnError(
+                f"{where(path, line_no)}: expected a JSON object, found a JSON "
+                f"{type(obj).__name__}; each line must be one object with key {text_key!r}"
+            )
+        text = _json_text(obj, text_key, "data.text_column", path, line_no)
+        pair = None
+        if pair_key is not None:
+            pair = _json_text(obj, pair_key, "data.text_pair_column", path, line_no)
+        label = None
+        if label_key is not None:
+            value = obj.get(label_key)
+            if value is None:
+                if require_labels:
+                    raise _missing_key(obj, label_key, "data.label_column", path, line_no)
+            elif isinstance(value, bool):
+                label = "true" if value else "false"
+            elif isinstance(value, (str, int, float)):
+                label = str(value).strip()
+                if not label:
+                    if require_labels:
+                        raise TextnnError(
+                            f"{where(path, line_no)}: empty label under key {label_key!r}; every "
+                            "training and evaluation example needs a label"
+                        )
+                    label = None
+            else:
+                raise TextnnError(
+                    f"{where(path, line_no)}: the label under key {label_key!r} is a JSON "
+                    f"{type(value).__name__}; it must be a string or a number"
+                )
+        records.append(Record(text, label, pair, path, line_no))
+    return records
+
+
+def _json_text(obj: dict, key: str, option: str, path: str, line_no: int) -> str:
+    if key not in obj:
+        raise _missing_key(obj, key, option, path, line_no)
+    value = obj[key]
+    if not isinstance(value, str):
+        raise TextnnError(
+            f"{where(path, line_no)}: the value under key {key!r} is a JSON "
+            f"{type(value).__name__}; {option} must name a key holding a string"
+        )
+    value = value.strip()
+    if not value:
+        raise TextnnError(
+            f"{where(path, line_no)}: empty text under key {key!r}; fill it in or remove the line"
+        )
+    return value
+
+
+def _missing_key(obj: dict, key: str, option: str, path: str, line_no: int) -> TextnnError:
+    keys = [str(k) for k in obj]
+    return TextnnError(
+        f"{where(path, line_no)}: no key {key!r} for {option}{_did_you_mean(key, keys)}; "
+        f"this line's keys are: {', '.join(repr(k) for k in keys) or '(none)'}"
+    )
+
+
+def _read_fasttext(path: str, lines: list[str], require_labels: bool) -> list[Record]:
+    """`__label__a [__label__b ...] text`: the first label is kept.
+
+    fastText itself allows several labels per line (multi-label); textnn's classification is
+    single-label, so the first one is the example's class.
+    """
+    records: list[Record] = []
+    for i, line in enumerate(lines):
+        rest = line.strip()
+        if not rest:
+            continue
+        line_no = i + 1
+        labels: list[str] = []
+        while rest.startswith(_FASTTEXT_PREFIX):
+            # split(None, 1) cuts at the first run of spaces or tabs and drops that run.
+            parts = rest.split(None, 1)
+            labels.append(parts[0][len(_FASTTEXT_PREFIX):])
+            rest = parts[1] if len(parts) == 2 else ""
+        label: str | None = None
+        if labels:
+            label = labels[0]
+            if not label:
+                if require_labels:
+                    raise TextnnError(
+                        f"{where(path, line_no)}: empty label: '{_FASTTEXT_PREFIX}' must be "
+                        f"followed by the class name, as in '{_FASTTEXT_PREFIX}pos'"
+                    )
+                label = None
+        elif require_labels:
+            raise TextnnError(
+                f"{where(path, line_no)}: no label: a fastText line starts with "
+                f"'{_FASTTEXT_PREFIX}<class>' and then the text, found {line.strip()[:40]!r}; add "
+                "the label or choose the matching data.format"
+            )
+        if not rest:
+            raise TextnnError(
+                f"{where(path, line_no)}: no text after the label; each line needs "
+                f"'{_FASTTEXT_PREFIX}<class> <text>'"
+            )
+        records.append(Record(rest, label, None, path, line_no))
+    return records
+
+
+def _read_label_text(path: str, lines: list[str]) -> list[Record]:
+    records: list[Record] = []
+    for i, line in enumerate(lines):
+        parts = line.split(None, 1)
+        if not parts:
+            continue
+        text = parts[1].strip() if len(parts) == 2 else ""
+        if not text:
+            raise TextnnError(
+                f"{where(path, i + 1)}: found the label {parts[0]!r} but no text; each line "
+                "must be '<label> <text>' (a space or tab after the label)"
+            )
+        records.append(Record(text, parts[0], None, path, i + 1))
+    return records
+
+
+def _read_plain(path: str, lines: list[str], pair: bool) -> list[Record]:
+    records: list[Record] = []
+    for i, line in enumerate(lines):
+        if not line or line.isspace():
+            continue
+        if not pair:
+            records.append(Record(line.strip(), None, None, path, i + 1))
+            continue
+        first, tab, second = line.partition("\t")
+        first, second = first.strip(), second.strip()
+        if not tab or not first or not second:
+            raise TextnnError(
+                f"{where(path, i + 1)}: expected two texts separated by a tab "
+                "(data.text_pair_column is set, so every line is a sentence pair); add the tab or "
+                "clear data.text_pair_column"
+            )
+        records.append(Record(first, None, second, path, i + 1))
+    return records
+
+
+def _read_class_files(path: str, encoding: str) -> list[Record]:
+    """One class per `*.txt` file in the directory, named after the file's stem."""
+    directory = Path(path)
+    if not directory.exists():
+        raise TextnnError(
+            f"{path}: directory does not exist (looked relative to {os.getcwd()}); check data paths"
+        )
+    if not directory.is_dir():
+        raise TextnnError(
+            f"{path}: is a file, but data.format=class_files expects a directory holding one "
+            ".txt file per class (pos.txt, neg.txt, ...)"
+        )
+    files = sorted(f for f in directory.iterdir() if f.suffix.lower() == ".txt" and f.is_file())
+    if not files:
+        raise TextnnError(
+            f"{path}: no .txt files in this directory; data.format=class_files expects one file "
+            "per class named after it (pos.txt, neg.txt, ...) with one example per line"
+        )
+    records: list[Record] = []
+    for file in files:
+        file_path = str(file)
+        label = file.stem
+        found = 0
+        for i, line in enumerate(_split_lines(_decode_file(file_path, encoding))):
+            text = line.strip()
+            if text:
+                records.append(Record(text, label, None, file_path, i + 1))
+                found += 1
+        if not found:
+            raise TextnnError(
+                f"{file_path}: no examples for class {label!r} (the file is empty or blank); add "
+                "one example per line or remove the file"
+            )
+    return records
+
+
+# --------------------------------------------------------------------------------------------------
+# Cross-validation helpers
+
+
+def _check_k(n: int, k: int) -> None:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+        raise TextnnError(f"the number of cross-validation folds must be an integer, got {k!r}")
+    if k < 2 or k > n:
+        raise TextnnError(
+            f"cannot make {k} cross-validation folds of {n} examples; choose k with 2 <= k <= {n}"
+            if n >= 2
+            else f"cannot cross-validate {n} example(s); k-fold needs at least 2 examples"
+        )
+
+
+def _splits_from_folds(folds: list[np.ndarray]) -> list[tuple[list[int], list[int]]]:
+    splits = []
+    for i, test in enumerate(folds):
+        train = np.concatenate([f for j, f in enumerate(folds) if j != i])
+        splits.append((np.sort(train).tolist(), np.sort(test).tolist()))
+    return splits
+
+
+def _did_you_mean(value: str, options) -> str:
+    options = [str(o) for o in options]
+    close = difflib.get_close_matches(value, options, n=1)
+    if not close:
+        # Case-only differences ("Label" vs "label") score too low for difflib on short names.
+        close = [o for o in options if o.lower() == value.lower()][:1]
+    return f" (did you mean {close[0]!r}?)" if close else ""

@@ -1,0 +1,113 @@
+"""Plots are written as real PNG files, with the panels the records call for."""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from textnn.errors import TextnnError
+from textnn.viz.plots import plot_confusion_matrix, plot_loss_curve
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _png_size(path) -> tuple[int, int]:
+    """(width, height) from a PNG's IHDR chunk, which follows the 8-byte signature."""
+    data = path.read_bytes()
+    assert data[:8] == PNG_SIGNATURE
+    assert data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def _train_records(steps=range(0, 200, 10)):
+    return [{"step": s, "epoch": s // 100, "split": "train", "loss": 2.0 / (1 + s / 50)} for s in steps]
+
+
+def test_train_only_loss_curve(tmp_path):
+    path = tmp_path / "loss.png"
+    plot_loss_curve(_train_records(), path)
+    width, height = _png_size(path)
+    assert path.stat().st_size > 1000
+    assert width > 0 and height > 0
+
+
+def test_dev_metrics_add_a_second_panel(tmp_path):
+    dev = [
+        {"step": s, "split": "dev", "loss": 1.5 / (1 + s / 60), "accuracy": 0.5 + s / 1000}
+        for s in (50, 100, 150)
+    ]
+    single, double = tmp_path / "train.png", tmp_path / "train_dev.png"
+    plot_loss_curve(_train_records(), single)
+    plot_loss_curve(_train_records() + dev, double)
+    single_width, single_height = _png_size(single)
+    double_width, double_height = _png_size(double)
+    assert double_height == single_height
+    assert double_width == 2 * single_width  # loss panel + metrics panel
+
+
+def test_dev_loss_without_metrics_stays_one_panel(tmp_path):
+    dev = [{"step": 100, "split": "dev", "loss": 0.9}, {"step": 200, "split": "dev", "loss": 0.8}]
+    one, two = tmp_path / "a.png", tmp_path / "b.png"
+    plot_loss_curve(_train_records(), one)
+    plot_loss_curve(_train_records() + dev, two)
+    assert _png_size(one) == _png_size(two)
+    assert one.read_bytes() != two.read_bytes()  # the dev curve is drawn
+
+
+def test_loss_curve_creates_missing_folders(tmp_path):
+    path = tmp_path / "runs" / "demo" / "loss.png"
+    plot_loss_curve(_train_records(), path)
+    assert path.read_bytes()[:8] == PNG_SIGNATURE
+
+
+@pytest.mark.parametrize(
+    "records, fragment",
+    [
+        ([{"step": 1, "split": "dev", "accuracy": 0.5}], "has a numeric 'loss'"),
+        ([{"split": "train", "loss": 0.5}], "records[0]"),
+        ([], "none of the 0 records"),
+    ],
+)
+def test_loss_curve_errors(tmp_path, records, fragment):
+    with pytest.raises(TextnnError) as info:
+        plot_loss_curve(records, tmp_path / "x.png")
+    assert fragment in str(info.value)
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_confusion_matrix_png(tmp_path):
+    matrix = np.array([[50, 3, 2], [4, 30, 6], [0, 0, 0]])  # an empty row must not divide by zero
+    path = tmp_path / "confusion.png"
+    plot_confusion_matrix(matrix, ["neg", "neu", "pos"], path, title="dev")
+    width, height = _png_size(path)
+    assert path.stat().st_size > 1000 and width > 0 and height > 0
+
+
+def test_confusion_matrix_grows_with_classes(tmp_path):
+    small, large = tmp_path / "small.png", tmp_path / "large.png"
+    plot_confusion_matrix(np.eye(3, dtype=int), list("abc"), small)
+    plot_confusion_matrix(np.eye(20, dtype=int), [f"c{i}" for i in range(20)], large)
+    assert _png_size(large)[0] > _png_size(small)[0]
+
+
+@pytest.mark.parametrize(
+    "matrix, labels, fragment",
+    [
+        (np.zeros((2, 3)), ["a", "b"], "shape (2, 3)"),
+        (np.zeros((2, 2)), ["a"], "1 labels for a 2x2"),
+    ],
+)
+def test_confusion_matrix_errors(tmp_path, matrix, labels, fragment):
+    with pytest.raises(TextnnError) as info:
+        plot_confusion_matrix(matrix, labels, tmp_path / "x.png")
+    assert fragment in str(info.value)
+
+
+def test_importing_plots_does_not_import_matplotlib():
+    code = "import sys, textnn.viz.plots; print('matplotlib' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"

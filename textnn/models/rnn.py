@@ -1,0 +1,136 @@
+"""Recurrent sentence classifier: embeddings -> (stacked, optionally bidirectional) Elman RNN, LSTM or
+GRU -> pooling over time -> (optional MLP) -> class scores.
+
+Cells: "rnn" Elman (1990) with tanh, "lstm" (Hochreiter & Schmidhuber 1997, with forget gate; its
+forget-gate bias starts at 1, Jozefowicz et al. 2015, see `modules.rnn.init_lstm_forget_bias`), "gru"
+(Cho et al. 2014). All run fused (cuDNN on GPU) over packed sequences, so padding is never read.
+
+Pooling of the top layer's states into the sentence vector u:
+  last  the state after the last real token; bidirectional: the forward direction's last state
+        concatenated with the backward direction's state at the first token (each direction's final
+        state, i.e. what it has read of the whole sentence)
+  max   element-wise max over real positions (the BiLSTM-max encoder of Conneau et al. 2017, §3.2.2)
+  mean  average over real positions
+
+A sentence pair is encoded by the same network into u and v and classified from [u; v; |u - v|; u * v]
+(`pooling.pair_features`, Conneau et al. 2017 §3.1) by a separate classifier of the same shape.
+"""
+
+# B batch, T sequence length, D embedding dim, H hidden size, K directions (1 or 2), M MLP size,
+# C classes
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from textnn.config import opt
+from textnn.errors import TextnnError
+from textnn.models.base import ModelOutput, TextnnModel
+from textnn.modules.embeddings import TokenEmbedding
+from textnn.modules.pooling import last_valid, masked_max, masked_mean, pair_features
+from textnn.modules.rnn import CELLS, RNNEncoder
+
+POOLINGS = ("last", "max", "mean")
+
+
+def _check(ok: bool, key: str, value: object, expected: str) -> None:
+    if not ok:
+        raise TextnnError(f"config key model.{key}: got {value!r}, expected {expected}")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_probability(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value < 1.0
+
+
+@dataclass
+class RNNClassifierConfig:
+    cell: str = opt("lstm", "recurrent cell: rnn (Elman, tanh), lstm or gru")
+    embedding_dim: int = opt(300, "word embedding size D (must match data.vectors when given)")
+    hidden_size: int = opt(256, "hidden state size H of each direction")
+    num_layers: int = opt(1, "stacked recurrent layers")
+    bidirectional: bool = opt(True, "run a second, right-to-left RNN and concatenate its states")
+    dropout: float = opt(0.0, "dropout between stacked recurrent layers, in [0, 1) (needs num_layers > 1)")
+    embedding_dropout: float = opt(0.0, "dropout on the word embeddings, in [0, 1)")
+    output_dropout: float = opt(0.0, "dropout on the sentence vector (and MLP hidden layer), in [0, 1)")
+    pooling: str = opt("max", "how the states become one vector: last, max or mean")
+    mlp_hidden: int = opt(0, "size M of a tanh hidden layer before the output layer; 0 = linear output")
+    freeze_embeddings: bool = opt(False, "keep the (pretrained) embeddings fixed during training")
+
+    def __post_init__(self) -> None:
+        _check(self.cell in CELLS, "cell", self.cell, "one of " + ", ".join(CELLS))
+        for key in ("embedding_dim", "hidden_size", "num_layers"):
+            value = getattr(self, key)
+            _check(_is_int(value) and value >= 1, key, value, "an integer >= 1")
+        for key in ("dropout", "embedding_dropout", "output_dropout"):
+            value = getattr(self, key)
+            _check(_is_probability(value), key, value, "a probability in [0, 1)")
+        _check(self.pooling in POOLINGS, "pooling", self.pooling, "one of " + ", ".join(POOLINGS))
+        _check(_is_int(self.mlp_hidden) and self.mlp_hidden >= 0, "mlp_hidden", self.mlp_hidden,
+               "an integer >= 0 (0 = linear output)")
+
+
+def _classifier(in_dim: int, hidden: int, num_classes: int, dropout: float) -> nn.Sequential:
+    """dropout -> linear output, or dropout -> linear -> tanh -> dropout -> linear when hidden > 0
+    (InferSent's MLP classifier with one hidden layer, Conneau et al. 2017 §3.3)."""
+    if hidden == 0:
+        return nn.Sequential(nn.Dropout(dropout), nn.Linear(in_dim, num_classes))
+    return nn.Sequential(nn.Dropout(dropout), nn.Linear(in_dim, hidden), nn.Tanh(), nn.Dropout(dropout),
+                         nn.Linear(hidden, num_classes))
+
+
+class RNNClassifier(TextnnModel):
+    """Embeddings -> RNNEncoder -> pooling -> classifier; see the module docstring."""
+
+    def __init__(self, cfg: RNNClassifierConfig, vocab_size: int, num_classes: int, pad_id: int = 0,
+                 pretrained: torch.Tensor | None = None) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.embedding = TokenEmbedding(vocab_size, cfg.embedding_dim, pad_id, pretrained, cfg.freeze_embeddings)
+        self.embedding_dropout = nn.Dropout(cfg.embedding_dropout)
+        self.encoder = RNNEncoder(cfg.embedding_dim, cfg.hidden_size, cfg.cell, cfg.num_layers,
+                                  cfg.bidirectional, cfg.dropout)
+        out = self.encoder.output_size  # K*H
+        self.head = _classifier(out, cfg.mlp_hidden, num_classes, cfg.output_dropout)
+        self.pair_head = _classifier(4 * out, cfg.mlp_hidden, num_classes, cfg.output_dropout)
+
+    def encode(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        x = self.embedding_dropout(self.embedding(ids))  # [B, T, D]
+        states = self.encoder(x, mask)  # [B, T, K*H]
+        if self.cfg.pooling == "max":
+            return masked_max(states, mask)  # [B, K*H]
+        if self.cfg.pooling == "mean":
+            return masked_mean(states, mask)  # [B, K*H]
+        hidden = self.cfg.hidden_size
+        forward_last = last_valid(states[..., :hidden], mask)  # [B, H]
+        if not self.cfg.bidirectional:
+            return forward_last
+        backward_first = states[:, 0, hidden:]  # [B, H]: the backward RNN ends at the first token
+        return torch.cat([forward_last, backward_first], dim=-1)  # [B, 2H]
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor, pair_ids: torch.Tensor | None = None,
+                pair_mask: torch.Tensor | None = None) -> ModelOutput:
+        u = self.encode(ids, mask)
+        if pair_ids is None:
+            return ModelOutput(logits=self.head(u))
+        return ModelOutput(logits=self.pair_head(pair_features(u, self.encode(pair_ids, pair_mask))))
+
+
+PRESETS: dict[str, dict] = {
+    "tiny": {"cell": "lstm", "embedding_dim": 8, "hidden_size": 8, "num_layers": 2, "bidirectional": True,
+             "dropout": 0.2, "embedding_dropout": 0.1, "output_dropout": 0.2, "pooling": "max",
+             "mlp_hidden": 0},
+    # InferSent's BiLSTM-max encoder (Conneau et al. 2017): §3.2.2 one bidirectional LSTM layer with 2048
+    # units per direction (4096-d sentence vectors) and max pooling; §3.3 300-d GloVe (Common Crawl 840B)
+    # vectors kept fixed, an MLP classifier with one 512-unit hidden layer, no dropout (SGD lr 0.1,
+    # batch 64). Their code (facebookresearch/InferSent train_nli.py) has the same defaults.
+    "paper": {"cell": "lstm", "embedding_dim": 300, "hidden_size": 2048, "num_layers": 1, "bidirectional": True,
+              "dropout": 0.0, "embedding_dropout": 0.0, "output_dropout": 0.0, "pooling": "max",
+              "mlp_hidden": 512, "freeze_embeddings": True},
+}

@@ -142,21 +142,25 @@ def main(argv: list[str] | None = None) -> int:
         extra = [item for item in extra if item not in args.overrides]
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
-    from textnn.training.trainer import TrainingInterrupted
-
     try:
         return COMMANDS[args.command](args)
     except TextnnError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except TrainingInterrupted as err:
-        print(str(err), file=sys.stderr)
-        return 130
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0
+    except Exception as err:
+        # Imported here, not above, so that `explain` and config errors do not pay for importing torch;
+        # a TrainingInterrupted can only come from a command that has already imported the trainer.
+        from textnn.training.trainer import TrainingInterrupted
+
+        if isinstance(err, TrainingInterrupted):
+            print(str(err), file=sys.stderr)
+            return 130
+        raise
 
 
 if __name__ == "__main__":

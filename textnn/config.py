@@ -199,7 +199,15 @@ def coerce(value: Any, typ: Any, key: str, origin: str) -> Any:
             raise bad("a list")
         items = [coerce(item, item_type, key, origin) for item in value]
         return tuple(items) if origin_type is tuple else items
-    return value
+    return str(value) if isinstance(value, CommandLineValue) else value  # a plain str for yaml.safe_dump
+
+
+class CommandLineValue(str):
+    """A value given as a `section.key=value` override, so errors blame the command line, not the file."""
+
+
+def _origin_of(value: Any, origin: str) -> str:
+    return "command line" if isinstance(value, CommandLineValue) else origin
 
 
 def build_dataclass(cls: type, values: dict, section: str, origin: str) -> Any:
@@ -211,9 +219,9 @@ def build_dataclass(cls: type, values: dict, section: str, origin: str) -> Any:
     kwargs = {}
     for key, value in values.items():
         if key not in names:
-            raise TextnnError(f"{origin}: unknown key {section}.{key}; {_did_you_mean(key, names)}"
-                              f"run `textnn explain {section}` to list the valid keys")
-        kwargs[key] = coerce(value, hints[key], f"{section}.{key}", origin)
+            raise TextnnError(f"{_origin_of(value, origin)}: unknown key {section}.{key}; "
+                              f"{_did_you_mean(key, names)}run `textnn explain {section}` to list the valid keys")
+        kwargs[key] = coerce(value, hints[key], f"{section}.{key}", _origin_of(value, origin))
     try:
         return cls(**kwargs)
     except TextnnError as err:
@@ -251,12 +259,12 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
             raise TextnnError(f"command line: unknown section '{parts[0]}' in '{item}'; "
                               f"{_did_you_mean(parts[0], list(SECTIONS))}valid: {', '.join(SECTIONS)}")
         if len(parts) == 1:
-            raw[parts[0]] = value
+            raw[parts[0]] = CommandLineValue(value)
         elif len(parts) == 2:
             section = raw.setdefault(parts[0], {})
             if not isinstance(section, dict):
                 raise TextnnError(f"command line: '{parts[0]}' is not a section; cannot set {key}")
-            section[parts[1]] = value
+            section[parts[1]] = CommandLineValue(value)
         else:
             raise TextnnError(f"command line: '{key}' is nested too deeply; use section.key=value")
     return raw
@@ -272,18 +280,23 @@ def config_from_dict(raw: dict, origin: str) -> Config:
                           f"valid: {', '.join(SECTIONS)}")
     task = str(raw.get("task") or "classification")
     if task not in registry.TASKS:
-        raise registry.unknown_name("task", task, list(registry.TASKS))
+        raise TextnnError(f"{_origin_of(raw.get('task'), origin)}: task: "
+                          f"{registry.unknown_name('task', task, list(registry.TASKS))}")
     model_raw = dict(raw.get("model") or {})
-    model_name = str(model_raw.pop("name", "") or "")
+    name_value = model_raw.pop("name", "")
+    model_name = str(name_value or "")
     if not model_name:
         raise TextnnError(f"{origin}: model.name is missing; choose one of "
                           f"{', '.join(registry.TASK_MODELS[task])}")
     if model_name not in registry.TASK_MODELS[task]:
-        raise registry.unknown_name(f"model for task '{task}'", model_name, registry.TASK_MODELS[task])
+        raise TextnnError(f"{_origin_of(name_value, origin)}: model.name: "
+                          f"{registry.unknown_name(f'model for task {task!r}', model_name, registry.TASK_MODELS[task])}")
     config_cls, _, presets = registry.model_entry(model_name)
-    preset = str(model_raw.pop("preset", "") or "")
+    preset_value = model_raw.pop("preset", "")
+    preset = str(preset_value or "")
     if preset and preset not in presets:
-        raise registry.unknown_name(f"preset of model '{model_name}'", preset, list(presets))
+        raise TextnnError(f"{_origin_of(preset_value, origin)}: model.preset: "
+                          f"{registry.unknown_name(f'preset of model {model_name!r}', preset, list(presets))}")
     model_values = {**(presets[preset] if preset else {}), **model_raw}
     model = build_dataclass(config_cls, model_values, "model", origin)
     data = build_dataclass(DataConfig, raw.get("data") or {}, "data", origin)

@@ -56,7 +56,8 @@ class RunDir:
 
     def load_config(self) -> Config:
         if not self.config_file.is_file():
-            raise TextnnError(f"{self.path}: not a textnn run directory (no config.yaml)")
+            raise TextnnError(f"{self.path}: not a textnn run directory (no config.yaml); give the "
+                              f"directory `textnn train` wrote (runs/<config name> unless --run-dir was set)")
         return config_from_dict(read_yaml(self.config_file), str(self.config_file))
 
     def status(self) -> dict:
@@ -71,7 +72,8 @@ class RunDir:
     def require_finished(self) -> None:
         """Commands that use trained weights call this first."""
         if not self.path.is_dir():
-            raise TextnnError(f"{self.path}: run directory not found")
+            raise TextnnError(f"{self.path}: run directory not found; check the path (`textnn train` writes "
+                              f"runs/<config name> unless --run-dir was set)")
         self.load_config()
         if not self.weights_file.is_file():
             state = self.status().get("status", "unknown")

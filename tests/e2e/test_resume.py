@@ -27,8 +27,8 @@ train: {{optimizer: adam, lr: 0.01, scheduler: linear, warmup_steps: 5, epochs: 
 """
 
 
-def _cli(*args: str, **kwargs) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+def _cli(*args: str, cache: Path, **kwargs) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "TEXTNN_CACHE": str(cache)}
     return subprocess.Popen([sys.executable, "-m", "textnn", *args], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, **kwargs)
 
@@ -40,7 +40,7 @@ def setup(tmp_path_factory):
     dev = write_sentiment_tsv(root / "dev.tsv", 40, seed=2)
     config = root / "dan.yaml"
     config.write_text(CONFIG.format(train=train, dev=dev))
-    reference = _cli("train", str(config), "--run-dir", str(root / "reference"))
+    reference = _cli("train", str(config), "--run-dir", str(root / "reference"), cache=root / "cache")
     out, err = reference.communicate(timeout=600)
     assert reference.returncode == 0, err
     return root, config
@@ -60,7 +60,7 @@ def _step_of(checkpoint: Path) -> int:
 def test_killed_run_resumes_to_identical_weights(setup, sig):
     root, config = setup
     run_dir = root / f"interrupted-{sig.name}"
-    proc = _cli("train", str(config), "--run-dir", str(run_dir))
+    proc = _cli("train", str(config), "--run-dir", str(run_dir), cache=root / "cache")
     checkpoint = run_dir / "checkpoint" / "last.safetensors"
     deadline = time.time() + 120
     while _step_of(checkpoint) < 40 and proc.poll() is None and time.time() < deadline:
@@ -81,7 +81,7 @@ def test_killed_run_resumes_to_identical_weights(setup, sig):
     total = json.loads((root / "reference" / "run.json").read_text())["steps"]
     assert 0 < stopped_at < total
 
-    resumed = _cli("train", str(config), "--run-dir", str(run_dir), "--resume")
+    resumed = _cli("train", str(config), "--run-dir", str(run_dir), "--resume", cache=root / "cache")
     _, err = resumed.communicate(timeout=600)
     assert resumed.returncode == 0, err
     expected = load_file(str(root / "reference" / "checkpoint" / "last.safetensors"))
@@ -104,7 +104,8 @@ def test_killed_run_resumes_to_identical_weights(setup, sig):
 
 def test_resume_refuses_a_changed_config(setup, tmp_path):
     root, config = setup
-    proc = _cli("train", str(config), "--run-dir", str(root / "reference"), "--resume", "train.lr=0.5")
+    proc = _cli("train", str(config), "--run-dir", str(root / "reference"), "--resume", "train.lr=0.5",
+                cache=root / "cache")
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 2
     assert "train.lr" in err and "new --run-dir" in err

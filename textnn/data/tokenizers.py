@@ -6,9 +6,12 @@ import re
 
 from textnn.errors import TextnnError
 
-# A word is a run of letters/digits, optionally led by an apostrophe so clitics stay whole
-# ("it 's" -> ["it", "'s"], "don't" -> ["don", "'t"]); every other non-space character stands alone.
-_WORD_RE = re.compile(r"'?\w+|[^\w\s]")
+# A word is a run of letters/digits; an English clitic keeps its apostrophe ("it 's" -> ["it", "'s"],
+# "don't" -> ["don", "'t"]); every other non-space character stands alone, so a quoting apostrophe
+# is not glued to the word it opens ("the 'best' film" -> ["the", "'", "best", "'", "film"]).
+_WORD_RE = re.compile(r"'(?:[stdm]|re|ve|ll)\b|\w+|[^\w\s]", re.IGNORECASE)
+# Bumped whenever the rules above change, so tokens cached under the old rules are not reused.
+_WORD_RULES_VERSION = 2
 
 
 class Tokenizer:
@@ -32,7 +35,10 @@ class Tokenizer:
         return list(text)
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "lowercase": self.lowercase}
+        data = {"kind": self.kind, "lowercase": self.lowercase}
+        if self.kind == "word":  # part of the tokenized-data cache key
+            data["rules"] = _WORD_RULES_VERSION
+        return data
 
     @classmethod
     def from_dict(cls, data: dict) -> "Tokenizer":

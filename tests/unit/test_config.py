@@ -1,0 +1,263 @@
+"""textnn.config: YAML + dotted overrides, type coercion, presets, the saved round trip, `explain`."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from pathlib import Path
+
+import pytest
+import yaml
+
+from textnn import registry
+from textnn.config import (
+    DataConfig,
+    TrainConfig,
+    coerce,
+    config_from_dict,
+    explain,
+    load_config,
+    read_yaml,
+)
+from textnn.errors import TextnnError
+from textnn.runs import RunDir
+
+BASE = {"task": "classification", "data": {"train": "train.tsv"}, "model": {"name": "cnn"}}
+
+
+def write_yaml(tmp_path: Path, raw: dict | str, name: str = "exp.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(raw if isinstance(raw, str) else yaml.safe_dump(raw), encoding="utf-8")
+    return path
+
+
+# ------------------------------------------------------------------------------------------------ coercion
+
+
+def test_scientific_float_is_a_float_from_yaml_and_from_the_command_line(tmp_path):
+    # PyYAML (YAML 1.1) reads `1e-3` as the STRING "1e-3"; the declared type makes it a float.
+    path = write_yaml(tmp_path, "model: {name: cnn}\ntrain:\n  lr: 1e-3\n  weight_decay: 5e-4\n")
+    assert read_yaml(path)["train"]["lr"] == "1e-3"
+    config = load_config(path)
+    assert type(config.train.lr) is float and config.train.lr == 0.001
+    assert type(config.train.weight_decay) is float and config.train.weight_decay == 0.0005
+    overridden = load_config(path, ["train.lr=3e-4", "train.clip_norm=1"])
+    assert type(overridden.train.lr) is float and overridden.train.lr == 0.0003
+    assert type(overridden.train.clip_norm) is float and overridden.train.clip_norm == 1.0
+
+
+@pytest.mark.parametrize("text,expected", [("true", True), ("True", True), ("yes", True), ("on", True),
+                                           ("1", True), ("false", False), ("no", False), ("off", False),
+                                           ("0", False)])
+def test_booleans_from_the_command_line(tmp_path, text, expected):
+    config = load_config(write_yaml(tmp_path, BASE), [f"data.lowercase={text}", f"train.progress={text}"])
+    assert config.data.lowercase is expected and config.train.progress is expected
+
+
+def test_booleans_from_yaml(tmp_path):
+    raw = {**BASE, "data": {"train": "t.tsv", "header": False, "lowercase": "yes"}, "train": {"amp": "off"}}
+    config = load_config(write_yaml(tmp_path, raw))
+    assert config.data.header is False and config.data.lowercase is True and config.train.amp is False
+
+
+@pytest.mark.parametrize("value", ["maybe", "2", "", "truee"])
+def test_a_bool_option_rejects_anything_else(tmp_path, value):
+    with pytest.raises(TextnnError, match=r"train\.progress expects true or false"):
+        load_config(write_yaml(tmp_path, BASE), [f"train.progress={value}"])
+
+
+@pytest.mark.parametrize("text,expected", [("3", 3), ("3.0", 3), ("1e1", 10), (" 7 ", 7)])
+def test_ints_accept_whole_numbers_in_any_spelling(tmp_path, text, expected):
+    config = load_config(write_yaml(tmp_path, BASE), [f"train.epochs={text}"])
+    assert type(config.train.epochs) is int and config.train.epochs == expected
+
+
+@pytest.mark.parametrize("value", ["2.5", "abc", "", "true"])
+def test_ints_must_be_whole(tmp_path, value):
+    with pytest.raises(TextnnError, match=r"train\.epochs expects an integer"):
+        load_config(write_yaml(tmp_path, BASE), [f"train.epochs={value}"])
+
+
+def test_ints_from_yaml_must_be_whole_too(tmp_path):
+    with pytest.raises(TextnnError, match=r"exp\.yaml: train\.batch_size expects an integer, got 16\.5"):
+        load_config(write_yaml(tmp_path, {**BASE, "train": {"batch_size": 16.5}}))
+    with pytest.raises(TextnnError, match=r"train\.batch_size expects an integer"):
+        load_config(write_yaml(tmp_path, {**BASE, "train": {"batch_size": True}}))  # a bool is not a count
+
+
+def test_a_yaml_bool_is_not_a_number():
+    with pytest.raises(TextnnError, match="expects a number"):
+        coerce(True, float, "train.lr", "exp.yaml")
+
+
+def test_a_list_option_from_the_command_line(tmp_path):
+    for text in ("2,4", "[2,4]", "[2, 4]"):
+        config = load_config(write_yaml(tmp_path, BASE), [f"model.filter_widths={text}"])
+        assert config.model.filter_widths == [2, 4] and all(type(w) is int for w in config.model.filter_widths)
+    with pytest.raises(TextnnError, match="model.filter_widths expects an integer"):
+        load_config(write_yaml(tmp_path, BASE), ["model.filter_widths=2,x"])
+
+
+def test_string_options_stay_strings(tmp_path):
+    # a column given by index is still a string option: "0" must not become the int 0
+    config = load_config(write_yaml(tmp_path, {**BASE, "data": {"train": "t.tsv", "text_column": 0}}),
+                         ["data.label_column=1"])
+    assert config.data.text_column == "0" and config.data.label_column == "1"
+
+
+def test_values_are_checked_after_coercion(tmp_path):
+    with pytest.raises(TextnnError, match=r"train\.lr.*> 0"):
+        load_config(write_yaml(tmp_path, BASE), ["train.lr=-1e-3"])
+    with pytest.raises(TextnnError, match=r"data\.fold"):
+        load_config(write_yaml(tmp_path, BASE), ["data.kfold=5", "data.fold=5"])
+
+
+# ------------------------------------------------------------------------------------------------ errors
+
+
+def test_unknown_keys_say_where_they_came_from_and_suggest_the_right_one(tmp_path):
+    path = write_yaml(tmp_path, {**BASE, "train": {"lrr": 0.1}})
+    with pytest.raises(TextnnError) as from_file:
+        load_config(path)
+    assert str(from_file.value).startswith(f"{path}: unknown key train.lrr; did you mean 'lr'?")
+    with pytest.raises(TextnnError) as from_command_line:
+        load_config(write_yaml(tmp_path, BASE), ["train.lrr=0.1"])
+    assert str(from_command_line.value).startswith("command line: unknown key train.lrr; did you mean 'lr'?")
+    with pytest.raises(TextnnError, match=r"command line: train\.lr expects a number, got 'abc'"):
+        load_config(write_yaml(tmp_path, BASE), ["train.lr=abc"])
+    with pytest.raises(TextnnError, match=r"unknown key model\.num_filter; did you mean 'num_filters'"):
+        load_config(write_yaml(tmp_path, BASE), ["model.num_filter=3"])
+
+
+@pytest.mark.parametrize("override,message", [
+    ("trian.lr=1", r"unknown section 'trian'.*did you mean 'train'"),
+    ("train.lr", r"must look like section\.key=value"),
+    ("train.lr.x=1", r"nested too deeply"),
+    ("model.name=cnnn", r"model\.name: unknown model .*'cnnn'.*did you mean 'cnn'"),
+    ("model.preset=tiyn", r"model\.preset: unknown preset .*did you mean 'tiny'"),
+    ("task=clasification", r"task: unknown task 'clasification'.*did you mean 'classification'"),
+])
+def test_bad_overrides(tmp_path, override, message):
+    with pytest.raises(TextnnError, match=message):
+        load_config(write_yaml(tmp_path, BASE), [override])
+
+
+def test_unknown_section_and_missing_model_in_yaml(tmp_path):
+    with pytest.raises(TextnnError, match=r"exp\.yaml: unknown section 'trian'; did you mean 'train'"):
+        load_config(write_yaml(tmp_path, {**BASE, "trian": {"lr": 1}}))
+    with pytest.raises(TextnnError, match=r"model\.name is missing; choose one of"):
+        load_config(write_yaml(tmp_path, {"data": {"train": "t.tsv"}}))
+    with pytest.raises(TextnnError, match=r"exp\.yaml:2: not valid YAML"):
+        load_config(write_yaml(tmp_path, "model: {name: cnn}\ntrain: lr: 1\n"))
+    with pytest.raises(TextnnError, match="config file not found"):
+        load_config(tmp_path / "missing.yaml")
+
+
+# ------------------------------------------------------------------------------------------------ presets
+
+
+def test_presets_sit_under_explicit_values(tmp_path):
+    from textnn.models.cnn import PRESETS, KimCNNConfig
+
+    tiny = PRESETS["tiny"]
+    defaults = KimCNNConfig()
+    raw = {**BASE, "model": {"name": "cnn", "preset": "tiny", "num_filters": tiny["num_filters"] + 3}}
+    config = load_config(write_yaml(tmp_path, raw), [f"model.dropout={tiny['dropout'] / 2}"])
+    assert config.model_preset == "tiny"
+    assert config.model.num_filters == tiny["num_filters"] + 3  # the YAML beats the preset
+    assert config.model.dropout == tiny["dropout"] / 2  # the command line beats both
+    assert config.model.embedding_dim == tiny["embedding_dim"] != defaults.embedding_dim  # the preset beats defaults
+    assert config.model.filter_widths == list(tiny["filter_widths"])
+    # overriding from the command line beats a value the YAML gives explicitly
+    again = load_config(write_yaml(tmp_path, raw), [f"model.num_filters={tiny['num_filters'] + 5}"])
+    assert again.model.num_filters == tiny["num_filters"] + 5
+
+
+def test_a_preset_chosen_on_the_command_line(tmp_path):
+    from textnn.models.cnn import PRESETS
+
+    config = load_config(write_yaml(tmp_path, BASE), ["model.preset=paper"])
+    for key, value in PRESETS["paper"].items():
+        assert getattr(config.model, key) == value
+
+
+# ------------------------------------------------------------------------------------------------ round trip
+
+
+def _every_model() -> list[tuple[str, str, str]]:
+    return [(task, model, preset) for task, models in registry.TASK_MODELS.items() for model in models
+            for preset in ["", *registry.model_entry(model)[2]]]
+
+
+@pytest.mark.parametrize("task,model,preset", _every_model())
+def test_saved_config_yaml_round_trips_to_an_equal_config(tmp_path, task, model, preset):
+    raw = {"name": "exp", "task": task, "data": {"train": "t.tsv", "lowercase": True, "max_vocab": 500},
+           "model": {"name": model, "preset": preset}, "train": {"lr": "2e-4", "epochs": 3, "amp": False}}
+    config = config_from_dict(raw, "exp.yaml")
+    saved = tmp_path / "config.yaml"
+    saved.write_text(config.to_yaml(), encoding="utf-8")
+    again = config_from_dict(read_yaml(saved), str(saved))
+    assert again == config
+    assert dataclasses.asdict(again.model) == dataclasses.asdict(config.model)
+
+
+def test_run_directory_config_round_trips_with_overrides(tmp_path):
+    # overrides arrive as strings from the shell; what the run saves must read back identically
+    config = load_config(write_yaml(tmp_path, BASE), ["train.lr=1e-3", "model.filter_widths=2,3",
+                                                      "data.lowercase=true", "name=custom"])
+    run = RunDir(tmp_path / "run")
+    run.create(config, resume=False)
+    assert run.load_config() == config
+    assert run.load_config().name == "custom"
+
+
+def test_config_name_defaults_to_the_file_stem(tmp_path):
+    assert load_config(write_yaml(tmp_path, BASE, name="my_experiment.yaml")).name == "my_experiment"
+
+
+# ------------------------------------------------------------------------------------------------ explain
+
+
+def _sections() -> list[tuple[str, type]]:
+    return [("data", DataConfig), ("train", TrainConfig)] + [
+        ("model", registry.model_entry(name)[0]) for name in registry.MODELS]
+
+
+def _line_for(text: str, key: str, doc: str) -> bool:
+    return any(line.split()[:1] == [key] and line.rstrip().endswith(doc) for line in text.splitlines())
+
+
+def test_explain_lists_every_field_of_every_section_with_its_doc():
+    text = explain()
+    for section, cls in _sections():
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            doc = f.metadata.get("doc")
+            assert doc, f"{cls.__name__}.{f.name} has no doc"
+            assert _line_for(text, f"{section}.{f.name}", doc), f"{section}.{f.name}"
+            typ = getattr(hints[f.name], "__name__", str(hints[f.name]))
+            assert any(line.split()[:2] == [f"{section}.{f.name}", typ] for line in text.splitlines())
+    for name in registry.MODELS:
+        assert f"[model] name: {name} " in text
+    for task in registry.TASK_MODELS:
+        assert task in text.splitlines()[0]
+
+
+@pytest.mark.parametrize("name", list(registry.MODELS))
+def test_explain_one_model_shows_its_fields_and_presets(name):
+    config_cls, _, presets = registry.model_entry(name)
+    text = explain(name)
+    header = [line for line in text.splitlines() if line.startswith("[model]")]
+    assert len(header) == 1 and all(preset in header[0] for preset in presets)
+    for f in dataclasses.fields(config_cls):
+        assert _line_for(text, f"model.{f.name}", f.metadata["doc"])
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        assert f"default={default!r}" in text
+    assert "[train]" not in text and "[data]" not in text
+
+
+def test_explain_a_section_and_an_unknown_name():
+    text = explain("train")
+    assert "[train]" in text and "[data]" not in text and "[model]" not in text
+    with pytest.raises(TextnnError, match=r"nothing to explain for 'trian'; did you mean 'train'"):
+        explain("trian")

@@ -1,0 +1,169 @@
+"""The trainer, in process: gradient accumulation, the optimizer-step grouping, clipping, guards."""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from tests.conftest import write_sentiment_tsv
+from textnn.config import config_from_dict
+from textnn.errors import TextnnError
+from textnn.runs import RunDir
+from textnn.tasks.classification import ClassificationTask, EncodedSplit
+from textnn.training.trainer import Trainer
+
+
+def make_task(root: Path, **train) -> ClassificationTask:
+    """Toy sentiment data and Deep CBOW (no dropout, so a forward pass is deterministic in train mode)."""
+    raw = {"task": "classification",
+           "data": {"train": str(write_sentiment_tsv(root / "train.tsv", 60, seed=1)),
+                    "dev": str(write_sentiment_tsv(root / "dev.tsv", 20, seed=2))},
+           "model": {"name": "deep_cbow", "preset": "tiny"},
+           "train": {"device": "cpu", "progress": False, "bootstrap_samples": 0, **train}}
+    return ClassificationTask.from_data(config_from_dict(raw, "test"))
+
+
+@pytest.fixture
+def task(tmp_path) -> ClassificationTask:
+    return make_task(tmp_path)
+
+
+def new_model(task: ClassificationTask, seed: int = 0) -> nn.Module:
+    torch.manual_seed(seed)
+    model = task.build_model()
+    assert not any(isinstance(m, nn.Dropout) and m.p > 0 for m in model.modules())
+    return model
+
+
+def trainer_for(task, model, tmp_path: Path, **train) -> Trainer:
+    """A Trainer with the task's train settings, changed by `train` (which must not affect batching)."""
+    cfg = replace(task.config.train, **train)
+    run = RunDir(tmp_path / f"run-{len(list(tmp_path.glob('run-*')))}")
+    run.create(replace(task.config, train=cfg), resume=False)
+    return Trainer(task, model, cfg, run)
+
+
+def first_examples(task: ClassificationTask, n: int) -> EncodedSplit:
+    split = task.splits["train"]
+    return EncodedSplit(split.records[:n], split.ids[:n], None, split.labels[:n])
+
+
+def gradients_of_one_step(trainer: Trainer, group: list) -> tuple[float, dict[str, torch.Tensor | None]]:
+    """Run `_train_step` with the optimizer's step replaced by a recorder of the gradients it would apply."""
+    grads: dict[str, torch.Tensor | None] = {}
+
+    def record(*args, **kwargs):
+        for name, p in trainer.model.named_parameters():
+            grads[name] = None if p.grad is None else p.grad.detach().clone()
+
+    trainer.optimizer.step = record
+    before = copy.deepcopy(trainer.model.state_dict())
+    loss = trainer._train_step(group, step=0)
+    assert grads, "the optimizer step was never taken"
+    after = trainer.model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)  # no update happened
+    assert all(p.grad is None for p in trainer.model.parameters())  # and the gradients were cleared after it
+    return loss, grads
+
+
+def mean_loss_gradients(model: nn.Module, split: EncodedSplit, task: ClassificationTask):
+    """Reference: the gradient of the mean cross-entropy over the whole batch, by plain autograd."""
+    (batch,) = task.eval_batches(split, batch_size=len(split.ids))
+    model.train()
+    loss = F.cross_entropy(model(batch.ids, batch.mask).logits, batch.labels)
+    loss.backward()
+    grads = {name: None if p.grad is None else p.grad.detach().clone() for name, p in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+    return float(loss.detach()), grads
+
+
+@pytest.mark.parametrize("micro_batch", [4, 5], ids=["4+4", "5+3"])
+def test_one_step_over_micro_batches_has_the_gradient_of_one_full_batch(task, tmp_path, micro_batch):
+    # batch_size=8, grad_accum=1 against batch_size=4 (or 5 + a short last batch of 3), grad_accum=2
+    examples = first_examples(task, 8)
+    full_group = task.eval_batches(examples, batch_size=8)
+    micro_group = task.eval_batches(examples, batch_size=micro_batch)
+    assert [b.count for b in full_group] == [8]
+    assert [b.count for b in micro_group] == [micro_batch, 8 - micro_batch]
+
+    model = new_model(task)
+    full = trainer_for(task, copy.deepcopy(model), tmp_path, batch_size=8, grad_accum=1)
+    accumulated = trainer_for(task, copy.deepcopy(model), tmp_path, batch_size=micro_batch, grad_accum=2)
+    full_loss, full_grads = gradients_of_one_step(full, full_group)
+    accum_loss, accum_grads = gradients_of_one_step(accumulated, micro_group)
+    ref_loss, ref_grads = mean_loss_gradients(copy.deepcopy(model), examples, task)
+
+    assert full_loss == pytest.approx(ref_loss, rel=1e-6)
+    assert accum_loss == pytest.approx(ref_loss, rel=1e-6)  # the mean per example over the whole step
+    assert set(full_grads) == set(accum_grads) == set(ref_grads)
+    trained = [name for name, g in ref_grads.items() if g is not None]
+    assert "embedding.weight" in trained and "head.weight" in trained
+    for name, ref in ref_grads.items():
+        if ref is None:  # e.g. the sentence-pair head of a single-sentence task
+            assert full_grads[name] is None and accum_grads[name] is None
+            continue
+        assert ref.abs().sum() > 0, name
+        torch.testing.assert_close(full_grads[name], ref, rtol=1e-5, atol=1e-7, msg=name)
+        torch.testing.assert_close(accum_grads[name], ref, rtol=1e-5, atol=1e-7, msg=name)
+
+
+def test_fit_groups_grad_accum_micro_batches_into_one_optimizer_step(tmp_path):
+    task = make_task(tmp_path, batch_size=4, grad_accum=2, max_steps=3, epochs=5)
+    trainer = trainer_for(task, new_model(task), tmp_path)
+    steps, losses = [], []
+    real_step, real_loss = trainer.optimizer.step, task.loss
+    trainer.optimizer.step = lambda *a, **k: (steps.append(1), real_step(*a, **k))[1]
+    task.loss = lambda model, batch: (losses.append(batch.count), real_loss(model, batch))[1]
+    result = trainer.fit()
+    assert result.steps == len(steps) == 3 and result.stopped == "max_steps"
+    assert len(losses) == 6 and all(n == 4 for n in losses)  # two micro-batches of 4 per step
+    assert trainer.steps_per_epoch == -(-len(task.train_batches(0)) // 2)  # ceil(micro-batches / grad_accum)
+    state = json.loads((trainer.run.path / "run.json").read_text())
+    assert state["status"] == "finished" and state["steps"] == 3
+
+
+def test_clip_norm_bounds_the_applied_gradient(task, tmp_path):
+    examples = first_examples(task, 8)
+    group = task.eval_batches(examples, batch_size=8)
+    _, unclipped = gradients_of_one_step(trainer_for(task, new_model(task), tmp_path), group)
+    norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in unclipped.values()
+                                                 if g is not None]))
+    limit = float(norm) / 10
+    _, clipped = gradients_of_one_step(trainer_for(task, new_model(task), tmp_path, clip_norm=limit), group)
+    clipped_norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in clipped.values()
+                                                         if g is not None]))
+    assert float(clipped_norm) == pytest.approx(limit, rel=1e-4)
+    for name, g in unclipped.items():  # same direction, scaled down
+        if g is not None:
+            torch.testing.assert_close(clipped[name], g * (limit / float(norm)), rtol=1e-4, atol=1e-8)
+
+
+def test_the_learning_rate_reaches_the_optimizer_before_the_step(task, tmp_path):
+    trainer = trainer_for(task, new_model(task), tmp_path, lr=0.25, scheduler="linear", warmup_steps=4)
+    seen = []
+    trainer.optimizer.step = lambda *a, **k: seen.append(trainer.optimizer.param_groups[0]["lr"])
+    group = task.eval_batches(first_examples(task, 4), batch_size=4)
+    for step in range(2):
+        trainer._train_step(group, step=step)
+    assert seen == pytest.approx([0.25 * 1 / 4, 0.25 * 2 / 4])  # linear warmup: (step + 1) / warmup
+
+
+def test_a_non_finite_loss_stops_training_with_a_clear_error(task, tmp_path):
+    trainer = trainer_for(task, new_model(task), tmp_path, epochs=1)
+    real_loss = task.loss
+    task.loss = lambda model, batch: real_loss(model, batch) * float("nan")
+    with pytest.raises(TextnnError, match=r"training loss became nan at step 1; lower train\.lr"):
+        trainer.fit()
+
+
+def test_trainer_refuses_an_empty_training_set(task, tmp_path):
+    task.splits["train"] = replace(task.splits["train"], records=[], ids=[], labels=[])
+    with pytest.raises(TextnnError, match="no batches"):
+        trainer_for(task, new_model(task), tmp_path)

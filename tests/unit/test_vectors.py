@@ -126,7 +126,7 @@ def test_build_embedding_matrix_coverage_and_rows(tmp_path, vectors):
     matrix, report = build_embedding_matrix(tokens, path, seed=3, init_range=0.1)
     assert matrix.shape == (7, 4) and matrix.dtype == np.float32
     # Found: the (exact), CAT -> cat, Apple (exact, not the lower-case row), APPLE -> apple.
-    assert report == {"found": 4, "total": 7, "coverage": pytest.approx(4 / 7), "dim": 4}
+    assert report == {"found": 4, "total": 7, "coverage": pytest.approx(4 / 7), "dim": 4, "init_range": 0.1}
     np.testing.assert_array_equal(matrix[0], np.zeros(4))
     np.testing.assert_array_equal(matrix[2], vectors[WORDS.index("the")])
     np.testing.assert_array_equal(matrix[3], vectors[WORDS.index("cat")])
@@ -149,15 +149,28 @@ def test_random_rows_depend_on_seed_only(tmp_path, vectors):
     path = tmp_path / "v.bin"
     write_word2vec(path, WORDS, vectors, binary=True)
     tokens = ["<pad>", "xx", "yy", "the"]
-    first, _ = build_embedding_matrix(tokens, path, seed=5)
-    again, _ = build_embedding_matrix(tokens, path, seed=5)
-    other, _ = build_embedding_matrix(tokens, path, seed=6)
+    first, _ = build_embedding_matrix(tokens, path, seed=5, init_range=0.25)
+    again, _ = build_embedding_matrix(tokens, path, seed=5, init_range=0.25)
+    other, _ = build_embedding_matrix(tokens, path, seed=6, init_range=0.25)
     np.testing.assert_array_equal(first, again)
     assert not np.array_equal(first[1:3], other[1:3])
     np.testing.assert_array_equal(first[3], other[3])  # found rows do not depend on the seed
     # Rows drawn for missing words are the seed's U[-0.25, 0.25] draws at their positions.
     expected = np.random.default_rng(5).uniform(-0.25, 0.25, size=(4, 4)).astype(np.float32)
     np.testing.assert_array_equal(first[1:3], expected[1:3])
+
+
+def test_missing_rows_match_the_variance_of_the_pretrained_vectors(tmp_path):
+    """Kim 2014 section 3.1: random vectors for unknown words get the pretrained vectors' variance."""
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(500)]
+    vectors = rng.normal(0.0, 0.7, size=(500, 8)).astype(np.float32)
+    path = tmp_path / "vectors.txt"
+    write_word2vec(path, words, vectors, binary=False)
+    tokens = ["<pad>", *words[:100], *[f"unknown{i}" for i in range(2000)]]
+    matrix, report = build_embedding_matrix(tokens, path, seed=1)
+    assert report["init_range"] == pytest.approx(np.sqrt(3 * vectors[:100].var()), rel=1e-5)
+    assert matrix[101:].var() == pytest.approx(vectors[:100].var(), rel=0.05)
 
 
 # --- errors -----------------------------------------------------------------------------------------

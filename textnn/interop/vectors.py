@@ -273,20 +273,22 @@ def build_embedding_matrix(
     tokens: list[str],
     path: str | Path,
     seed: int = 0,
-    init_range: float = 0.25,
+    init_range: float | None = None,
     lowercase_fallback: bool = True,
 ) -> tuple[np.ndarray, dict]:
     """An embedding matrix float32 [len(tokens), D] for a vocabulary, from a word-vector file.
 
     Row i is the file's vector for tokens[i] (exact match first, then its lower-cased form when
     `lowercase_fallback`; the first occurrence in the file wins). Tokens not in the file get
-    U[-init_range, init_range] values, as Kim (2014, section 3.1) initialises words missing from
-    word2vec, drawn from `numpy.random.default_rng(seed)` for all rows at once, so a token's
+    U[-a, a] values, as Kim (2014, section 3.1) initialises words missing from word2vec, with a chosen
+    so that these random vectors have the same variance as the pretrained ones (a = sqrt(3 var),
+    since U[-a, a] has variance a^2 / 3; Kim's 0.25 matched word2vec, GloVe needs about 1.2), or
+    a = `init_range` when given. The draws come from `numpy.random.default_rng(seed)` for all rows at once, so a token's
     random row depends only on the seed and its position. If tokens[0] is "<pad>" row 0 is zeros.
 
     Returns (matrix, {"found": n, "total": len(tokens), "coverage": n / total, "dim": D}).
     """
-    if init_range < 0:
+    if init_range is not None and init_range < 0:
         raise TextnnError(f"init_range = {init_range}; pass a non-negative half-width such as 0.25")
     wanted = set(tokens)
     if lowercase_fallback:
@@ -297,6 +299,8 @@ def build_embedding_matrix(
     for row, word in enumerate(words):
         row_of.setdefault(word, row)
 
+    if init_range is None:
+        init_range = float(np.sqrt(3.0 * vectors.var())) if vectors.size else 0.25
     rng = np.random.default_rng(seed)
     matrix = rng.uniform(-init_range, init_range, size=(len(tokens), dim)).astype(np.float32)
     has_pad = bool(tokens) and tokens[0] == "<pad>"
@@ -314,7 +318,8 @@ def build_embedding_matrix(
         # Padding positions should contribute nothing to sums and averages over a sequence.
         matrix[0] = 0.0
     total = len(tokens)
-    report = {"found": found, "total": total, "coverage": found / total if total else 0.0, "dim": dim}
+    report = {"found": found, "total": total, "coverage": found / total if total else 0.0, "dim": dim,
+              "init_range": init_range}
     return matrix, report
 
 

@@ -2,7 +2,7 @@
 
 `METRICS` maps every metric name a config or CLI may use to its function; `HIGHER_IS_BETTER` says
 which direction is an improvement, for early stopping and best-checkpoint selection. Names the
-trainer reports itself ("loss", "perplexity") are listed there too, as lower-is-better.
+trainer and tasks report themselves ("loss", "perplexity", "bpc") are listed there too, as lower-is-better.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ HIGHER_IS_BETTER: dict[str, bool] = {
     **{name: True for name in METRICS},
     "loss": False,
     "perplexity": False,
+    "bpc": False,
 }
 
 __all__ = [

@@ -27,11 +27,11 @@ from tqdm import tqdm
 
 from textnn.config import TrainConfig
 from textnn.errors import TextnnError
+from textnn.metrics import HIGHER_IS_BETTER
 from textnn.runs import RunDir
 from textnn.training.checkpoint import load_checkpoint, load_weights, save_checkpoint, save_weights
 from textnn.training.optim import build_optimizer, lr_factor, set_lr
 
-LOWER_IS_BETTER = {"loss", "perplexity", "bpc"}
 
 
 class TrainingInterrupted(Exception):
@@ -64,7 +64,7 @@ def resolve_device(name: str) -> torch.device:
 def is_better(metric: str, value: float, best: float | None) -> bool:
     if best is None:
         return True
-    return value < best if metric in LOWER_IS_BETTER else value > best
+    return value > best if HIGHER_IS_BETTER.get(metric, True) else value < best
 
 
 def say(message: str) -> None:
@@ -195,6 +195,8 @@ class Trainer:
             bar.close()
             signal.signal(signal.SIGINT, previous_handler)
 
+        if has_dev and state.get("evaluated_step") != state["step"]:
+            self._eval_and_select(state)  # the steps since the last evaluation count too
         save_checkpoint(run.checkpoint_file, self.model, self.optimizer, state)
         if state["best_step"] is None or not has_dev:
             save_weights(self.model, run.weights_file)  # no dev set: the last weights are the result
@@ -220,6 +222,7 @@ class Trainer:
     def _eval_and_select(self, state: dict) -> str | None:
         """Evaluate on dev, keep the best weights, and say whether early stopping triggers."""
         metrics = self._evaluate("dev")
+        state["evaluated_step"] = state["step"]
         if self.metric not in metrics:
             raise TextnnError(f"config key train.metric: '{self.metric}' is not reported by this task; "
                               f"choose one of {', '.join(k for k in metrics if isinstance(metrics[k], float))}")

@@ -149,6 +149,16 @@ def _check(ok: bool, key: str, value: Any, expected: str) -> None:
         raise TextnnError(f"config key {key}: got {value!r}, expected {expected}")
 
 
+def check_model_field(ok: bool, key: str, value: Any, expected: str) -> None:
+    """For a model Config's `__post_init__`: raise a TextnnError naming `model.<key>` unless `ok`."""
+    _check(ok, f"model.{key}", value, expected)
+
+
+def is_int(value: Any) -> bool:
+    """An int that is not a bool (True is an int to Python, never a size to a config)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _did_you_mean(key: str, valid: list[str]) -> str:
     close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
     return f"did you mean '{close[0]}'? " if close else ""

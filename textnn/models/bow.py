@@ -21,16 +21,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from textnn.config import opt
+from textnn.config import opt, check_model_field as _check
 from textnn.errors import TextnnError
 from textnn.models.base import ModelOutput, TextnnModel
 from textnn.modules.embeddings import TokenEmbedding
 from textnn.modules.pooling import masked_sum, pair_features
-
-
-def _check(ok: bool, key: str, value: object, expected: str) -> None:
-    if not ok:
-        raise TextnnError(f"config key model.{key}: got {value!r}, expected {expected}")
 
 
 def _positive_int(key: str, value: object) -> None:

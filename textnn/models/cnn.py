@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from textnn.config import opt
+from textnn.config import opt, check_model_field as _check, is_int as _is_int
 from textnn.errors import TextnnError
 from textnn.models.base import ModelOutput, TextnnModel
 from textnn.modules.conv import MultiWidthConv
@@ -35,15 +35,6 @@ from textnn.modules.embeddings import TokenEmbedding
 from textnn.modules.pooling import pair_features
 
 MODES = ("rand", "static", "non-static", "multichannel")
-
-
-def _check(ok: bool, key: str, value: object, expected: str) -> None:
-    if not ok:
-        raise TextnnError(f"config key model.{key}: got {value!r}, expected {expected}")
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass

@@ -26,23 +26,13 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from textnn.config import opt
-from textnn.errors import TextnnError
+from textnn.config import opt, check_model_field as _check, is_int as _is_int
 from textnn.models.base import ModelOutput, TextnnModel
 from textnn.modules.embeddings import TokenEmbedding
 from textnn.modules.pooling import last_valid, masked_max, masked_mean, pair_features
 from textnn.modules.rnn import CELLS, RNNEncoder
 
 POOLINGS = ("last", "max", "mean")
-
-
-def _check(ok: bool, key: str, value: object, expected: str) -> None:
-    if not ok:
-        raise TextnnError(f"config key model.{key}: got {value!r}, expected {expected}")
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _is_probability(value: object) -> bool:

@@ -29,7 +29,7 @@ from typing import Union
 import torch
 from torch import nn
 
-from textnn.config import opt
+from textnn.config import opt, check_model_field as _check
 from textnn.errors import TextnnError
 from textnn.models.base import ModelOutput, TextnnModel
 from textnn.modules.embeddings import TokenEmbedding
@@ -37,11 +37,6 @@ from textnn.modules.rnn import CELLS, init_lstm_forget_bias
 
 # The recurrent state: (h, c) for an LSTM, h for a GRU or Elman RNN, each [L, B, H]; None = zeros.
 RNNState = Union[tuple[torch.Tensor, torch.Tensor], torch.Tensor, None]
-
-
-def _check(ok: bool, key: str, value: object, expected: str) -> None:
-    if not ok:
-        raise TextnnError(f"config key model.{key}: got {value!r}, expected {expected}")
 
 
 def _positive_int(key: str, value: object) -> None:

@@ -53,6 +53,8 @@ class DataConfig:
     max_vocab: int = opt(0, "keep at most this many tokens (most frequent first); 0 = no limit")
     max_length: int = opt(0, "truncate inputs to this many tokens; 0 = no limit")
     vectors: str = opt("", "pretrained word vectors: word2vec text/.bin, GloVe text (.gz ok), fastText .vec")
+    vectors_std: float = opt(0.0, "rescale the pretrained vectors to this standard deviation; 0 = keep the file's scale (50-d GloVe: 0.69, random embeddings: D^-0.5)")
+    vectors_vocab: bool = opt(False, "also add every word of data.vectors to the vocabulary, so words never seen in training keep their pretrained vector")
     kfold: int = opt(0, "k-fold cross-validation when there is no dev file: split train into k folds")
     fold: int = opt(0, "which fold (0-based) is held out as dev when kfold > 0")
     cache: bool = opt(True, "cache tokenized data (keyed by file content and tokenizer settings)")
@@ -68,6 +70,7 @@ class DataConfig:
         _check(self.kfold == 0 or 0 <= self.fold < self.kfold, "data.fold", self.fold,
                f"0 .. {self.kfold - 1}")
         _check(self.bptt >= 1, "data.bptt", self.bptt, "an integer >= 1")
+        _check(self.vectors_std >= 0, "data.vectors_std", self.vectors_std, "a number >= 0")
 
 
 @dataclass

@@ -34,6 +34,12 @@ class Vocab:
             kept = kept[: max(0, max_size - len(specials))]
         return cls([*specials, *kept], unk=UNK if UNK in specials else None)
 
+    def extend(self, tokens: Iterable[str]) -> "Vocab":
+        """A new vocabulary with `tokens` not yet present appended (existing ids are unchanged)."""
+        new = [t for t in dict.fromkeys(tokens) if t not in self.stoi]
+        unk = self.itos[self.unk_id] if self.unk_id is not None else None
+        return Vocab([*self.itos, *new], unk=unk)
+
     def __len__(self) -> int:
         return len(self.itos)
 

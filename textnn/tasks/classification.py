@@ -102,6 +102,13 @@ class ClassificationTask:
             dev_tokens = tokenize_records(config, tokenizer, data.dev, dev_records)
         vocab = Vocab.build((toks for pair in train_tokens for toks in pair if toks is not None),
                             min_freq=data.min_freq, max_size=data.max_vocab)
+        if data.vectors and data.vectors_vocab:
+            from textnn.interop.vectors import read_vectors
+
+            # Kim (2014) built the vocabulary over all the data and initialised it from word2vec, so
+            # words absent from training still had a meaningful vector; adding the vector file's words
+            # does the same without looking at dev or test text.
+            vocab = vocab.extend(read_vectors(data.vectors)[0])
         labels = _label_order({r.label for r in train_records})
         task = cls(config, tokenizer, vocab, labels)
         task.splits["train"] = task.encode(train_records, train_tokens)
@@ -114,6 +121,11 @@ class ClassificationTask:
             from textnn.interop.vectors import build_embedding_matrix
 
             matrix, coverage = build_embedding_matrix(vocab.itos, data.vectors, seed=config.train.seed)
+            if data.vectors_std:
+                # Optimizers take steps of about the same size whatever a weight's scale, so vectors
+                # five times larger than a random init (50-d GloVe) barely move when fine-tuned;
+                # rescaling (pad row 0 stays zero) lets them adapt as readily as random ones.
+                matrix *= data.vectors_std / matrix[1:].std()
             task.pretrained = torch.from_numpy(matrix)
             task.vector_coverage = coverage
             print(f"vectors {data.vectors}: {coverage['found']:,} of {coverage['total']:,} vocabulary "

@@ -161,6 +161,9 @@ class Trainer:
                     state["seconds"] = time.perf_counter() - started
                     speed = state["tokens"] / max(state["step_seconds"], 1e-9)  # training only, not evaluation
                     bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{speed:,.0f}", epoch=state["epoch"] + 1, refresh=False)
+                    if cfg.max_minutes:  # a time budget ends the run first: show the steps it will allow
+                        allowed = int(state["step"] * 60 * cfg.max_minutes / max(state["seconds"], 1e-9))
+                        bar.total = max(state["step"] + 1, min(self.total_steps, allowed))
                     bar.update(1)
                     if state["step"] % cfg.log_every == 0:
                         run.append_metrics({"split": "train", "step": state["step"], "epoch": state["epoch"],

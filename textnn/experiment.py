@@ -51,7 +51,7 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
     except BaseException as err:
         run.set_status("failed", error=str(err) or type(err).__name__)
         raise
-    write_report(run, config, result, model, task)
+    write_report(run, config, result, task)
     return run, result
 
 
@@ -132,7 +132,7 @@ def compare(config_paths: list[str], overrides: list[str], runs_root: str | Path
         rows.append(CompareRow(name=config.name, model=config.model_name, metric=metric,
                                value=float(dev.get(metric, float("nan"))),
                                ci_low=dev.get(f"{metric}_ci_low"), ci_high=dev.get(f"{metric}_ci_high"),
-                               parameters=sum(p.numel() for p in load_run(run.path)[2].parameters()),
+                               parameters=result.parameters,
                                train_seconds=result.train_seconds,
                                examples_per_second=result.examples_per_second, run_dir=str(run.path)))
     return rows
@@ -153,7 +153,7 @@ def format_table(rows: list[CompareRow], markdown: bool = False) -> str:
     return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *map(fmt, body)])
 
 
-def write_report(run: RunDir, config: Config, result: TrainResult, model: torch.nn.Module, task) -> None:
+def write_report(run: RunDir, config: Config, result: TrainResult, task) -> None:
     """report.md with the final numbers, plus loss-curve and confusion-matrix plots."""
     from textnn.viz.plots import plot_confusion_matrix, plot_loss_curve
 
@@ -161,7 +161,7 @@ def write_report(run: RunDir, config: Config, result: TrainResult, model: torch.
     plot_loss_curve(records, run.path / "loss.png")
     lines = [f"# Run {run.path.name}", "",
              f"- task: {config.task}, model: {config.model_name} (preset: {config.model_preset or 'none'})",
-             f"- parameters: {sum(p.numel() for p in model.parameters()):,}",
+             f"- parameters: {result.parameters:,}",
              f"- steps: {result.steps}, epochs completed: {result.epochs_completed}, stopped: {result.stopped}",
              f"- training time: {result.train_seconds:.1f} s, {result.examples_per_second:,.0f} examples/s, "
              f"{result.tokens_per_second:,.0f} tokens/s",

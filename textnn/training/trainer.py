@@ -48,6 +48,7 @@ class TrainResult:
     best_metric: float | None
     best_step: int | None
     metric_name: str
+    parameters: int = 0
     dev: dict = field(default_factory=dict)
     test: dict = field(default_factory=dict)
     stopped: str = "completed"
@@ -213,7 +214,8 @@ class Trainer:
         result = TrainResult(steps=state["step"], epochs_completed=state["epoch"], train_seconds=state["seconds"],
                              examples_per_second=state["examples"] / seconds,
                              tokens_per_second=state["tokens"] / seconds, best_metric=state["best"],
-                             best_step=state["best_step"], metric_name=self.metric, dev=dev, test=test,
+                             best_step=state["best_step"], metric_name=self.metric,
+                             parameters=sum(p.numel() for p in self.model.parameters()), dev=dev, test=test,
                              stopped=stopped)
         run.set_status("finished", steps=result.steps, train_seconds=round(result.train_seconds, 2),
                        examples_per_second=round(result.examples_per_second, 1),

@@ -36,7 +36,7 @@ def opt(default: Any, doc: str) -> Any:
 
 @dataclass
 class DataConfig:
-    format: str = opt("tsv", "input format: tsv, csv, jsonl, fasttext, label_text, class_files, text")
+    format: str = opt("tsv", "input format: tsv, csv, jsonl, fasttext, label_text, class_files, text, conll")
     train: str = opt("", "training file (a directory for class_files)")
     dev: str = opt("", "development file used for evaluation, early stopping and best-checkpoint selection")
     test: str = opt("", "optional test file, evaluated once with the best checkpoint at the end")
@@ -47,7 +47,7 @@ class DataConfig:
     quoting: bool = opt(False, "tsv/csv: honour \" quoting (GLUE files need it off)")
     delimiter: str = opt("", "tsv/csv field separator; empty means tab for tsv, comma for csv")
     encoding: str = opt("utf-8", "text encoding of the data files")
-    tokenizer: str = opt("word", "word (regex words and punctuation), whitespace, or char")
+    tokenizer: str = opt("word", "word (regex words and punctuation), whitespace, char, or bpe (byte-level BPE trained on data.train; language modelling)")
     lowercase: bool = opt(False, "lower-case text before tokenizing")
     min_freq: int = opt(1, "keep tokens seen at least this often in training")
     max_vocab: int = opt(0, "keep at most this many tokens (most frequent first); 0 = no limit")
@@ -58,11 +58,23 @@ class DataConfig:
     kfold: int = opt(0, "k-fold cross-validation when there is no dev file: split train into k folds")
     fold: int = opt(0, "which fold (0-based) is held out as dev when kfold > 0")
     cache: bool = opt(True, "cache tokenized data (keyed by file content and tokenizer settings)")
+    token_column: int = opt(0, "conll: 0-based column holding the token")
+    tag_column: int = opt(-1, "conll: 0-based column holding the tag; -1 = the last column")
+    tag_scheme: str = opt("iob1", "conll: tag scheme of the files: iob1 (CoNLL-2003), iob2 (also called bio) or bioes")
+    train_tag_scheme: str = opt("bioes", "tagging: scheme the model learns and decodes in; predictions are written back in data.tag_scheme")
     bptt: int = opt(128, "language modelling: tokens per training window")
+    bptt_variable: bool = opt(False, "language modelling: variable-length BPTT (Merity et al. 2018, section 4.1): base bptt w.p. 0.95 else bptt/2, then N(base, 5); lr scaled by length/bptt")
+    stateful: bool = opt(True, "language modelling: read the training stream as batch_size contiguous streams and carry the (detached) state across batches; false = independent shuffled windows")
+    bpe_vocab_size: int = opt(8000, "tokenizer bpe: size of the BPE vocabulary trained on data.train")
 
     def __post_init__(self) -> None:
-        _check(self.tokenizer in ("word", "whitespace", "char"), "data.tokenizer", self.tokenizer,
-               "word, whitespace or char")
+        _check(self.tokenizer in ("word", "whitespace", "char", "bpe"), "data.tokenizer", self.tokenizer,
+               "word, whitespace, char or bpe")
+        for key in ("tag_scheme", "train_tag_scheme"):
+            _check(getattr(self, key) in TAG_SCHEMES, f"data.{key}", getattr(self, key), ", ".join(TAG_SCHEMES))
+        _check(self.token_column >= 0, "data.token_column", self.token_column, "an integer >= 0")
+        _check(self.tag_column >= -1, "data.tag_column", self.tag_column, "an integer >= 0, or -1 for the last column")
+        _check(self.bpe_vocab_size >= 2, "data.bpe_vocab_size", self.bpe_vocab_size, "an integer >= 2")
         _check(self.min_freq >= 1, "data.min_freq", self.min_freq, "an integer >= 1")
         _check(self.max_vocab >= 0, "data.max_vocab", self.max_vocab, "an integer >= 0")
         _check(self.max_length >= 0, "data.max_length", self.max_length, "an integer >= 0")
@@ -75,7 +87,8 @@ class DataConfig:
 
 @dataclass
 class TrainConfig:
-    optimizer: str = opt("adam", "sgd, adam, adamw or adadelta (fused AdamW on CUDA)")
+    optimizer: str = opt("adam", "sgd, adam, adamw, adadelta (fused AdamW on CUDA) or ntasgd (non-monotonically triggered averaged SGD, Merity et al. 2018)")
+    ntasgd_nonmono: int = opt(5, "ntasgd: start averaging once dev has not improved on the best of all but the last N evaluations")
     lr: float = opt(1e-3, "peak learning rate")
     weight_decay: float = opt(0.0, "weight decay (decoupled for adamw, L2 otherwise)")
     momentum: float = opt(0.0, "sgd momentum")
@@ -114,7 +127,8 @@ class TrainConfig:
         _check(self.log_every >= 1, "train.log_every", self.log_every, "an integer >= 1")
 
 
-OPTIMIZERS = ("sgd", "adam", "adamw", "adadelta")
+OPTIMIZERS = ("sgd", "adam", "adamw", "adadelta", "ntasgd")
+TAG_SCHEMES = ("iob1", "iob2", "bio", "bioes")
 SCHEDULERS = ("constant", "linear", "triangular")
 
 

@@ -65,6 +65,7 @@ class DataConfig:
     bptt: int = opt(128, "language modelling: tokens per training window")
     bptt_variable: bool = opt(False, "language modelling: variable-length BPTT (Merity et al. 2018, section 4.1): base bptt w.p. 0.95 else bptt/2, then N(base, 5); lr scaled by length/bptt")
     stateful: bool = opt(True, "language modelling: read the training stream as batch_size contiguous streams and carry the (detached) state across batches; false = independent shuffled windows")
+    holdout: float = opt(0.0, "language modelling: when data.dev is empty, hold out this final fraction of data.train as dev (nanoGPT's Tiny Shakespeare split: 0.1)")
     bpe_vocab_size: int = opt(8000, "tokenizer bpe: size of the BPE vocabulary trained on data.train")
 
     def __post_init__(self) -> None:
@@ -74,6 +75,7 @@ class DataConfig:
             _check(getattr(self, key) in TAG_SCHEMES, f"data.{key}", getattr(self, key), ", ".join(TAG_SCHEMES))
         _check(self.token_column >= 0, "data.token_column", self.token_column, "an integer >= 0")
         _check(self.tag_column >= -1, "data.tag_column", self.tag_column, "an integer >= 0, or -1 for the last column")
+        _check(0.0 <= self.holdout < 1.0, "data.holdout", self.holdout, "a fraction in [0, 1)")
         _check(self.bpe_vocab_size >= 2, "data.bpe_vocab_size", self.bpe_vocab_size, "an integer >= 2")
         _check(self.min_freq >= 1, "data.min_freq", self.min_freq, "an integer >= 1")
         _check(self.max_vocab >= 0, "data.max_vocab", self.max_vocab, "an integer >= 0")

@@ -1,0 +1,150 @@
+"""Recurrent sequence tagger: word (+ character, + casing) features -> BiLSTM/GRU/RNN -> per-token tag
+scores -> softmax or a linear-chain CRF.
+
+Lample, Ballesteros, Subramanian, Kawakami & Dyer (2016), "Neural Architectures for Named Entity
+Recognition", NAACL: §2.1 a bidirectional LSTM reads the sentence and its two states at each word
+are concatenated; §2.2 the per-word tag scores P feed a CRF with learned transition scores (see
+`modules.crf`); §4.1 each word is its pretrained embedding concatenated with a character BiLSTM
+representation (`modules.char_encoders.CharLSTM`); §4.3 dropout on that concatenation (0.5, §5.1).
+Ma & Hovy (2016), "End-to-end Sequence Labeling via Bi-directional LSTM-CNNs-CRF", ACL: the same
+architecture with a character CNN (`CharCNN`) and dropout on both the input and the output of the
+BiLSTM (Figures 1-2, Table 1). Both are presets below; `output: softmax` gives the BiLSTM-softmax baseline.
+
+Inputs: words [B, T] (word ids), chars [B, T, C] (0 = padding), casing [B, T] (casing category,
+0 = padding), mask [B, T] bool (True = real token). forward -> ModelOutput(logits = emissions
+[B, T, K]); nll(emissions, tags, mask) -> [B]; decode(emissions, mask) -> [B, T].
+"""
+
+# B batch, T words per sentence, C characters per word, D word dim, F char features, A casing dim,
+# H hidden size per direction, K tags
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from textnn.config import opt, check_model_field as _check, is_int as _is_int
+from textnn.errors import TextnnError
+from textnn.models.base import ModelOutput, TextnnModel
+from textnn.modules.char_encoders import CharCNN, CharLSTM
+from textnn.modules.crf import LinearChainCRF, transition_constraints
+from textnn.modules.embeddings import TokenEmbedding
+from textnn.modules.rnn import CELLS, RNNEncoder
+
+CHAR_ENCODERS = ("none", "cnn", "lstm")
+OUTPUTS = ("softmax", "crf")
+
+
+@dataclass
+class RNNTaggerConfig:
+    word_dim: int = opt(100, "word embedding size D (must match data.vectors when given)")
+    char_encoder: str = opt("lstm", "character features of each word: none, cnn (Ma & Hovy 2016) or lstm (Lample et al. 2016)")
+    char_dim: int = opt(25, "character embedding size (cnn or lstm)")
+    char_filters: int = opt(30, "char_encoder cnn: number of filters, i.e. character features per word")
+    char_width: int = opt(3, "char_encoder cnn: filter width in characters")
+    char_hidden: int = opt(25, "char_encoder lstm: hidden size per direction (2 x this many features per word)")
+    casing_dim: int = opt(0, "size of a learned embedding of each word's casing category; 0 = no casing feature")
+    cell: str = opt("lstm", "recurrent cell of the sentence-level BiRNN: lstm, gru or rnn (Elman, tanh)")
+    hidden_size: int = opt(100, "hidden size H of each direction of the BiRNN")
+    num_layers: int = opt(1, "stacked BiRNN layers")
+    dropout: float = opt(0.5, "dropout on the word representations entering the BiRNN, between its layers, on its "
+                              "output, and on the character embeddings before a char CNN, in [0, 1)")
+    output: str = opt("crf", "softmax (each tag on its own, cross-entropy) or crf (linear-chain CRF, Lample et al. 2016 §2.2)")
+    constrained: bool = opt(True, "crf: forbid the tag transitions that data.train_tag_scheme never produces "
+                                  "(e.g. O -> I-PER in bio), in training and decoding; no effect with softmax")
+    freeze_embeddings: bool = opt(False, "keep the (pretrained) word embeddings fixed during training")
+
+    def __post_init__(self) -> None:
+        for key in ("word_dim", "char_dim", "char_filters", "char_width", "char_hidden", "hidden_size", "num_layers"):
+            value = getattr(self, key)
+            _check(_is_int(value) and value >= 1, key, value, "an integer >= 1")
+        _check(_is_int(self.casing_dim) and self.casing_dim >= 0, "casing_dim", self.casing_dim,
+               "an integer >= 0 (0 = no casing feature)")
+        _check(self.char_encoder in CHAR_ENCODERS, "char_encoder", self.char_encoder, "one of " + ", ".join(CHAR_ENCODERS))
+        _check(self.cell in CELLS, "cell", self.cell, "one of " + ", ".join(CELLS))
+        _check(self.output in OUTPUTS, "output", self.output, "one of " + ", ".join(OUTPUTS))
+        _check(isinstance(self.dropout, (int, float)) and not isinstance(self.dropout, bool)
+               and 0.0 <= self.dropout < 1.0, "dropout", self.dropout, "a probability in [0, 1)")
+        for key in ("constrained", "freeze_embeddings"):
+            _check(isinstance(getattr(self, key), bool), key, getattr(self, key), "true or false")
+
+
+class RNNTagger(TextnnModel):
+    """[word; char features; casing] -> dropout -> BiRNN -> dropout -> linear tag scores (-> CRF)."""
+
+    def __init__(self, cfg: RNNTaggerConfig, vocab_size: int, num_chars: int, num_casings: int, num_tags: int,
+                 pad_id: int, pretrained: torch.Tensor | None, tags: list[str], scheme: str) -> None:
+        super().__init__()
+        if len(tags) != num_tags:
+            raise TextnnError(f"the tagger was given {num_tags} tags but {len(tags)} tag names ({tags[:5]}...); "
+                              "the tag list must name every tag id")
+        self.cfg = cfg
+        self.word_embedding = TokenEmbedding(vocab_size, cfg.word_dim, pad_id, pretrained, cfg.freeze_embeddings,
+                                             field="model.word_dim")
+        features = cfg.word_dim
+        self.char_encoder: nn.Module | None = None
+        if cfg.char_encoder == "cnn":
+            self.char_encoder = CharCNN(num_chars, cfg.char_dim, cfg.char_filters, cfg.char_width, cfg.dropout)
+        elif cfg.char_encoder == "lstm":
+            self.char_encoder = CharLSTM(num_chars, cfg.char_dim, cfg.char_hidden)
+        if self.char_encoder is not None:
+            features += self.char_encoder.output_size
+        self.casing_embedding = TokenEmbedding(num_casings, cfg.casing_dim, 0) if cfg.casing_dim else None
+        features += cfg.casing_dim
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.encoder = RNNEncoder(features, cfg.hidden_size, cfg.cell, cfg.num_layers, bidirectional=True,
+                                  dropout=cfg.dropout)
+        self.scores = nn.Linear(self.encoder.output_size, num_tags)
+        self.crf: LinearChainCRF | None = None
+        if cfg.output == "crf":
+            allowed = transition_constraints(tags, scheme) if cfg.constrained else None
+            self.crf = LinearChainCRF(num_tags, allowed)
+
+    def forward(self, words: torch.Tensor, chars: torch.Tensor, casing: torch.Tensor,
+                mask: torch.Tensor) -> ModelOutput:
+        parts = [self.word_embedding(words)]  # [B, T, D]
+        if self.char_encoder is not None:
+            parts.append(self.char_encoder(chars))  # [B, T, F]
+        if self.casing_embedding is not None:
+            parts.append(self.casing_embedding(casing))  # [B, T, A]
+        x = self.dropout(torch.cat(parts, dim=-1))  # [B, T, D+F+A]
+        states = self.dropout(self.encoder(x, mask))  # [B, T, 2H]
+        return ModelOutput(logits=self.scores(states))  # [B, T, K]
+
+    def nll(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Negative log-likelihood of the gold tags per sentence, [B]: the CRF's log Z - score, or the sum
+        of the tokens' cross-entropies over real tokens with the softmax output."""
+        if self.crf is not None:
+            return self.crf.nll(emissions, tags, mask)
+        flat = F.cross_entropy(emissions.float().flatten(0, 1), tags.masked_fill(~mask, 0).flatten(),
+                               reduction="none")  # [B*T]
+        return flat.view(mask.shape).masked_fill(~mask, 0.0).sum(dim=1)  # [B*T] -> [B, T] -> [B]
+
+    @torch.no_grad()
+    def decode(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Best tag ids [B, T] (0 where mask is False): Viterbi with the CRF, else each token's argmax."""
+        if self.crf is not None:
+            return self.crf.viterbi(emissions, mask)
+        return emissions.argmax(dim=-1).masked_fill(~mask, 0)
+
+
+PRESETS: dict[str, dict] = {
+    # For tests: every part present (char BiLSTM, casing, CRF with constraints) and still tiny.
+    "tiny": {"word_dim": 8, "char_encoder": "lstm", "char_dim": 4, "char_filters": 5, "char_width": 3,
+             "char_hidden": 3, "casing_dim": 2, "cell": "lstm", "hidden_size": 6, "num_layers": 1,
+             "dropout": 0.1, "output": "crf", "constrained": True},
+    # Lample et al. (2016) LSTM-CRF: §4.1-4.2 100-d pretrained word embeddings and a character BiLSTM of
+    # 25 units per direction on 25-d character embeddings; §5.1 a one-layer word BiLSTM of 100 units per
+    # direction and dropout 0.5; §2.2 a CRF with freely learned transitions (hence constrained: false).
+    "paper": {"word_dim": 100, "char_encoder": "lstm", "char_dim": 25, "char_hidden": 25, "casing_dim": 0,
+              "cell": "lstm", "hidden_size": 100, "num_layers": 1, "dropout": 0.5, "output": "crf",
+              "constrained": False},
+    # Ma & Hovy (2016) BLSTM-CNN-CRF, Table 1: 100-d GloVe, character CNN with 30 filters of width 3 on
+    # 30-d character embeddings, LSTM of 200 units per direction, dropout 0.5; CRF with learned transitions.
+    "ma_hovy": {"word_dim": 100, "char_encoder": "cnn", "char_dim": 30, "char_filters": 30, "char_width": 3,
+                "casing_dim": 0, "cell": "lstm", "hidden_size": 200, "num_layers": 1, "dropout": 0.5,
+                "output": "crf", "constrained": False},
+}

@@ -1,0 +1,159 @@
+"""Window tagger: each word's tag scores come from a fixed window of words around it (no recurrence).
+
+Collobert, Weston, Bottou, Karlen, Kavukcuoglu & Kuksa (2011), "Natural Language Processing (Almost)
+from Scratch", JMLR 12. §3.3.1 "window approach": the features of the `window` words centred on a
+word (its word embedding and a capitalisation-feature embedding, §3.2.1) are concatenated and go
+through Linear -> HardTanh -> Linear, which gives the word's tag scores; a sentence is extended on
+both sides by a special PADDING word, (window-1)/2 times, so that every word has a full window.
+Sliding one Linear over all windows of a sentence is exactly a 1-D convolution of kernel size
+`window` over the padded sentence, so that is how it is computed here (one call for the batch).
+Output: a softmax per word (their word-level log-likelihood, §3.4.1) or their sentence-level
+log-likelihood (§3.4.2: learned transition and initial scores, i.e. a linear-chain CRF,
+`modules.crf`). Table 5 gives the published sizes: window 5, word dim 50, caps dim 5, 300 hidden units.
+
+Optional character features (`char_encoder`: cnn or lstm, `modules.char_encoders`) are not part of
+the paper; they are here so that a comparison with the recurrent taggers can hold the word
+representation fixed.
+
+Inputs: words [B, T] (word ids), chars [B, T, C] (0 = padding), casing [B, T] (casing category,
+0 = padding), mask [B, T] bool (True = real token). forward -> ModelOutput(logits = emissions
+[B, T, K]); nll(emissions, tags, mask) -> [B]; decode(emissions, mask) -> [B, T].
+"""
+
+# B batch, T words per sentence, C characters per word, D concatenated word features, W window,
+# P = (W-1)/2 padding words per side, H hidden units, K tags
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from textnn.config import opt, check_model_field as _check, is_int as _is_int
+from textnn.errors import TextnnError
+from textnn.models.base import ModelOutput, TextnnModel
+from textnn.modules.char_encoders import CharCNN, CharLSTM
+from textnn.modules.crf import LinearChainCRF, transition_constraints
+from textnn.modules.embeddings import TokenEmbedding
+
+CHAR_ENCODERS = ("none", "cnn", "lstm")
+OUTPUTS = ("softmax", "crf")
+
+
+@dataclass
+class WindowTaggerConfig:
+    window: int = opt(5, "words per window (odd): a word's scores see (window-1)/2 words on each side")
+    word_dim: int = opt(50, "word embedding size (must match data.vectors when given)")
+    casing_dim: int = opt(5, "size of the embedding of each word's casing category (Collobert's caps feature); 0 = none")
+    char_encoder: str = opt("none", "character features of each word, an addition to the paper: none, cnn or lstm")
+    char_dim: int = opt(30, "character embedding size (cnn or lstm)")
+    char_filters: int = opt(30, "char_encoder cnn: number of filters, i.e. character features per word")
+    char_width: int = opt(3, "char_encoder cnn: filter width in characters")
+    char_hidden: int = opt(25, "char_encoder lstm: hidden size per direction (2 x this many features per word)")
+    hidden_size: int = opt(300, "hidden units H of the HardTanh layer")
+    dropout: float = opt(0.0, "dropout on the window features (and on the character embeddings before a char CNN), "
+                              "in [0, 1); the paper uses none")
+    output: str = opt("crf", "softmax (word-level log-likelihood) or crf (sentence-level log-likelihood, §3.4.2)")
+    constrained: bool = opt(True, "crf: forbid the tag transitions that data.train_tag_scheme never produces "
+                                  "(e.g. O -> I-PER in bio), in training and decoding; no effect with softmax")
+    freeze_embeddings: bool = opt(False, "keep the (pretrained) word embeddings fixed during training")
+
+    def __post_init__(self) -> None:
+        for key in ("word_dim", "char_dim", "char_filters", "char_width", "char_hidden", "hidden_size"):
+            value = getattr(self, key)
+            _check(_is_int(value) and value >= 1, key, value, "an integer >= 1")
+        _check(_is_int(self.window) and self.window >= 1 and self.window % 2 == 1, "window", self.window,
+               "an odd integer >= 1 (the word in the middle plus the same number of words on each side)")
+        _check(_is_int(self.casing_dim) and self.casing_dim >= 0, "casing_dim", self.casing_dim,
+               "an integer >= 0 (0 = no casing feature)")
+        _check(self.char_encoder in CHAR_ENCODERS, "char_encoder", self.char_encoder, "one of " + ", ".join(CHAR_ENCODERS))
+        _check(self.output in OUTPUTS, "output", self.output, "one of " + ", ".join(OUTPUTS))
+        _check(isinstance(self.dropout, (int, float)) and not isinstance(self.dropout, bool)
+               and 0.0 <= self.dropout < 1.0, "dropout", self.dropout, "a probability in [0, 1)")
+        for key in ("constrained", "freeze_embeddings"):
+            _check(isinstance(getattr(self, key), bool), key, getattr(self, key), "true or false")
+
+
+class WindowTagger(TextnnModel):
+    """Window features -> Conv1d(kernel = window) -> HardTanh -> Linear tag scores (-> CRF)."""
+
+    def __init__(self, cfg: WindowTaggerConfig, vocab_size: int, num_chars: int, num_casings: int, num_tags: int,
+                 pad_id: int, pretrained: torch.Tensor | None, tags: list[str], scheme: str) -> None:
+        super().__init__()
+        if len(tags) != num_tags:
+            raise TextnnError(f"the tagger was given {num_tags} tags but {len(tags)} tag names ({tags[:5]}...); "
+                              "the tag list must name every tag id")
+        self.cfg = cfg
+        self.word_embedding = TokenEmbedding(vocab_size, cfg.word_dim, pad_id, pretrained, cfg.freeze_embeddings,
+                                             field="model.word_dim")
+        features = cfg.word_dim
+        self.char_encoder: nn.Module | None = None
+        if cfg.char_encoder == "cnn":
+            self.char_encoder = CharCNN(num_chars, cfg.char_dim, cfg.char_filters, cfg.char_width, cfg.dropout)
+        elif cfg.char_encoder == "lstm":
+            self.char_encoder = CharLSTM(num_chars, cfg.char_dim, cfg.char_hidden)
+        if self.char_encoder is not None:
+            features += self.char_encoder.output_size
+        self.casing_embedding = TokenEmbedding(num_casings, cfg.casing_dim, 0) if cfg.casing_dim else None
+        features += cfg.casing_dim
+        # The features of Collobert's PADDING word (all of its feature columns at once), learned like any
+        # word's; it fills the window positions outside the sentence. Same scale as a random embedding.
+        # A window of one word never looks outside the sentence, so it has none.
+        self.padding_features: nn.Parameter | None = None
+        if cfg.window > 1:
+            self.padding_features = nn.Parameter(torch.randn(features) * features ** -0.5)  # [D]
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.window_layer = nn.Conv1d(features, cfg.hidden_size, cfg.window)  # one Linear over each window
+        self.scores = nn.Linear(cfg.hidden_size, num_tags)
+        self.crf: LinearChainCRF | None = None
+        if cfg.output == "crf":
+            allowed = transition_constraints(tags, scheme) if cfg.constrained else None
+            self.crf = LinearChainCRF(num_tags, allowed)
+
+    def forward(self, words: torch.Tensor, chars: torch.Tensor, casing: torch.Tensor,
+                mask: torch.Tensor) -> ModelOutput:
+        parts = [self.word_embedding(words)]  # [B, T, D_word]
+        if self.char_encoder is not None:
+            parts.append(self.char_encoder(chars))  # [B, T, F]
+        if self.casing_embedding is not None:
+            parts.append(self.casing_embedding(casing))  # [B, T, A]
+        x = torch.cat(parts, dim=-1)  # [B, T, D]
+        if self.padding_features is not None:
+            pad = self.padding_features.to(x.dtype)  # [D]
+            # Batch padding past a sentence's end is outside the sentence too: it becomes PADDING, so a
+            # sentence's windows are the same in any batch.
+            x = torch.where(mask.unsqueeze(-1), x, pad)  # [B, T, D]
+            side = pad.expand(x.size(0), (self.cfg.window - 1) // 2, -1)  # [B, P, D]
+            x = torch.cat([side, x, side], dim=1)  # [B, T + 2P, D]
+        hidden = F.hardtanh(self.window_layer(self.dropout(x).transpose(1, 2)))  # [B, D, T + 2P] -> [B, H, T]
+        return ModelOutput(logits=self.scores(hidden.transpose(1, 2)))  # [B, T, H] -> [B, T, K]
+
+    def nll(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Negative log-likelihood of the gold tags per sentence, [B]: sentence-level (CRF: log Z - score)
+        or word-level (sum of the tokens' cross-entropies over real tokens)."""
+        if self.crf is not None:
+            return self.crf.nll(emissions, tags, mask)
+        flat = F.cross_entropy(emissions.float().flatten(0, 1), tags.masked_fill(~mask, 0).flatten(),
+                               reduction="none")  # [B*T]
+        return flat.view(mask.shape).masked_fill(~mask, 0.0).sum(dim=1)  # [B*T] -> [B, T] -> [B]
+
+    @torch.no_grad()
+    def decode(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Best tag ids [B, T] (0 where mask is False): Viterbi with the CRF, else each token's argmax."""
+        if self.crf is not None:
+            return self.crf.viterbi(emissions, mask)
+        return emissions.argmax(dim=-1).masked_fill(~mask, 0)
+
+
+PRESETS: dict[str, dict] = {
+    # For tests: small, with casing, a window of 3 and the sentence-level likelihood.
+    "tiny": {"window": 3, "word_dim": 8, "casing_dim": 2, "char_encoder": "none", "char_dim": 4, "char_filters": 5,
+             "char_width": 3, "char_hidden": 3, "hidden_size": 10, "dropout": 0.1, "output": "crf",
+             "constrained": True},
+    # Collobert et al. (2011) Table 5: window 5, 50-d words, 5-d caps feature, 300 hidden units; the
+    # sentence-level log-likelihood (their NER results use it) with freely learned transitions; no dropout.
+    "paper": {"window": 5, "word_dim": 50, "casing_dim": 5, "char_encoder": "none", "hidden_size": 300,
+              "dropout": 0.0, "output": "crf", "constrained": False},
+}

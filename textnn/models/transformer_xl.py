@@ -1,0 +1,261 @@
+"""Transformer-XL language model: segment-level recurrence + relative positions (Dai et al. 2019).
+
+Dai, Yang, Yang, Carbonell, Le & Salakhutdinov (2019), "Transformer-XL: Attentive Language Models
+Beyond a Fixed-Length Context". A decoder-only Transformer that reads a long stream one segment of
+T tokens at a time and, at every layer, also attends to the hidden states it computed for the
+previous M positions (the memory, §3.2), without backpropagating into them. Because those cached
+states carry no absolute position, attention scores use relative distances only (§3.3; see
+`modules.relative_attention`). Context then grows with depth: the longest dependency is O(N x M)
+for N layers, and evaluation reuses the cache instead of recomputing a sliding window for every
+token (§3.2, last paragraphs; `benchmarks/xl_eval_speed.py` measures that speed-up here).
+
+State. `forward(ids, state)` takes and returns the memory: a list of N tensors [B, M, D], entry n
+holding the INPUT of layer n (the embedding output for n = 0) at the newest M positions seen so
+far, detached. Passing it back with the next segment of the same streams continues them; with
+`state=None` a stream starts with no context. M is `mem_len` in training and `eval_mem_len` in
+eval mode (Dai et al. §3.2: "we set M equal to the segment length during training, and increase it
+by multiple times during evaluation"). `step` is the generation interface: the memory is its cache.
+
+Choices, and why:
+- u and v (the global content and position biases of §3.3) are ONE pair shared by all layers, as in
+  the authors' PyTorch code (`MemTransformerLM.r_w_bias`, `r_r_bias`; their TF code can untie them).
+- Post-LN by default (`pre_ln: false`): it is the paper's block (LayerNorm after each residual sum)
+  and the one its reported numbers were measured with. `pre_ln: true` normalises each sub-layer's
+  input instead and adds a final LayerNorm, which trains without warmup on short budgets.
+- Initialisation and scale follow the authors' code: every weight matrix, the embedding included,
+  starts from N(0, 0.02), and embeddings are multiplied by sqrt(D) before the first layer
+  (`AdaptiveEmbedding.emb_scale`). A larger embedding init would hurt with tied weights: after a
+  post-LN layer the state of position t still points along its own token's embedding e, so that
+  token's logit starts near sqrt(D) * |e| (about 4 nats for D = 200 here; 14 with an N(0, 1/D) init).
+  Dropout is applied to embeddings, position encodings, sub-layer outputs and the final states
+  (their code); `dropatt` to the attention probabilities.
+- No adaptive softmax (the paper uses one on WT103): a plain, optionally tied, output layer.
+"""
+
+# B batch (parallel streams), T segment length, M memory length, K = M + T keys, D d_model,
+# H heads, Dh head dim, F feed-forward dim, V vocabulary size, N layers
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from textnn.config import check_model_field as _check, is_int, opt
+from textnn.errors import TextnnError
+from textnn.models.base import ModelOutput, TextnnModel
+from textnn.modules.embeddings import TokenEmbedding
+from textnn.modules.relative_attention import (RelativeMultiHeadAttention, relative_causal_mask,
+                                               relative_distances, sinusoid_encoding)
+
+Memory = list[torch.Tensor]  # N tensors [B, M, D]; None = no context yet
+
+
+def _int_at_least(key: str, value: object, low: int) -> None:
+    _check(is_int(value) and value >= low, key, value, f"an integer >= {low}")
+
+
+def _fraction(key: str, value: object) -> None:
+    _check(isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value < 1.0,
+           key, value, "a number in [0, 1)")
+
+
+@dataclass
+class TransformerXLConfig:
+    n_layers: int = opt(2, "number of Transformer layers N")
+    n_heads: int = opt(4, "attention heads H per layer")
+    d_model: int = opt(200, "model (and embedding) size D; even, for the sinusoid encodings")
+    d_head: int = opt(40, "size Dh of each head; H * Dh need not equal D (the paper's WT103 base: 10 x 41 for 410)")
+    d_ff: int = opt(400, "inner size F of the position-wise feed-forward layer")
+    mem_len: int = opt(64, "memory M in training: cached positions per layer (Dai et al. set it to the segment length, data.bptt); 0 = no memory")
+    eval_mem_len: int = opt(0, "memory in evaluation and generation, usually several times mem_len (Dai et al. §3.2); 0 = mem_len")
+    clamp_len: int = opt(0, "relative distances above this share one encoding (the authors' WT103 evaluation: 400); 0 = no clamp")
+    same_length: bool = opt(False, "evaluation only: every position attends to exactly the last eval_mem_len positions, itself included, wherever it sits in its segment (the authors' evaluation setting)")
+    dropout: float = opt(0.1, "dropout on embeddings, position encodings, sub-layer outputs and the final states")
+    dropatt: float = opt(0.0, "dropout on the attention probabilities")
+    tie_weights: bool = opt(True, "share the output layer's weights with the embeddings (Press & Wolf 2017)")
+    pre_ln: bool = opt(False, "LayerNorm before each sub-layer plus a final one; false = the paper's post-LN block")
+
+    def __post_init__(self) -> None:
+        for key in ("n_layers", "n_heads", "d_head", "d_ff"):
+            _int_at_least(key, getattr(self, key), 1)
+        _check(is_int(self.d_model) and self.d_model >= 2 and self.d_model % 2 == 0, "d_model", self.d_model,
+               "an even integer >= 2 (the sinusoid encodings pair a sine with a cosine)")
+        for key in ("mem_len", "eval_mem_len", "clamp_len"):
+            _int_at_least(key, getattr(self, key), 0)
+        _fraction("dropout", self.dropout)
+        _fraction("dropatt", self.dropatt)
+        _check(not self.same_length or self.eval_memory >= 1, "same_length", self.same_length,
+               "false, or a memory of at least 1 (model.eval_mem_len, or model.mem_len when it is 0): "
+               "same_length lets each position see exactly that many positions")
+
+    @property
+    def eval_memory(self) -> int:
+        """The memory length used in eval mode (`eval_mem_len`, or `mem_len` when it is 0)."""
+        return self.eval_mem_len or self.mem_len
+
+
+class FeedForward(nn.Module):
+    """Position-wise feed-forward layer: Linear(D, F) -> ReLU -> dropout -> Linear(F, D) -> dropout."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Dropout(dropout),
+                                 nn.Linear(d_ff, d_model), nn.Dropout(dropout))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+class XLLayer(nn.Module):
+    """One Transformer-XL layer: relative attention over [memory; segment], then feed-forward.
+
+    Post-LN: h = LN(x + Attn(x)); out = LN(h + FF(h)).  Pre-LN: h = x + Attn(LN(x)); out = h + FF(LN(h)),
+    where the memory is normalised with the same LayerNorm as the segment (it is the same layer's input).
+    """
+
+    def __init__(self, d_model: int, n_heads: int, d_head: int, d_ff: int, dropout: float, dropatt: float,
+                 pre_ln: bool) -> None:
+        super().__init__()
+        self.pre_ln = pre_ln
+        self.attention = RelativeMultiHeadAttention(d_model, n_heads, d_head, dropout, dropatt)
+        self.norm_attention = nn.LayerNorm(d_model)
+        self.feed_forward = FeedForward(d_model, d_ff, dropout)
+        self.norm_feed_forward = nn.LayerNorm(d_model)
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor | None, pos: torch.Tensor, u: torch.Tensor,
+                v: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+        if self.pre_ln:
+            memory = None if memory is None else self.norm_attention(memory)
+            x = x + self.attention(self.norm_attention(x), memory, pos, u, v, allowed)
+            return x + self.feed_forward(self.norm_feed_forward(x))
+        x = self.norm_attention(x + self.attention(x, memory, pos, u, v, allowed))
+        return self.norm_feed_forward(x + self.feed_forward(x))
+
+
+def _newest(x: torch.Tensor, n: int) -> torch.Tensor:
+    """The last n positions of [B, S, D] (none when n = 0; `x[:, -0:]` would keep them all)."""
+    return x[:, max(x.size(1) - n, 0):]
+
+
+class TransformerXL(TextnnModel):
+    """Next-token Transformer-XL: logits[b, t] scores the token that follows ids[b, t].
+
+    forward(ids [B, T], state)       -> ModelOutput(logits [B, T, V], state = memory, N x [B, M, D])
+    hidden_states(ids [B, T], state) -> (final states [B, T, D] before the output layer, memory)
+    step(ids [B, T'], state)         -> (logits [B, V] of the last position, memory)  (generation)
+    """
+
+    def __init__(self, cfg: TransformerXLConfig, vocab_size: int, pad_id: int = 0) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.vocab_size = vocab_size
+        self.embedding = TokenEmbedding(vocab_size, cfg.d_model, pad_id)
+        self.scale = cfg.d_model ** 0.5
+        self.drop = nn.Dropout(cfg.dropout)
+        self.layers = nn.ModuleList(
+            XLLayer(cfg.d_model, cfg.n_heads, cfg.d_head, cfg.d_ff, cfg.dropout, cfg.dropatt, cfg.pre_ln)
+            for _ in range(cfg.n_layers))
+        # u and v of §3.3, shared by all layers (see the module docstring); N(0, 0.02) as the authors init them.
+        self.content_bias = nn.Parameter(torch.randn(cfg.n_heads, cfg.d_head) * 0.02)  # u [H, Dh]
+        self.position_bias = nn.Parameter(torch.randn(cfg.n_heads, cfg.d_head) * 0.02)  # v [H, Dh]
+        self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_ln else nn.Identity()
+        self.decoder = nn.Linear(cfg.d_model, vocab_size)
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):  # the authors' init (module docstring)
+                nn.init.normal_(module.weight, std=0.02)
+            if isinstance(module, nn.Linear) and module.bias is not None:
+                nn.init.zeros_(module.bias)
+        with torch.no_grad():
+            self.embedding.weight[pad_id].zero_()
+        if cfg.tie_weights:
+            self.decoder.weight = self.embedding.weight  # [V, D]
+
+    # ----------------------------------------------------------------------------------------------
+    def memory_length(self) -> int:
+        """M for the current mode: `mem_len` while training, `eval_mem_len` (or `mem_len`) in eval mode."""
+        return self.cfg.mem_len if self.training else self.cfg.eval_memory
+
+    def _check_memory(self, state: object, batch: int) -> Memory | None:
+        if state is None:
+            return None
+        n_layers = self.cfg.n_layers
+        if (not isinstance(state, (list, tuple)) or len(state) != n_layers
+                or any(not isinstance(m, torch.Tensor) or m.dim() != 3 for m in state)):
+            raise TextnnError(f"transformer_xl state must be the memory returned by its previous call: a list "
+                              f"of {n_layers} tensors [B, M, D] (one per layer), got {type(state).__name__}")
+        shapes = {tuple(m.shape) for m in state}
+        if len(shapes) != 1 or next(iter(shapes))[0] != batch or next(iter(shapes))[2] != self.cfg.d_model:
+            raise TextnnError(f"transformer_xl memory shapes {sorted(shapes)} do not fit a batch of {batch} "
+                              f"streams and d_model {self.cfg.d_model}; pass back the state returned for the "
+                              f"same streams, or None to start them afresh")
+        return list(state)
+
+    def hidden_states(self, ids: torch.Tensor, state: object = None) -> tuple[torch.Tensor, Memory | None]:
+        """Final hidden states [B, T, D] (dropout applied, before the output layer) and the new memory.
+
+        The evaluation benchmark uses this to project only the positions it scores.
+        """
+        batch, q_len = ids.shape
+        keep = self.memory_length()
+        memory = self._check_memory(state, batch)
+        if memory is not None:
+            memory = [_newest(m, keep) for m in memory]  # a longer memory (e.g. from eval) is cut to M
+            if memory[0].size(1) == 0:
+                memory = None
+        mem_len = 0 if memory is None else memory[0].size(1)
+
+        x = self.drop(self.embedding(ids) * self.scale)  # [B, T, D]
+        distances = relative_distances(mem_len + q_len, self.cfg.clamp_len, ids.device)  # [K]
+        pos = self.drop(sinusoid_encoding(distances, self.cfg.d_model).to(x.dtype))  # [K, D]
+        span = self.cfg.eval_memory if self.cfg.same_length and not self.training else 0
+        allowed = relative_causal_mask(q_len, mem_len, span, ids.device)  # [T, K]
+
+        new_memory: Memory = []
+        for n, layer in enumerate(self.layers):
+            layer_memory = None if memory is None else memory[n]
+            if keep > 0:  # this layer's input at the newest M positions: the next segment's memory
+                seen = x if layer_memory is None else torch.cat([layer_memory, x], dim=1)  # [B, M+T, D]
+                new_memory.append(_newest(seen, keep).detach())  # [B, min(M+T, keep), D]
+            x = layer(x, layer_memory, pos, self.content_bias, self.position_bias, allowed)  # [B, T, D]
+        return self.drop(self.final_norm(x)), (new_memory or None)
+
+    def forward(self, ids: torch.Tensor, state: object = None) -> ModelOutput:
+        hidden, memory = self.hidden_states(ids, state)
+        return ModelOutput(logits=self.decoder(hidden), state=memory)  # [B, T, V]
+
+    def step(self, ids: torch.Tensor, state: object = None) -> tuple[torch.Tensor, object]:
+        """The decoding interface of `generation.sampling.sample`: the memory is the cache.
+
+        Each call attends to at most `eval_mem_len` cached positions (in eval mode), so generating
+        past that length keeps a fixed-cost sliding context, as Transformer-XL evaluates.
+        """
+        hidden, memory = self.hidden_states(ids, state)
+        return self.decoder(hidden[:, -1]), memory  # [B, V]
+
+
+# ------------------------------------------------------------------------------------------- presets
+
+PRESETS: dict[str, dict] = {
+    # For tests: two layers (the memory of a layer > 0 is a layer's output), H * Dh != D.
+    "tiny": {"n_layers": 2, "n_heads": 2, "d_model": 16, "d_head": 6, "d_ff": 24, "mem_len": 8,
+             "eval_mem_len": 16, "clamp_len": 0, "same_length": False, "dropout": 0.1, "dropatt": 0.1,
+             "tie_weights": True, "pre_ln": False},
+    # WikiText-2 on a CPU, sized like a 2-layer, 200-unit tied LSTM LM: with the whitespace vocabulary
+    # of WikiText-2 train (33,279 entries incl. <pad>, <unk>, <eos>) this has 7,332,199 parameters
+    # (6,655,800 of them the tied embedding, 642,800 in the two layers); the LSTM has 7,332,279 (the
+    # same embedding, 643,200 LSTM weights, the output bias). Memory = the segment (data.bptt 64) in
+    # training, 4 x that in evaluation.
+    "small": {"n_layers": 2, "n_heads": 4, "d_model": 200, "d_head": 40, "d_ff": 400, "mem_len": 64,
+              "eval_mem_len": 256, "clamp_len": 0, "same_length": False, "dropout": 0.1, "dropatt": 0.0,
+              "tie_weights": True, "pre_ln": False},
+    # For reference: the authors' WikiText-103 base model (run_wt103_base.sh in their code: 16 layers,
+    # D 410, 10 heads of 41, F 2100, dropout 0.1, dropatt 0, training memory = segment = 150; evaluation
+    # with a 640-token memory, clamp 400, same_length). Their 24.0 test perplexity also relies on an
+    # adaptive softmax, which textnn does not have.
+    "paper_wt103_base": {"n_layers": 16, "n_heads": 10, "d_model": 410, "d_head": 41, "d_ff": 2100,
+                         "mem_len": 150, "eval_mem_len": 640, "clamp_len": 400, "same_length": True,
+                         "dropout": 0.1, "dropatt": 0.0, "tie_weights": True, "pre_ln": False},
+}
+PRESETS["paper"] = PRESETS["paper_wt103_base"]  # every family's "paper" preset is its published setting

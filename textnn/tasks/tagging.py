@@ -1,0 +1,355 @@
+"""Sequence labelling (CoNLL NER, chunking): CoNLL files -> word/char/casing ids -> tag loss, span F1.
+
+Data (`data.format: conll`, read by `textnn.data.conll`): tokens and tags from the columns
+`data.token_column` / `data.tag_column`; the files' tags are in `data.tag_scheme` (CoNLL-2003:
+iob1). The model learns and decodes in `data.train_tag_scheme` (bioes by default, the IOBES of
+Lample et al. 2016, section 2.4; Ratinov & Roth 2009 found it slightly better than IOB); training
+tags are converted through their chunks. Evaluation decodes in the training scheme, converts the predictions back to
+`data.tag_scheme` and scores them against the file's ORIGINAL tags with conlleval's rules
+(`textnn.metrics.spans`), so the numbers are those conlleval prints for the same files.
+
+Model inputs per token:
+  words   id in the word vocabulary built from the training tokens (`data.min_freq`,
+          `data.max_vocab`; `data.lowercase` lower-cases the word lookup only, as GloVe 6B is
+          lower-cased), optionally extended by the words of `data.vectors` (`data.vectors_vocab`)
+  chars   ids of the token's first `MAX_WORD_CHARS` characters in ORIGINAL case (0 = padding,
+          1 = a character never seen in training)
+  casing  a category of the original token's shape (`CASINGS`): Collobert et al. (2011) add a
+          capitalisation ("caps") feature to lower-cased words; Reimers & Gurevych (2017) use
+          categories like these
+Digits are kept as they are in the word lookup (no mapping to 0): the GloVe file holds vectors for
+numbers, and the casing feature already marks numeric tokens.
+
+Tags: the complete tag set of the training scheme over the entity types seen in training, 'O'
+first (`conll.tag_set`). A dev/test chunk of a type never seen in training cannot be predicted: it
+counts as a miss in the scores, is treated as O in the dev loss, and the number of such tokens is
+reported when the file is read.
+"""
+
+# B batch (sentences), T tokens per sentence, C characters per token, K tags
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from textnn import registry
+from textnn.config import Config
+from textnn.data.batching import bucket_batches
+from textnn.data.cache import cached
+from textnn.data.conll import (MAX_WORD_CHARS, Sentence, convert_tags, normalise_scheme, read_conll,
+                               split_tag, tag_set)
+from textnn.data.tokenizers import Tokenizer
+from textnn.data.vocab import PAD, UNK, Vocab
+from textnn.errors import TextnnError
+from textnn.metrics.spans import SPAN_METRICS, sentence_counts, span_bootstrap_ci, span_scores
+
+CASINGS = ("<pad>", "lower", "UPPER", "Title", "mixed", "numeric", "mostly_numeric", "has_digit",
+           "punctuation", "other")
+NUM_CASINGS = len(CASINGS)
+_CASING_ID = {name: i for i, name in enumerate(CASINGS)}
+
+
+def casing(token: str) -> int:
+    """Casing category id (1 .. NUM_CASINGS - 1) of a token; 0 is reserved for padding.
+
+    numeric: only digits; mostly_numeric: more than half digits ("1996-08-30"); has_digit: some
+    digit ("F-16"); punctuation: no letter or digit; lower / UPPER ("U.S.", "A") / Title ("London")
+    / mixed ("McDonald", "iPod"); other: anything left (letters without case, e.g. CJK).
+    """
+    digits = sum(ch.isdigit() for ch in token)
+    if digits == len(token):
+        name = "numeric"
+    elif digits > len(token) / 2:
+        name = "mostly_numeric"
+    elif digits:
+        name = "has_digit"
+    elif not any(ch.isalnum() for ch in token):
+        name = "punctuation"
+    elif token.islower():
+        name = "lower"
+    elif token.isupper():
+        name = "UPPER"
+    elif token[0].isupper() and token[1:].islower():
+        name = "Title"
+    elif any(ch.isupper() for ch in token):
+        name = "mixed"
+    else:
+        name = "other"
+    return _CASING_ID[name]
+
+
+@dataclass
+class TaggingBatch:
+    words: torch.Tensor  # [B, T] word ids (pad 0)
+    chars: torch.Tensor  # [B, T, C] character ids (pad 0)
+    casing: torch.Tensor  # [B, T] casing ids (pad 0)
+    mask: torch.Tensor  # [B, T] bool, True = real token
+    tags: torch.Tensor  # [B, T] tag ids in the training scheme (0 at padding and in unlabelled input)
+    index: list[int]  # positions of these sentences in their split
+    lr_scale: float = 1.0  # the trainer scales a step's learning rate by it; tagging never does
+
+    @property
+    def count(self) -> int:
+        """Loss terms: one negative log-likelihood per sentence."""
+        return len(self.index)
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.mask.sum())
+
+    def to(self, device: torch.device) -> "TaggingBatch":
+        move = lambda t: t.to(device, non_blocking=True)  # noqa: E731
+        return replace(self, words=move(self.words), chars=move(self.chars), casing=move(self.casing),
+                       mask=move(self.mask), tags=move(self.tags))
+
+
+@dataclass
+class EncodedSentences:
+    """One file's sentences as id arrays (what `encode_file` returns and `evaluate` accepts)."""
+
+    sentences: list[Sentence]
+    words: list[np.ndarray]  # [T] each
+    chars: list[np.ndarray]  # [T, C_i] each, C_i = the sentence's longest (capped) word
+    casing: list[np.ndarray]  # [T] each
+    tags: list[np.ndarray] | None  # [T] training-scheme tag ids each; None for unlabelled input
+    batches: list[TaggingBatch] | None = None  # evaluation batches, built once
+
+
+class TaggingTask:
+    """Sequence labelling in the trainer's task protocol (see the module doc)."""
+
+    default_metric = "span_f1"
+
+    def __init__(self, config: Config, tokenizer: Tokenizer, vocab: Vocab, chars: Vocab, tags: list[str]):
+        self.config = config
+        self.tokenizer = tokenizer
+        self.vocab = vocab
+        self.chars = chars
+        self.tags = tags
+        self.tag_ids = {tag: i for i, tag in enumerate(tags)}
+        self.file_scheme = config.data.tag_scheme
+        self.scheme = normalise_scheme(config.data.train_tag_scheme)
+        self.splits: dict[str, EncodedSentences] = {}
+        self.pretrained: torch.Tensor | None = None
+
+    # --- building from data or from a run directory -----------------------------------------------
+    @classmethod
+    def from_data(cls, config: Config) -> "TaggingTask":
+        """Read train/dev/test, build the word, character and tag vocabularies, encode every split."""
+        data = config.data
+        check_data_config(config)
+        train = read_sentences(config, data.train)
+        tokenizer = Tokenizer(data.tokenizer)  # tokenizes raw text at prediction time; never lower-cases
+        words = Vocab.build(([_word(config, t) for t in s.tokens] for s in train), min_freq=data.min_freq,
+                            max_size=data.max_vocab)
+        vectors = None
+        if data.vectors:
+            from textnn.interop.vectors import read_vectors
+
+            vectors = data.vectors
+            if data.vectors_vocab:
+                # Words of the vector file that training never shows keep their pretrained vector
+                # instead of falling to <unk> (the tagging counterpart of Kim 2014's full vocabulary).
+                words = words.extend(read_vectors(vectors)[0])
+        chars = Vocab.build(([ch for ch in token] for s in train for token in s.tokens), specials=(PAD, UNK))
+        types = {split_tag(tag)[1] for s in train for tag in s.tags if tag != "O"}
+        task = cls(config, tokenizer, words, chars, tag_set(types, data.train_tag_scheme))
+        task.splits["train"] = task.encode(train)
+        for split in ("dev", "test"):
+            if getattr(data, split):
+                task.splits[split] = task.encode(read_sentences(config, getattr(data, split)))
+        if vectors:
+            task.pretrained = _embedding_matrix(config, words)
+        return task
+
+    @classmethod
+    def from_run(cls, run_path: Path, config: Config) -> "TaggingTask":
+        tokenizer = Tokenizer.from_dict(json.loads((run_path / "tokenizer.json").read_text(encoding="utf-8")))
+        tags = json.loads((run_path / "tags.json").read_text(encoding="utf-8"))["tags"]
+        return cls(config, tokenizer, Vocab.load(run_path / "vocab.json"), Vocab.load(run_path / "chars.json"), tags)
+
+    def save(self, run_path: Path) -> None:
+        (run_path / "tokenizer.json").write_text(json.dumps(self.tokenizer.to_dict()), encoding="utf-8")
+        self.vocab.save(run_path / "vocab.json")
+        self.chars.save(run_path / "chars.json")
+        (run_path / "tags.json").write_text(json.dumps({"scheme": self.scheme, "tags": self.tags}, ensure_ascii=False),
+                                            encoding="utf-8")
+
+    def build_model(self) -> torch.nn.Module:
+        _, model_cls, _ = registry.model_entry(self.config.model_name)
+        return model_cls(self.config.model, vocab_size=len(self.vocab), num_chars=len(self.chars),
+                         num_casings=NUM_CASINGS, num_tags=len(self.tags), pad_id=self.vocab.pad_id,
+                         pretrained=self.pretrained, tags=self.tags, scheme=self.scheme)
+
+    # --- encoding ---------------------------------------------------------------------------------
+    def encode(self, sentences: list[Sentence]) -> EncodedSentences:
+        """Id arrays of each sentence; tags (if present) converted to the training scheme."""
+        words, chars, casings, tags = [], [], [], []
+        unknown: dict[str, int] = {}
+        for s in sentences:
+            words.append(np.asarray(self.vocab.encode([_word(self.config, t) for t in s.tokens]), dtype=np.int64))
+            width = min(MAX_WORD_CHARS, max(len(t) for t in s.tokens))
+            table = np.zeros((len(s.tokens), width), dtype=np.int64)  # [T, C]
+            for i, token in enumerate(s.tokens):
+                ids = self.chars.encode(list(token[:MAX_WORD_CHARS]))
+                table[i, :len(ids)] = ids
+            chars.append(table)
+            casings.append(np.asarray([casing(t) for t in s.tokens], dtype=np.int64))
+            if s.tags is not None:
+                converted = convert_tags(s.tags, self.file_scheme, self.scheme)
+                for tag in converted:
+                    if tag not in self.tag_ids:
+                        unknown[split_tag(tag)[1]] = unknown.get(split_tag(tag)[1], 0) + 1
+                # A chunk of an unseen type is O for the loss; whole chunks go, so the rest stays valid.
+                tags.append(np.asarray([self.tag_ids.get(tag, 0) for tag in converted], dtype=np.int64))
+        if unknown:
+            print(f"{sentences[0].path}: {sum(unknown.values())} tokens are in chunks of types never seen in "
+                  f"training ({', '.join(sorted(unknown))}); they cannot be predicted and count as misses",
+                  file=sys.stderr)
+        labelled = all(s.tags is not None for s in sentences)
+        return EncodedSentences(sentences, words, chars, casings, tags if labelled else None)
+
+    def encode_file(self, path: str, require_labels: bool = True) -> EncodedSentences:
+        """Read and encode a CoNLL file with the run's column and scheme settings."""
+        return self.encode(read_sentences(self.config, path, require_tags=require_labels))
+
+    # --- batches ----------------------------------------------------------------------------------
+    def has_split(self, split: str) -> bool:
+        return split in self.splits
+
+    def _batch(self, data: EncodedSentences, index: list[int]) -> TaggingBatch:
+        longest = max(len(data.words[i]) for i in index)
+        width = max(data.chars[i].shape[1] for i in index)
+        words = np.zeros((len(index), longest), dtype=np.int64)  # [B, T]
+        chars = np.zeros((len(index), longest, width), dtype=np.int64)  # [B, T, C]
+        casings = np.zeros((len(index), longest), dtype=np.int64)  # [B, T]
+        tags = np.zeros((len(index), longest), dtype=np.int64)  # [B, T]
+        mask = np.zeros((len(index), longest), dtype=bool)  # [B, T]
+        for row, i in enumerate(index):
+            n, c = data.chars[i].shape
+            words[row, :n], chars[row, :n, :c], casings[row, :n] = data.words[i], data.chars[i], data.casing[i]
+            mask[row, :n] = True
+            if data.tags is not None:
+                tags[row, :n] = data.tags[i]
+        return TaggingBatch(*(torch.from_numpy(a) for a in (words, chars, casings, mask, tags)), index=index)
+
+    def train_batches(self, epoch: int) -> list[TaggingBatch]:
+        """Length-bucketed, shuffled batches; the order depends only on (train.seed, epoch)."""
+        data = self.splits["train"]
+        seed = self.config.train.seed * 100_003 + epoch
+        order = bucket_batches([len(w) for w in data.words], self.config.train.batch_size, shuffle=True, seed=seed)
+        return [self._batch(data, index) for index in order]
+
+    def eval_batches(self, data: EncodedSentences) -> list[TaggingBatch]:
+        """Batches sorted by length (built once per split); results are put back in file order by index."""
+        if data.batches is None:
+            size = max(64, self.config.train.batch_size)
+            data.batches = [self._batch(data, index) for index in
+                            bucket_batches([len(w) for w in data.words], size, shuffle=False)]
+        return data.batches
+
+    # --- loss, prediction, evaluation -------------------------------------------------------------
+    def loss(self, model: torch.nn.Module, batch: TaggingBatch) -> torch.Tensor:
+        """Sum over the batch's sentences of each sentence's negative log-likelihood."""
+        emissions = model(batch.words, batch.chars, batch.casing, batch.mask).logits.float()  # [B, T, K]
+        return model.nll(emissions, batch.tags, batch.mask).sum()
+
+    @torch.no_grad()
+    def predict(self, model: torch.nn.Module, data: EncodedSentences) -> tuple[list[list[str]], float | None]:
+        """Predicted tags of every sentence in `data.tag_scheme` (file order), and the mean sentence NLL
+        of the gold tags (None for unlabelled input)."""
+        model.eval()
+        device = next(model.parameters()).device
+        predicted: list[list[str]] = [[] for _ in data.sentences]
+        nll_sum = 0.0
+        for batch in self.eval_batches(data):
+            batch = batch.to(device)
+            emissions = model(batch.words, batch.chars, batch.casing, batch.mask).logits.float()  # [B, T, K]
+            best = model.decode(emissions, batch.mask).cpu().tolist()  # [B, T]
+            if data.tags is not None:
+                nll_sum += float(model.nll(emissions, batch.tags, batch.mask).sum())
+            for row, i in enumerate(batch.index):
+                ids = best[row][:len(data.words[i])]
+                predicted[i] = convert_tags([self.tags[t] for t in ids], self.scheme, self.file_scheme)
+        return predicted, (nll_sum / len(data.sentences) if data.tags is not None else None)
+
+    def evaluate(self, model: torch.nn.Module, split: str | EncodedSentences, bootstrap_samples: int = 0) -> dict:
+        """conlleval's span precision/recall/F1 and token accuracy, the loss, a per-type breakdown and
+        (optionally) a 95% bootstrap interval of the selected metric over sentences."""
+        data = self.splits[split] if isinstance(split, str) else split
+        if data.tags is None:
+            raise TextnnError("cannot evaluate sentences without gold tags; use `textnn predict` instead")
+        predicted, loss = self.predict(model, data)
+        gold = [s.tags for s in data.sentences]
+        scores = span_scores(gold, predicted, self.file_scheme)
+        results: dict = {"loss": loss, "sentences": len(gold)}
+        results.update({name: scores[name] for name in SPAN_METRICS})
+        results.update({k: scores[k] for k in ("gold_spans", "predicted_spans", "correct_spans", "tokens")})
+        metric = self.config.train.metric or self.default_metric
+        if bootstrap_samples and metric in SPAN_METRICS:
+            counts = sentence_counts(gold, predicted, self.file_scheme)
+            low, high = span_bootstrap_ci(counts, metric, n_samples=bootstrap_samples, seed=self.config.train.seed)
+            results[f"{metric}_ci_low"], results[f"{metric}_ci_high"] = low, high
+        results["per_type"] = scores["per_type"]
+        return results
+
+
+# --- reading (shared by training, evaluate and predict) ---------------------------------------------
+
+def check_data_config(config: Config) -> None:
+    """Reject data settings that tagging cannot honour, before any file is read."""
+    data = config.data
+    if data.format != "conll":
+        raise TextnnError(f"config key data.format: got {data.format!r}, but tagging reads CoNLL column files "
+                          f"(one token per line, blank line between sentences); set data.format=conll")
+    if not data.train:
+        raise TextnnError("config key data.train is empty; set it to the training CoNLL file")
+    if data.tokenizer not in ("word", "whitespace"):
+        raise TextnnError(f"config key data.tokenizer: got {data.tokenizer!r}; tagging splits raw prediction "
+                          f"input into words, so use word or whitespace")
+    for key, why in (("kfold", "give a dev file instead"),
+                     ("max_length", "sentences are tagged whole; set it to 0")):
+        if getattr(data, key):
+            raise TextnnError(f"config key data.{key}: got {getattr(data, key)!r}, which tagging does not "
+                              f"support; {why}")
+
+
+def read_sentences(config: Config, path: str, require_tags: bool = True) -> list[Sentence]:
+    """Sentences of a CoNLL file read with the config's columns and scheme; the parse is cached."""
+    data = config.data
+
+    def compute() -> list:
+        return [[list(s.tokens), list(s.tags) if s.tags is not None else None, s.document, s.doc_start, s.line]
+                for s in read_conll(path, token_column=data.token_column, tag_column=data.tag_column,
+                                    scheme=data.tag_scheme, encoding=data.encoding, require_tags=require_tags)]
+
+    settings = {"kind": "conll", "version": 1, "token_column": data.token_column, "tag_column": data.tag_column,
+                "scheme": data.tag_scheme, "encoding": data.encoding, "require_tags": require_tags}
+    return [Sentence(tuple(tokens), tuple(tags) if tags is not None else None, document, doc_start, str(path), line)
+            for tokens, tags, document, doc_start, line in cached(path, settings, compute, enabled=data.cache)]
+
+
+def _word(config: Config, token: str) -> str:
+    """The form of a token used for the word lookup (lower-cased when data.lowercase)."""
+    return token.lower() if config.data.lowercase else token
+
+
+def _embedding_matrix(config: Config, vocab: Vocab) -> torch.Tensor:
+    """Pretrained vectors for the word vocabulary, set up exactly as the classification task does."""
+    from textnn.interop.vectors import build_embedding_matrix
+
+    data = config.data
+    matrix, coverage = build_embedding_matrix(vocab.itos, data.vectors, seed=config.train.seed)
+    if data.vectors_std:
+        # Rescaled so fine-tuning moves them as readily as a random init (pad row 0 stays zero);
+        # see ClassificationTask.from_data.
+        matrix *= data.vectors_std / matrix[1:].std()
+    print(f"vectors {data.vectors}: {coverage['found']:,} of {coverage['total']:,} vocabulary tokens found "
+          f"({100 * coverage['coverage']:.1f}%), dim {coverage['dim']}", file=sys.stderr)
+    return torch.from_numpy(matrix)

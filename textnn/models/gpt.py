@@ -1,0 +1,197 @@
+"""GPT: a decoder-only Transformer language model (Radford et al. 2018; GPT-2, Radford et al. 2019).
+
+Token embedding + learned position embedding -> dropout -> N pre-LN Transformer blocks with causal
+self-attention (modules/transformer.py) -> final LayerNorm -> linear map to vocabulary logits.
+
+- Pre-LN blocks and the final LayerNorm: GPT-2 §2.3.
+- Initialisation N(0, 0.02) for every weight matrix and embedding (GPT-1 §4.1 "a simple weight
+  initialization of N(0, 0.02) was sufficient"); the two projections that write into the residual
+  stream in each block (attention output, second FFN layer) are further scaled by 1/sqrt(2 N)
+  (GPT-2 §2.3: "scale the weights of residual layers at initialization by a factor of 1/sqrt(N)
+  where N is the number of residual layers"; a block holds two of them).
+- `tie`: the output layer reuses the token embedding matrix (Press & Wolf 2017, "Using the Output
+  Embedding to Improve Language Models"), as GPT-2 does.
+
+forward(ids [B, T], state) -> ModelOutput(logits [B, T, V], state=None). The model has no memory
+across windows: the incoming state is ignored and T may not exceed `context` (the number of learned
+positions). step(ids [B, T'], cache) -> (logits [B, V] of the last position, cache): the decoding
+interface of generation/sampling.py with a key/value cache (GPTCache), so each new token costs one
+position's work instead of a full forward.
+
+Past the context: positions are absolute and learned, so cached keys cannot be shifted to new
+positions. When the cache would grow beyond `context`, `step` recomputes from scratch on the last
+context - 1 tokens read plus the new one (nanoGPT's `generate` crops to the last block_size tokens
+the same way), so cached decoding gives exactly the logits of a full forward over that window; from
+then on each step costs one forward over `context` tokens.
+"""
+
+# B batch, T tokens in the window, T' new tokens of a step, S cached positions, V vocabulary size,
+# D model dim (d_model), H heads, F feed-forward dim (d_ff), L layers, C context (max positions)
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from textnn.config import check_model_field as _check, is_int, opt
+from textnn.errors import TextnnError
+from textnn.models.base import ModelOutput, TextnnModel
+from textnn.modules.attention import KVCache
+from textnn.modules.transformer import TransformerBlock
+
+INIT_STD = 0.02
+
+
+@dataclass
+class GPTConfig:
+    n_layers: int = opt(4, "number of Transformer blocks L")
+    n_heads: int = opt(4, "attention heads per block; must divide d_model")
+    d_model: int = opt(128, "model (embedding and residual stream) size D")
+    d_ff: int = opt(0, "feed-forward hidden size F; 0 = 4 * d_model (GPT-2)")
+    context: int = opt(64, "maximum sequence length (learned positions); data.bptt must not exceed it")
+    dropout: float = opt(0.0, "dropout on embeddings, attention probabilities and each residual branch")
+    tie: bool = opt(True, "share the output layer's weights with the token embedding (Press & Wolf 2017)")
+    bias: bool = opt(True, "biases in the linear and LayerNorm layers (GPT-2: true; nanoGPT's default: false)")
+
+    def __post_init__(self) -> None:
+        for key in ("n_layers", "n_heads", "d_model", "context"):
+            value = getattr(self, key)
+            _check(is_int(value) and value >= 1, key, value, "an integer >= 1")
+        _check(is_int(self.d_ff) and self.d_ff >= 0, "d_ff", self.d_ff, "an integer >= 0 (0 = 4 * d_model)")
+        _check(self.d_model % self.n_heads == 0, "d_model", self.d_model,
+               f"a multiple of model.n_heads = {self.n_heads}")
+        _check(0.0 <= self.dropout < 1.0, "dropout", self.dropout, "a probability in [0, 1)")
+
+    @property
+    def ff_size(self) -> int:
+        """The feed-forward hidden size actually used."""
+        return self.d_ff or 4 * self.d_model
+
+
+@dataclass
+class GPTCache:
+    """What `GPT.step` carries between calls: per-layer keys/values and the tokens they came from."""
+
+    layers: list[KVCache]  # one per block, keys/values [B, H, S, Dh]
+    tokens: torch.Tensor  # [B, S] the tokens read so far (at most `context`), for recomputation
+
+    @property
+    def offset(self) -> int:
+        """Position of the next token: the number of cached positions S."""
+        return self.tokens.size(1)
+
+
+class GPT(TextnnModel):
+    """Decoder-only Transformer LM; see the module docstring for the architecture and the papers."""
+
+    def __init__(self, cfg: GPTConfig, vocab_size: int, pad_id: int = 0) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.vocab_size = vocab_size
+        self.token_embedding = nn.Embedding(vocab_size, cfg.d_model)
+        self.position_embedding = nn.Embedding(cfg.context, cfg.d_model)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.blocks = nn.ModuleList(
+            TransformerBlock(cfg.d_model, cfg.n_heads, cfg.ff_size, dropout=cfg.dropout, bias=cfg.bias)
+            for _ in range(cfg.n_layers))
+        self.ln_final = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
+        self.lm_head = nn.Linear(cfg.d_model, vocab_size, bias=False)
+        self._init_weights()
+        if cfg.tie:
+            self.lm_head.weight = self.token_embedding.weight  # [V, D]
+
+    def _init_weights(self) -> None:
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                nn.init.normal_(module.weight, mean=0.0, std=INIT_STD)
+                if getattr(module, "bias", None) is not None:
+                    nn.init.zeros_(module.bias)
+        residual_std = INIT_STD / math.sqrt(2 * self.cfg.n_layers)  # GPT-2 §2.3
+        for block in self.blocks:
+            nn.init.normal_(block.attn.out_proj.weight, mean=0.0, std=residual_std)
+            nn.init.normal_(block.ff.proj.weight, mean=0.0, std=residual_std)
+
+    # ----------------------------------------------------------------------------------------------
+    def _embed(self, ids: torch.Tensor, offset: int) -> torch.Tensor:
+        positions = torch.arange(offset, offset + ids.size(1), device=ids.device)  # [T]
+        return self.drop(self.token_embedding(ids) + self.position_embedding(positions))  # [B, T, D]
+
+    def _check_length(self, length: int) -> None:
+        if length > self.cfg.context:
+            raise TextnnError(f"GPT reads at most model.context = {self.cfg.context} tokens at once, got a window "
+                              f"of {length}; lower data.bptt to <= {self.cfg.context} (or raise model.context)")
+
+    def forward(self, ids: torch.Tensor, state: object = None) -> ModelOutput:
+        """Next-token logits at every position: ids [B, T] -> logits [B, T, V]; `state` is ignored."""
+        self._check_length(ids.size(1))
+        x = self._embed(ids, 0)  # [B, T, D]
+        for block in self.blocks:
+            x = block(x, causal=True).hidden
+        return ModelOutput(logits=self.lm_head(self.ln_final(x)), state=None)  # [B, T, V]
+
+    @torch.no_grad()
+    def forward_with_attention(self, ids: torch.Tensor) -> tuple[ModelOutput, torch.Tensor]:
+        """`forward` computed on the explicit attention path, plus every attention map.
+
+        ids [B, T] -> (ModelOutput(logits [B, T, V]), attention [L, B, H, T, T]), where
+        attention[l, b, h, i, j] is how much position i attends to position j in head h of block l.
+        For visualisation; the logits equal `forward`'s up to float rounding.
+        """
+        self._check_length(ids.size(1))
+        x, maps = self._embed(ids, 0), []  # [B, T, D]
+        for block in self.blocks:
+            out = block(x, causal=True, need_weights=True)
+            x = out.hidden
+            maps.append(out.weights)  # [B, H, T, T]
+        return ModelOutput(logits=self.lm_head(self.ln_final(x))), torch.stack(maps)  # [L, B, H, T, T]
+
+    # ----------------------------------------------------------------------------------------------
+    def step(self, ids: torch.Tensor, state: GPTCache | None = None) -> tuple[torch.Tensor, GPTCache]:
+        """Read `ids` [B, T'] after the cached positions; return the last position's logits [B, V] and the cache.
+
+        A first call (state None) reads a whole prompt; later calls usually one token. When the cached
+        positions plus the new ones would exceed `context`, the cache is rebuilt from the last
+        `context` tokens (module docstring).
+        """
+        history = state.tokens if state is not None else ids[:, :0]  # [B, S]
+        if history.size(1) + ids.size(1) > self.cfg.context:
+            ids = torch.cat([history, ids], dim=1)[:, -self.cfg.context:]  # [B, C] the window to recompute
+            state = None
+        offset = state.offset if state is not None else 0
+        x = self._embed(ids, offset)  # [B, T', D]
+        layers = []
+        for index, block in enumerate(self.blocks):
+            out = block(x, causal=True, cache=state.layers[index] if state is not None else None, use_cache=True)
+            x = out.hidden
+            layers.append(out.cache)
+        logits = self.lm_head(self.ln_final(x[:, -1]))  # [B, D] -> [B, V]: only the last position is needed
+        tokens = torch.cat([history, ids], dim=1) if state is not None else ids  # [B, S + T']
+        return logits, GPTCache(layers=layers, tokens=tokens)
+
+
+# ------------------------------------------------------------------------------------------- presets
+
+PRESETS: dict[str, dict] = {
+    # For tests: two blocks so the residual stack is exercised, dropout on so train mode differs.
+    "tiny": {"n_layers": 2, "n_heads": 2, "d_model": 16, "d_ff": 0, "context": 16, "dropout": 0.1,
+             "tie": True, "bias": True},
+    # nanoGPT's CPU Tiny Shakespeare configuration (karpathy/nanoGPT README, "I only have a macbook"):
+    # n_layer 4, n_head 4, n_embd 128, block_size 64, dropout 0, and its train.py default bias=False.
+    "nanogpt_cpu": {"n_layers": 4, "n_heads": 4, "d_model": 128, "d_ff": 0, "context": 64, "dropout": 0.0,
+                    "tie": True, "bias": False},
+    # WikiText-2 with the whitespace tokenizer (V = 33,279 with <pad>), sized to the 2 x 200 tied LSTM
+    # (embedding 200, 2 layers of 200 cells, tied): LSTM 33,279*200 + 2*4*(200*200 + 200*200 + 2*200)
+    # + 33,279 (decoder bias) = 7,332,279 parameters; this GPT: 33,279*192 (tied) + 128*192
+    # (positions) + 2*(12*192^2 + 13*192) + 2*192 (final LayerNorm) = 7,304,256, within 0.4%.
+    # The tied embedding is 87% of the budget: depth and width beyond this cost as much as the LSTM.
+    "small": {"n_layers": 2, "n_heads": 6, "d_model": 192, "d_ff": 0, "context": 128, "dropout": 0.2,
+              "tie": True, "bias": True},
+    # GPT-2 small (Radford et al. 2019, Table 2, first row: 12 layers, d_model 768; context 1024;
+    # 12 heads of 64 and dropout 0.1 as in the released hparams).
+    "gpt2": {"n_layers": 12, "n_heads": 12, "d_model": 768, "d_ff": 0, "context": 1024, "dropout": 0.1,
+             "tie": True, "bias": True},
+}
+PRESETS["paper"] = dict(PRESETS["gpt2"])  # every family's "paper" preset: here GPT-2 small

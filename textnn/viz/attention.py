@@ -1,0 +1,124 @@
+"""Attention heatmaps: one PNG per layer with a grid of its heads, and an HTML page that shows them all.
+
+Cell (i, j) of a head's map is the probability with which position i (a query: the token from which
+the next one is predicted) attends to position j (a key). In a causal model everything above the
+diagonal is zero. Token labels run along both axes. The maps come from the model's explicit
+attention path (`forward_with_attention`), which computes the same numbers as the fused kernel
+used in training (Vig & Belinkov 2019, "Analyzing the Structure of Attention in a Transformer
+Language Model", look at GPT-2's heads the same way).
+"""
+
+# L layers, H heads, T tokens
+
+from __future__ import annotations
+
+import html
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from textnn.errors import TextnnError
+from textnn.viz.plots import _new_figure, _save
+
+MAX_TOKENS = 128  # beyond this the labels of a T x T map can no longer be read
+HEAD_COLUMNS = 4
+
+
+def token_label(token: str) -> str:
+    """A token as an axis label: whitespace made visible, long tokens shortened."""
+    shown = token.replace("\n", "\u21b5").replace("\t", "\u21e5").replace(" ", "\u2423")
+    return shown if len(shown) <= 12 else shown[:11] + "\u2026"
+
+
+def plot_attention_heads(weights: np.ndarray, labels: list[str], path: str | Path, title: str) -> Path:
+    """Write a PNG with one heatmap per head: weights [H, T, T] (rows = queries, columns = keys)."""
+    heads, length, _ = weights.shape
+    if len(labels) != length:
+        raise TextnnError(f"{len(labels)} labels for attention maps over {length} tokens")
+    columns = min(heads, HEAD_COLUMNS)
+    rows = math.ceil(heads / columns)
+    panel = min(10.0, max(3.0, 0.16 * length))  # inches per head
+    font = max(4.0, min(9.0, 0.7 * 72 * panel / length))  # points: 70% of a cell's height
+    figure = _new_figure(columns * panel + 1.0, rows * panel + 0.8)
+    figure.set_layout_engine("constrained")  # room for the token labels, no empty margins
+    axes = figure.subplots(rows, columns, squeeze=False)
+    image = None
+    for head in range(rows * columns):
+        ax = axes[head // columns][head % columns]
+        if head >= heads:
+            ax.set_axis_off()
+            continue
+        image = ax.imshow(weights[head], cmap="viridis", vmin=0.0, vmax=1.0, interpolation="nearest")
+        ax.set_title(f"head {head + 1}", fontsize=9)
+        ax.set_xticks(range(length), labels, rotation=90, fontsize=font)
+        ax.set_yticks(range(length), labels, fontsize=font)
+        ax.set_xlabel("attends to (key)", fontsize=8)
+        if head % columns == 0:
+            ax.set_ylabel("position (query)", fontsize=8)
+    figure.suptitle(title, fontsize=11)
+    figure.colorbar(image, ax=axes.ravel().tolist(), shrink=0.6, label="attention probability")
+    _save(figure, path)
+    return Path(path)
+
+
+def _index_html(title: str, text: str, tokens: list[str], images: list[tuple[str, str]]) -> str:
+    """The page listing every layer's PNG (relative links, no external resources)."""
+    figures = "\n".join(f'<figure>\n<img src="{html.escape(name)}" alt="{html.escape(caption)}">\n'
+                        f"<figcaption>{html.escape(caption)}</figcaption>\n</figure>" for name, caption in images)
+    token_list = " ".join(f"<code>{html.escape(token_label(t))}</code>" for t in tokens)
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{html.escape(title)}</title>
+<style>
+body {{ font-family: sans-serif; margin: 2em; }}
+img {{ max-width: 100%; border: 1px solid #ccc; }}
+figure {{ margin: 2em 0; }}
+pre {{ white-space: pre-wrap; border: 1px solid #ccc; padding: 0.6em; }}
+code {{ background: #f2f2f2; margin-right: 0.2em; }}
+</style>
+</head>
+<body>
+<h1>{html.escape(title)}</h1>
+<p>Each map shows, for one attention head, how much each position (row) attends to each earlier
+position (column) when predicting the next token. Brighter = more attention; rows sum to 1.</p>
+<pre>{html.escape(text)}</pre>
+<p>{len(tokens)} tokens: {token_list}</p>
+{figures}
+</body>
+</html>
+"""
+
+
+def write_attention_view(model: torch.nn.Module, task, text: str, output_dir: str | Path,
+                         title: str = "Attention") -> list[Path]:
+    """Heatmaps of every head of every layer of `model` reading `text`: layer_<l>.png + index.html.
+
+    `task` supplies the run's tokenizer and vocabulary (`encode_document`, `vocab`). Returns the written
+    paths, index.html first.
+    """
+    ids = list(task.encode_document(text))  # as the model read its training text (word models: <eos> per line)
+    if not ids:
+        raise TextnnError("the text to visualise is empty; give at least one token")
+    limit = min(MAX_TOKENS, getattr(model.cfg, "context", MAX_TOKENS))
+    if len(ids) > limit:
+        raise TextnnError(f"the text is {len(ids)} tokens long; attention maps are drawn for at most {limit} "
+                          f"tokens: give a shorter text")
+    tokens = task.vocab.decode(ids)
+    device = next(model.parameters()).device
+    model.eval()
+    _, attention = model.forward_with_attention(torch.tensor([ids], device=device))  # [L, 1, H, T, T]
+    maps = attention[:, 0].float().cpu().numpy()  # [L, H, T, T]
+    labels = [token_label(t) for t in tokens]
+    output_dir = Path(output_dir)
+    images = []
+    for layer, weights in enumerate(maps, start=1):
+        name = f"layer_{layer}.png"
+        plot_attention_heads(weights, labels, output_dir / name, f"{title}: layer {layer} of {len(maps)}")
+        images.append((name, f"layer {layer}: {weights.shape[0]} heads"))
+    index = output_dir / "index.html"
+    index.write_text(_index_html(title, text, tokens, images), encoding="utf-8")
+    return [index, *(output_dir / name for name, _ in images)]

@@ -43,7 +43,6 @@ MAX_TRAIN_CHARS = 5_000_000  # a few MB: more than 3 minutes on 2 CPU cores can 
 MIN_TRAIN_CHARS = 500_000
 DEV_CHARS = 60_000  # held-out characters: enough for a stable bpc, cheap enough to evaluate often
 TRACE_CHARS = 10_000  # held-out characters over which cells are correlated with text features
-SHOW_CHARS = 2_500  # characters shown per cell in cells.html
 PROMPT = "def "
 
 # Training settings of the demo (the model sizes are the `demo` preset of models/rnn_lm.py).
@@ -160,28 +159,6 @@ def choose_threads(cfg: RNNLMConfig) -> tuple[int, float]:
     return 1, one
 
 
-def _excerpt(text: str, size: int) -> tuple[int, int]:
-    """(start, end) of the `size`-character piece of `text` to show: it starts at a file header and ends
-    at a line end, and is the piece whose features vary most (strings, comments, indentation ...)."""
-    from textnn.viz.lstm_cells import text_features
-
-    features = text_features(text)
-    spread = {name: values.std() or 1.0 for name, values in features.items()}
-    best, best_score = (0, len(text)), -1.0
-    start = 0
-    while start != -1:
-        end = text.rfind("\n", start, start + size) + 1 or min(len(text), start + size)
-        score = sum(min(1.0, values[start:end].std() / spread[name]) for name, values in features.items())
-        if score > best_score:
-            best, best_score = (start, end), score
-        start = text.find("# file: ", start + 1)
-    return best
-
-
-def _cell_name(column: int, hidden: int) -> str:
-    return f"layer {column // hidden + 1}, cell {column % hidden}"
-
-
 def run_demo(minutes: float = 3.0, temperature: float = 0.8, run_dir: str | Path = "runs/demo", seed: int = 0,
              sample_chars: int = 600) -> dict:
     """Train the demo for `minutes`, print held-out bpc and a sample, write cells.html; return the numbers."""
@@ -189,7 +166,7 @@ def run_demo(minutes: float = 3.0, temperature: float = 0.8, run_dir: str | Path
     from textnn.generation.sampling import sample
     from textnn.runs import RunDir
     from textnn.training.checkpoint import atomic_write_text
-    from textnn.viz.lstm_cells import FEATURES, find_cells, write_cell_html
+    from textnn.viz.lstm_cells import write_cell_view
 
     started = time.perf_counter()
     run_path = Path(run_dir)
@@ -227,8 +204,9 @@ def run_demo(minutes: float = 3.0, temperature: float = 0.8, run_dir: str | Path
         raw = {
             "name": run_path.name,
             "task": "language_modeling",
+            # Independent shuffled windows (stateful: false): the setting the demo preset and lr were tuned with.
             "data": {"format": "text", "train": corpus["train"], "dev": corpus["dev"], "tokenizer": "char",
-                     "min_freq": 3, "bptt": BPTT},
+                     "min_freq": 3, "bptt": BPTT, "stateful": False},
             "model": {"name": "char_lstm_lm", "preset": "demo"},
             "train": {"optimizer": "adam", "lr": LR, "batch_size": BATCH_SIZE, "epochs": 1000,
                       "max_minutes": minutes, "clip_norm": CLIP_NORM, "eval_every": eval_every,
@@ -272,22 +250,9 @@ def run_demo(minutes: float = 3.0, temperature: float = 0.8, run_dir: str | Path
     # Cells: correlate every cell's tanh(c) with the text features over held-out code.
     held_out = Path(config.data.dev).read_text(encoding="utf-8")[:TRACE_CHARS]
     held_out = held_out[:held_out.rfind("\n") + 1] or held_out
-    trace = model.cell_trace(torch.tensor([task.encode_text(held_out)]))  # [T, L, H]
-    activations = torch.tanh(trace).reshape(len(held_out), -1).numpy()  # [T, L, H] -> [T, L*H]
-    matches = find_cells(held_out, activations, random_cells=2, seed=seed)
-    hidden = model_cfg.hidden_size
-    cells = []
-    for m in matches:
-        if m.feature == "random":
-            label = (f"{_cell_name(m.cell, hidden)}: a cell picked at random, for comparison "
-                     f"(closest feature: {m.closest}, r = {m.correlation:+.2f})")
-        else:
-            label = f"{_cell_name(m.cell, hidden)}: {FEATURES[m.feature]} (r = {m.correlation:+.2f})"
-        cells.append((m.cell, label))
-    start, end = _excerpt(held_out, SHOW_CHARS)
     title = f"Cells of a character LSTM trained {minutes:g} min on Python's standard library"
-    cells_html = write_cell_html(held_out[start:end], activations[start:end], cells, run_path / "cells.html",
-                                 title=title)
+    view = write_cell_view(run_path, held_out, run_path / "cells.html", title=title, random_cells=2, seed=seed)
+    cells_html, matches = view.path, view.matches
     loss_png = run_path / "loss.png"
     if not loss_png.is_file():
         from textnn.viz.plots import plot_loss_curve
@@ -295,7 +260,7 @@ def run_demo(minutes: float = 3.0, temperature: float = 0.8, run_dir: str | Path
         plot_loss_curve(run.read_metrics(), loss_png)
     print("\ncells (Pearson r with a text feature over "
           f"{len(held_out):,} held-out characters):")
-    for _, label in cells:
+    for label in view.labels:
         print(f"  {label}")
     print(f"\nwrote {cells_html}\nwrote {loss_png}\nrun directory: {run_path}", flush=True)
     sys.stdout.flush()

@@ -61,6 +61,18 @@ def test_tied_weights_share_one_matrix():
     assert sum(p.numel() for p in model.parameters()) < sum(p.numel() for p in untied.parameters())
 
 
+def test_tied_weights_with_different_sizes_project_the_output_to_the_embedding_size():
+    """Tiny: E = 8, H = 16; tying adds a bias-free H -> E projection before the shared [V, E] matrix."""
+    model = build({"tie_weights": True})
+    assert model.decoder.weight is model.embedding.weight
+    assert model.project.weight.shape == (8, 16) and model.project.bias is None
+    untied = build({})
+    assert untied.project is None
+    tied_count = sum(p.numel() for p in model.parameters())
+    untied_count = sum(p.numel() for p in untied.parameters())
+    assert tied_count == untied_count - VOCAB * 16 + 16 * 8  # the decoder's own [V, H] is gone, [E, H] added
+
+
 @pytest.mark.parametrize("overrides", VARIANTS)
 def test_save_load_round_trip(tmp_path, overrides):
     model, other = build(overrides, seed=0).eval(), build(overrides, seed=1).eval()
@@ -135,7 +147,7 @@ def test_lstm_forget_gate_bias_sums_to_one():
 
 @pytest.mark.parametrize("field,value", [("cell", "transformer"), ("hidden_size", 0), ("embedding_dim", -1),
                                          ("num_layers", 0), ("dropout", 1.0), ("dropout", -0.1),
-                                         ("tie_weights", True)])
+                                         ("tie_weights", "yes")])
 def test_bad_config_values_name_the_field(field, value):
     with pytest.raises(TextnnError, match=f"model.{field}"):
         RNNLMConfig(**{**PRESETS["tiny"], field: value})

@@ -1,16 +1,20 @@
 """Tokenized-data cache: tokenizing a file once, reusing it while the file and settings are unchanged.
 
 The key is a hash of the file's bytes plus the reader and tokenizer settings, so an edited file or a
-changed setting can never serve stale tokens. Entries are JSON (never pickle).
+changed setting can never serve stale tokens. Entries are JSON (never pickle); a large integer array
+(a language-modelling token stream) goes beside its JSON as a `.npy` file read with `allow_pickle=False`.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 from pathlib import Path
 from typing import Callable
+
+import numpy as np
 
 from textnn.training.checkpoint import atomic_write_bytes
 
@@ -50,3 +54,32 @@ def cached(path: str | Path, settings: dict, compute: Callable[[], object], enab
     except OSError:
         pass  # a read-only home must not stop training; the cache is only a speed-up
     return value
+
+
+def cached_array(path: str | Path, settings: dict, compute: Callable[[], tuple[object, np.ndarray]],
+                 enabled: bool = True) -> tuple[object, np.ndarray]:
+    """Like `cached`, for a (JSON value, integer array) pair: the array is stored as `.npy`, not JSON.
+
+    A token stream of millions of ids as a JSON list takes seconds to parse; as `.npy` it loads in
+    milliseconds. The `.npy` is written first and the JSON last, so a JSON entry on disk means
+    both halves are complete.
+    """
+    if not enabled:
+        return compute()
+    key = hashlib.sha256((file_digest(path) + json.dumps(settings, sort_keys=True)).encode()).hexdigest()
+    meta_file, array_file = cache_dir() / f"{key}.json", cache_dir() / f"{key}.npy"
+    if meta_file.is_file() and array_file.is_file():
+        try:
+            return json.loads(meta_file.read_text(encoding="utf-8")), np.load(array_file, allow_pickle=False)
+        except (OSError, ValueError):
+            pass  # a damaged entry is recomputed and rewritten below
+    meta, array = compute()
+    try:
+        meta_file.parent.mkdir(parents=True, exist_ok=True)
+        buffer = io.BytesIO()
+        np.save(buffer, np.ascontiguousarray(array), allow_pickle=False)
+        atomic_write_bytes(array_file, buffer.getvalue())
+        atomic_write_bytes(meta_file, json.dumps(meta, ensure_ascii=False).encode("utf-8"))
+    except OSError:
+        pass  # a read-only home must not stop training; the cache is only a speed-up
+    return meta, array

@@ -14,10 +14,13 @@ class ModelOutput:
 
     logits: [B, C] for classifiers, [B, T, V] for language models.
     state: recurrent state to carry to the next window (language models), else None.
+    regularizer: a scalar added to the mean training loss (e.g. AWD-LSTM's activation regularization),
+        returned in training mode only; None when the model has none.
     """
 
     logits: torch.Tensor
     state: object | None = None
+    regularizer: torch.Tensor | None = None
 
 
 class TextnnModel(nn.Module):

@@ -6,12 +6,17 @@ next one through a softmax on the top layer), which is also the word-level RNN L
 (2010) when the tokens are words, with the regularisation of Zaremba, Sutskever & Vinyals (2014),
 "Recurrent Neural Network Regularization" (§3: dropout only on the non-recurrent connections: the
 embeddings, between layers, and before the output layer) and optional weight tying (Press & Wolf
-2017, "Using the Output Embedding to Improve Language Models"; Inan et al. 2017).
+2017, "Using the Output Embedding to Improve Language Models"; Inan, Khosravi & Socher 2017, "Tying
+Word Vectors and Word Classifiers"): the output layer reuses the embedding matrix. When the embedding
+size differs from the hidden size, a linear projection H -> E sits before the tied output layer
+(Press & Wolf 2017 also insert a projection before the tied output embedding). Registered as
+`rnn_lm`, and as `char_lstm_lm`, its older name.
 
 `forward` runs the fused `nn.LSTM` (cuDNN on GPU) over a whole window. `cell_trace` recomputes the
 same recurrence one step at a time with the same weights, only to expose the memory cells c_t at
-every position for visualisation (Karpathy et al. 2015 §4.2); it is the one Python loop over time in
-the toolkit (DESIGN.md convention 8), and a test checks that it equals the fused states.
+every position for visualisation (Karpathy et al. 2015 §4.2); like `modules.rnn.lstm_memory_cells`,
+it is a Python loop over time for visualisation only (DESIGN.md convention 8), and a test checks that
+it equals the fused states.
 
 The state a forward call returns is whatever the fused module returns: for an LSTM the pair
 (h [L, B, H], c [L, B, H]), for a GRU or Elman RNN h [L, B, H]. Passing it back into the next call
@@ -19,7 +24,7 @@ continues the sequence exactly where the previous window stopped.
 """
 
 # B batch, T time steps (window length), V vocabulary size, E embedding dim, H hidden size,
-# L layers, G gates (4 for LSTM, 3 for GRU, 1 for the Elman RNN)
+# L layers, G gates (4 for LSTM, 3 for GRU, 1 for the Elman RNN), O output features (E if tied, else H)
 
 from __future__ import annotations
 
@@ -51,7 +56,7 @@ class RNNLMConfig:
     num_layers: int = opt(2, "number of stacked recurrent layers L")
     dropout: float = opt(0.0, "dropout on embeddings, between layers and before the output layer (Zaremba et al. 2014)")
     tie_weights: bool = opt(False, "share the output layer's weights with the embeddings (Press & Wolf 2017); "
-                                   "needs embedding_dim == hidden_size")
+                                   "a projection H -> E is added when embedding_dim != hidden_size")
 
     def __post_init__(self) -> None:
         _check(self.cell in CELLS, "cell", self.cell, " or ".join(CELLS))
@@ -60,9 +65,7 @@ class RNNLMConfig:
         _positive_int("num_layers", self.num_layers)
         _check(isinstance(self.dropout, (int, float)) and not isinstance(self.dropout, bool)
                and 0.0 <= self.dropout < 1.0, "dropout", self.dropout, "a number in [0, 1)")
-        _check(not self.tie_weights or self.embedding_dim == self.hidden_size, "tie_weights", self.tie_weights,
-               f"false, or model.embedding_dim == model.hidden_size (they are {self.embedding_dim} and "
-               f"{self.hidden_size}): tied output weights are the embedding matrix, so both sizes must match")
+        _check(isinstance(self.tie_weights, bool), "tie_weights", self.tie_weights, "true or false")
 
 
 class RNNLM(TextnnModel):
@@ -92,20 +95,35 @@ class RNNLM(TextnnModel):
             self.rnn = nn.GRU(**common)
         else:
             self.rnn = nn.RNN(nonlinearity="tanh", **common)
-        self.decoder = nn.Linear(cfg.hidden_size, vocab_size)
+        # Tied weights read E features: with H != E, a projection brings the LSTM's output to E first.
+        self.project = nn.Linear(cfg.hidden_size, cfg.embedding_dim, bias=False) \
+            if cfg.tie_weights and cfg.embedding_dim != cfg.hidden_size else None
+        self.decoder = nn.Linear(cfg.embedding_dim if cfg.tie_weights else cfg.hidden_size, vocab_size)
         if cfg.tie_weights:
-            self.decoder.weight = self.embedding.weight  # [V, E] with E == H
+            self.decoder.weight = self.embedding.weight  # [V, E]
 
     # ----------------------------------------------------------------------------------------------
     def forward(self, ids: torch.Tensor, state: RNNState = None) -> ModelOutput:
         x = self.drop(self.embedding(ids))  # [B, T, E]
         out, state = self.rnn(x, state)  # [B, T, H]; state: (h, c) [L, B, H] each, or h [L, B, H]
-        return ModelOutput(logits=self.decoder(self.drop(out)), state=state)  # [B, T, V]
+        out = self.drop(out)
+        if self.project is not None:
+            out = self.project(out)  # [B, T, H] -> [B, T, E]
+        return ModelOutput(logits=self.decoder(out), state=state)  # [B, T, O] -> [B, T, V]
 
     def step(self, ids: torch.Tensor, state: RNNState = None) -> tuple[torch.Tensor, object]:
         """The decoding interface of `generation.sampling.sample`: logits of the last position only."""
         out = self.forward(ids, state)
         return out.logits[:, -1], out.state  # [B, V]
+
+    def memory_cells(self, ids: torch.Tensor, state: RNNState = None) -> list[torch.Tensor]:
+        """The LSTM memory cells c_t of each layer at every position: ids [1, T] -> L tensors [T, H].
+
+        The interface the cell view (viz/lstm_cells.write_cell_view) reads from any LSTM language model.
+        """
+        if self.cfg.cell != "lstm":
+            raise TextnnError(f"a {self.cfg.cell.upper()} has no memory cells; the cell view needs model.cell=lstm")
+        return list(self.cell_trace(ids, state).unbind(1))  # [T, L, H] -> L x [T, H]
 
     # ----------------------------------------------------------------------------------------------
     @torch.no_grad()
@@ -194,4 +212,10 @@ PRESETS: dict[str, dict] = {
     # their one-hot input for vocabularies of up to 128 characters (their Linux kernel set has 101).
     "paper": {"cell": "lstm", "embedding_dim": 128, "hidden_size": 512, "num_layers": 3, "dropout": 0.0,
               "tie_weights": False},
+    # The 2 x 200 tied LSTM of gluon-nlp's WikiText-2 table (`standard_lstm_lm_200`: embedding 200,
+    # hidden 200, 2 layers, dropout 0.2, tied; trained with SGD lr 20, batch 20, bptt 35, clip 0.25;
+    # validation / test perplexity 108.25 / 102.26), the "small" setting of Zaremba et al. (2014)'s
+    # family with Press & Wolf's tying.
+    "gluon_2x200": {"cell": "lstm", "embedding_dim": 200, "hidden_size": 200, "num_layers": 2, "dropout": 0.2,
+                    "tie_weights": True},
 }

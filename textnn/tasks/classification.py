@@ -30,6 +30,7 @@ class ClassificationBatch:
     index: list[int]  # positions of these examples in their split
     pair_ids: torch.Tensor | None = None  # [B, T2] second sentence of a pair
     pair_mask: torch.Tensor | None = None
+    lr_scale: float = 1.0  # the trainer scales this step's learning rate by it; classification never does
 
     @property
     def count(self) -> int:

@@ -1,38 +1,44 @@
 """Language modelling on plain text: token streams -> BPTT windows -> next-token loss, perplexity, bpc.
 
-Data (`data.format: text`): each file is ONE token stream. With `data.tokenizer: char` every
-character is a token, newlines included (Karpathy et al. 2015 train on raw characters); with `word`
-or `whitespace` each line's tokens are followed by `<eos>`, the end-of-line token of the PTB and
-WikiText language models (Mikolov et al. 2010; Merity et al. 2017; PyTorch's word_language_model).
+Data (`data.format: text`): each file is ONE token stream (data/streams.py). With `data.tokenizer:
+char` every character is a token, newlines included (Karpathy et al. 2015 train on raw characters);
+with `word` or `whitespace` each line's tokens are followed by `<eos>`, the end-of-line token of the
+PTB and WikiText language models (Mikolov et al. 2010; Merity et al. 2017; PyTorch's
+word_language_model); with `bpe` a byte-level BPE of `data.bpe_vocab_size` tokens is trained on
+data.train (the tokenizers library) and each line's pieces are followed by `<eos>` in the same way.
 The vocabulary comes from the training stream; tokens seen fewer than `data.min_freq` times there
-(and every token of dev/test never seen in training) become `<unk>`.
+(and every token of dev/test never seen in training) become `<unk>`. A BPE's vocabulary is its own
+(byte-level: nothing is unknown). With no data.dev, `data.holdout` keeps the final fraction of the
+training stream as dev (nanoGPT's 90/10 Tiny Shakespeare split; vocabulary and BPE from the rest).
 
-Training: the stream is cut into windows of `data.bptt` inputs, each paired with the `bptt` tokens
-that follow them one position later (the next-token targets). Every epoch starts the first window at
-a random offset in [0, bptt) so that window boundaries move between epochs, and shuffles the windows;
-both come from a generator seeded by (train.seed, epoch), so an epoch always yields the same batches
-(exact resume depends on it). `train.batch_size` windows form a batch.
-Each training window starts from a zero recurrent state: no hidden state is carried across training
-batches yet. Stateful truncated BPTT over contiguous streams (Zaremba et al. 2014; Merity et al. 2018)
-comes with the full language-modelling task.
+Training, `data.stateful: true` (the default): the training stream is laid out as B =
+train.batch_size contiguous rows ([N] -> [B, N/B]) read window by window in order; the task keeps the
+recurrent state the model returns and hands it (detached: truncated BPTT, Zaremba et al. 2014) to
+the next window, and restarts it at zero at the start of every epoch. `data.bptt_variable: true`
+draws each window's length as Merity et al. (2018) §4.1 do and scales that step's learning rate by
+length / bptt (`LMBatch.lr_scale`). On `--resume` the carried state is not in the checkpoint: a run
+resumed in the middle of an epoch restarts the state at zero for its next window (one context
+restart per row, as at an epoch start); a resume from an epoch boundary is exact.
+`data.stateful: false`: independent windows from a random offset, shuffled (both seeded by
+(train.seed, epoch)), each from a zero state.
 
 Evaluation reads the WHOLE stream in order: every token but the first is predicted exactly once.
-The stream is split into `streams` contiguous segments read side by side (a batch of B = streams),
-each carrying its recurrent state from one window to the next, so a token's context is everything
-before it in its segment; with `streams=1` it is everything before it in the file. The default
-(`EVAL_STREAMS` = 16, fewer for short streams so that each segment has at least `bptt` tokens) trades
-at most 15 context restarts for batch speed; pass `streams=1` for the exact sequential number, as
-AWD-LSTM does for its test scores (Merity et al. 2018, test batch size 1).
-Reported: `loss` (mean negative log-likelihood, nats per token), `perplexity` = exp(loss), `tokens`
-(number of predicted tokens) and, for the char tokenizer, `bpc` = loss / ln 2 (bits per character).
+The stream is split into `streams` contiguous rows read side by side, each carrying its state from
+one window to the next, so a token's context is everything before it in its row; with `streams=1`
+it is everything before it in the file. The default (`EVAL_STREAMS` = 16, fewer for short streams so
+that each row has at least `bptt` tokens) trades at most 15 context restarts for batch speed; pass
+`streams=1` for the exact sequential number, as AWD-LSTM does for its test scores (Merity et al.
+2018, test batch size 1). Reported: `loss` (mean negative log-likelihood, nats per token),
+`perplexity` = exp(loss) and `tokens` (predicted tokens, `<eos>` included); for the char tokenizer
+`bpc` = loss / ln 2 (bits per character); for bpe also `word_perplexity` = exp(total nll / words),
+words = whitespace words + one `<eos>` per line (less the stream's first, never predicted), so the
+number compares with word-level perplexities on the same text.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -41,77 +47,33 @@ import torch.nn.functional as F
 
 from textnn import registry
 from textnn.config import Config
-from textnn.data.cache import cached
 from textnn.data.readers import read_lines
+from textnn.data.streams import (EOS, LMBatch, StreamBatches, WindowBatches, batchify, bptt_lengths,
+                                 document_tokens, read_file_stream, shuffled_windows, to_vocab_ids,
+                                 vocab_from_counts)
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.errors import TextnnError
 
-# B batch (parallel windows or streams), T window length (data.bptt), V vocabulary size, N stream length
+# B batch (parallel windows or rows), T window length (data.bptt), V vocabulary size, N stream length
 
-EOS = "<eos>"
+__all__ = ["EOS", "EVAL_STREAMS", "EncodedStream", "LMBatch", "LanguageModelingTask", "WindowBatches"]
+
 EVAL_STREAMS = 16
+SPECIALS = (PAD, UNK, EOS)
 
 
-@dataclass
-class LMBatch:
-    ids: torch.Tensor  # [B, T] input token ids
-    targets: torch.Tensor  # [B, T] the token after each input: targets[b, t] = stream[start_b + t + 1]
-    mask: torch.Tensor  # [B, T] bool, True = a real target (False only for evaluation padding)
-    num_targets: int  # mask.sum(), counted once on the CPU
-
-    @property
-    def count(self) -> int:
-        """Loss terms in this batch: one per predicted token."""
-        return self.num_targets
-
-    @property
-    def num_tokens(self) -> int:
-        return self.num_targets
-
-    def to(self, device: torch.device) -> "LMBatch":
-        return replace(self, ids=self.ids.to(device, non_blocking=True),
-                       targets=self.targets.to(device, non_blocking=True),
-                       mask=self.mask.to(device, non_blocking=True))
-
-
-@dataclass
 class EncodedStream:
-    """One file as a single stream of token ids (what `encode_file` returns and `evaluate` accepts)."""
+    """One file (or a held-out part of one) as a single stream of token ids: what `evaluate` accepts."""
 
-    ids: torch.Tensor  # [N] long
-    path: str
-
-
-class WindowBatches(Sequence):
-    """An epoch's training batches, built on access: only window start positions are stored.
-
-    batch k holds the windows starting at starts[k*B:(k+1)*B]; a window starting at s has inputs
-    stream[s : s+T] and targets stream[s+1 : s+T+1]. Slicing returns a list of batches.
-    """
-
-    def __init__(self, stream: torch.Tensor, starts: torch.Tensor, bptt: int, batch_size: int):
-        self.stream, self.starts, self.bptt, self.batch_size = stream, starts, bptt, batch_size
-        self.offsets = torch.arange(bptt + 1)  # [T+1]
-
-    def __len__(self) -> int:
-        return math.ceil(len(self.starts) / self.batch_size)
-
-    def __getitem__(self, index):
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(index)
-        starts = self.starts[index * self.batch_size:(index + 1) * self.batch_size]  # [B]
-        windows = self.stream[starts[:, None] + self.offsets]  # [B, T+1]
-        mask = torch.ones(len(starts), self.bptt, dtype=torch.bool)  # [B, T]
-        return LMBatch(ids=windows[:, :-1], targets=windows[:, 1:], mask=mask, num_targets=mask.numel())
+    def __init__(self, ids: torch.Tensor, path: str):
+        self.ids = ids  # [N] long
+        self.path = path
+        self.words: int | None = None  # bpe: word-level targets, counted on first use
 
 
 def _detach(state: object) -> object:
-    """Cut the autograd history of a recurrent state ((h, c), h, or None)."""
+    """Cut the autograd history of a recurrent state (a tensor, or tuples / lists of them, or None)."""
     if state is None:
         return None
     if isinstance(state, torch.Tensor):
@@ -128,6 +90,8 @@ class LanguageModelingTask:
         self.vocab = vocab
         self.splits: dict[str, EncodedStream] = {}
         self.eval_streams = EVAL_STREAMS
+        self._rows: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None  # batchified train stream
+        self._state: object = None  # the recurrent state carried between stateful training windows
 
     @property
     def default_metric(self) -> str:
@@ -144,15 +108,31 @@ class LanguageModelingTask:
                               f"plain text files (one token stream per file); set data.format=text")
         if not data.train:
             raise TextnnError("config key data.train is empty; set it to the training text file")
-        tokenizer = Tokenizer(data.tokenizer, data.lowercase)
-        train_tokens = read_stream(config, tokenizer, data.train)
-        specials = (PAD, UNK) if tokenizer.kind == "char" else (PAD, UNK, EOS)
-        vocab = Vocab.build([train_tokens], min_freq=data.min_freq, max_size=data.max_vocab, specials=specials)
+        if data.bptt_variable and not data.stateful:
+            raise TextnnError("config key data.bptt_variable: variable-length windows cut contiguous rows "
+                              "(Merity et al. 2018); set data.stateful=true or data.bptt_variable=false")
+        holdout = data.holdout if not data.dev else 0.0
+        tokenizer = Tokenizer(data.tokenizer, data.lowercase) if data.tokenizer != "bpe" else \
+            _train_bpe(config, holdout)
+        stream = read_file_stream(data.train, tokenizer, data.encoding, cache=data.cache)
+        cut = len(stream.ids) - int(round(len(stream.ids) * holdout))
+        if tokenizer.kind == "bpe":
+            vocab = Vocab(tokenizer.vocabulary())
+        else:
+            counts = np.bincount(stream.ids[:cut], minlength=len(stream.types))
+            specials = (PAD, UNK) if tokenizer.kind == "char" else SPECIALS
+            vocab = vocab_from_counts(stream.types, counts, data.min_freq, data.max_vocab, specials)
         task = cls(config, tokenizer, vocab)
-        task.splits["train"] = task.encode_tokens(train_tokens, data.train)
-        if len(train_tokens) < data.bptt + 1:
-            raise TextnnError(f"{data.train}: the training stream has {len(train_tokens)} tokens, fewer than "
+        ids = to_vocab_ids(stream, vocab)  # [N]
+        task.splits["train"] = EncodedStream(ids[:cut], data.train)
+        if cut < data.bptt + 1:
+            raise TextnnError(f"{data.train}: the training stream has {cut} tokens, fewer than "
                               f"data.bptt + 1 = {data.bptt + 1}; lower data.bptt or give more text")
+        if holdout:
+            if len(ids) - cut < 2:
+                raise TextnnError(f"{data.train}: data.holdout={holdout} keeps {len(ids) - cut} token(s) for dev; "
+                                  f"a language model needs at least 2; raise data.holdout")
+            task.splits["dev"] = EncodedStream(ids[cut:], f"{data.train} (final {holdout:g} held out)")
         for split in ("dev", "test"):
             path = getattr(data, split)
             if path:
@@ -165,84 +145,111 @@ class LanguageModelingTask:
         return cls(config, tokenizer, Vocab.load(run_path / "vocab.json"))
 
     def save(self, run_path: Path) -> None:
-        (run_path / "tokenizer.json").write_text(json.dumps(self.tokenizer.to_dict()), encoding="utf-8")
+        """tokenizer.json (a BPE model included) and vocab.json: all a run needs to read text again."""
+        (run_path / "tokenizer.json").write_text(json.dumps(self.tokenizer.to_dict(), ensure_ascii=False),
+                                                 encoding="utf-8")
         self.vocab.save(run_path / "vocab.json")
 
     def build_model(self) -> torch.nn.Module:
         _, model_cls, _ = registry.model_entry(self.config.model_name)
         return model_cls(self.config.model, vocab_size=len(self.vocab), pad_id=self.vocab.pad_id)
 
-    # --- encoding ---------------------------------------------------------------------------------
-    def encode_tokens(self, tokens: list[str], path: str) -> EncodedStream:
-        return EncodedStream(ids=torch.tensor(self.vocab.encode(tokens), dtype=torch.long), path=str(path))
-
+    # --- encoding and decoding ----------------------------------------------------------------------
     def encode_file(self, path: str, require_labels: bool = True) -> EncodedStream:
         """A text file as one encoded stream (`require_labels` is accepted for the task protocol: text has none)."""
-        tokens = read_stream(self.config, self.tokenizer, path)
-        if len(tokens) < 2:
-            raise TextnnError(f"{path}: {len(tokens)} token(s); a language model needs at least 2 to predict one")
-        return self.encode_tokens(tokens, path)
+        stream = read_file_stream(path, self.tokenizer, self.config.data.encoding, cache=self.config.data.cache)
+        if len(stream.ids) < 2:
+            raise TextnnError(f"{path}: {len(stream.ids)} token(s); a language model needs at least 2 to predict one")
+        return EncodedStream(to_vocab_ids(stream, self.vocab), str(path))
 
     def encode_text(self, text: str) -> list[int]:
         """Ids of a piece of text as the model reads it (a generation prompt): no `<eos>` is added."""
         return self.vocab.encode(self.tokenizer(text))
 
+    def encode_document(self, text: str) -> list[int]:
+        """Ids of a text read as a file would be: characters as they are, or each line followed by `<eos>`."""
+        return self.vocab.encode(document_tokens(text, self.tokenizer))
+
     def decode(self, ids) -> str:
-        """Text of a list of ids: characters concatenate; words join with spaces, `<eos>` ends a line."""
+        """Text of a list of ids: characters concatenate; words and BPE pieces form lines that `<eos>` ends."""
         tokens = self.vocab.decode(ids)
         if self.tokenizer.kind == "char":
             return "".join(tokens)
-        text, line = [], []
+        lines, line = [], []
         for token in tokens:
             if token == EOS:
-                text.append(" ".join(line) + "\n")
+                lines.append(self.tokenizer.join(line) + "\n")
                 line = []
             else:
                 line.append(token)
-        return "".join(text) + " ".join(line)
+        return "".join(lines) + self.tokenizer.join(line)
+
+    def token_pieces(self, ids) -> list[str]:
+        """The text each token stands for, so that a view can colour text token by token.
+
+        Characters are themselves; a word is followed by a space; `<eos>` is a newline. A BPE piece is
+        its decoded bytes; a character whose bytes span several pieces belongs to the piece that
+        completes it (the others stand for ""), so the pieces of BPE ids join to exactly `decode(ids)`.
+        """
+        tokens = self.vocab.decode(ids)
+        if self.tokenizer.kind == "char":
+            return tokens
+        pieces: list[str] = []
+        pending: list[str] = []  # BPE pieces whose last character is not complete yet
+        for token in tokens + [EOS]:  # a final <eos> flushes what is pending; its piece is dropped below
+            if pending and (token == EOS or not self.tokenizer.join(pending).endswith("\ufffd")):
+                pieces[-1] = self.tokenizer.join(pending)
+                pending = []
+            if token == EOS:
+                pieces.append("\n")
+            elif self.tokenizer.kind != "bpe":
+                pieces.append(token + " ")
+            else:
+                pending.append(token)
+                pieces.append("")
+        return pieces[:-1]
 
     # --- batches ----------------------------------------------------------------------------------
     def has_split(self, split: str) -> bool:
         return split in self.splits
 
-    def train_batches(self, epoch: int) -> WindowBatches:
-        """Windows of data.bptt tokens from a seeded random offset, shuffled by (train.seed, epoch)."""
-        stream = self.splits["train"].ids
-        bptt = self.config.data.bptt
-        rng = np.random.default_rng([self.config.train.seed, epoch])
-        offset = int(rng.integers(bptt))
-        if (len(stream) - 1 - offset) // bptt == 0:
-            offset = 0  # a stream of fewer than 2 * bptt tokens: keep its one window
-        count = (len(stream) - 1 - offset) // bptt  # windows whose bptt targets all exist
-        starts = offset + bptt * torch.from_numpy(rng.permutation(count))  # [W]
-        return WindowBatches(stream, starts, bptt, self.config.train.batch_size)
+    def train_batches(self, epoch: int) -> StreamBatches | WindowBatches:
+        """This epoch's windows: contiguous rows in order (stateful) or shuffled independent windows."""
+        data, train = self.config.data, self.config.train
+        if not data.stateful:
+            return shuffled_windows(self.splits["train"].ids, data.bptt, train.batch_size, train.seed, epoch)
+        if self._rows is None:
+            self._rows = batchify(self.splits["train"].ids, train.batch_size, self.vocab.pad_id)
+        inputs, targets, mask = self._rows
+        lengths = bptt_lengths(inputs.size(1), data.bptt, data.bptt_variable, train.seed, epoch)
+        return StreamBatches(inputs, targets, mask, lengths, data.bptt, scale_lr=data.bptt_variable)
 
     def eval_batches(self, data: EncodedStream, streams: int = 0) -> list[LMBatch]:
-        """The stream as `streams` contiguous segments side by side, cut into windows of data.bptt.
-
-        Targets are stream[1:], each predicted from the token before it, so segments overlap by one
-        input token and every token but the first is a target exactly once. The last segment is
-        padded at its end (mask False), after all its real targets.
-        """
+        """The stream as `streams` contiguous rows side by side (`batchify`), cut into windows of data.bptt."""
         bptt = self.config.data.bptt
-        inputs, targets = data.ids[:-1], data.ids[1:]  # [N-1] each
-        n = len(targets)
         if streams <= 0:
-            streams = max(1, min(self.eval_streams, n // bptt))
-        streams = min(streams, n)
-        length = math.ceil(n / streams)  # tokens per segment
-        pad = streams * length - n
-        fill = torch.full((pad,), self.vocab.pad_id, dtype=torch.long)
-        inputs = torch.cat([inputs, fill]).view(streams, length)  # [N-1+pad] -> [B, N/B]
-        targets = torch.cat([targets, fill]).view(streams, length)  # [B, N/B]
-        mask = torch.cat([torch.ones(n, dtype=torch.bool), torch.zeros(pad, dtype=torch.bool)]).view(streams, length)
+            streams = max(1, min(self.eval_streams, (len(data.ids) - 1) // bptt))
+        inputs, targets, mask = batchify(data.ids, streams, self.vocab.pad_id)
         return [LMBatch(ids=inputs[:, t:t + bptt], targets=targets[:, t:t + bptt], mask=mask[:, t:t + bptt],
-                        num_targets=int(mask[:, t:t + bptt].sum())) for t in range(0, length, bptt)]
+                        num_targets=int(mask[:, t:t + bptt].sum())) for t in range(0, inputs.size(1), bptt)]
 
     # --- loss and evaluation ----------------------------------------------------------------------
-    def loss(self, model: torch.nn.Module, batch: LMBatch, state: object = None) -> torch.Tensor:
-        """Sum of the next-token negative log-likelihoods over the batch's real targets."""
-        return self._nll(model(batch.ids, state).logits, batch)
+    def loss(self, model: torch.nn.Module, batch: LMBatch) -> torch.Tensor:
+        """Sum of the next-token negative log-likelihoods over the batch's real targets (+ regularizer).
+
+        A stateful batch starts from the state the previous window left (zeros when `batch.reset`),
+        and its own final state is kept, detached, for the next one. A model's `regularizer` (AWD-LSTM's
+        AR/TAR, a mean per target; returned in training only) is added as regularizer * count, so that
+        the trainer's division by the count gives mean loss + regularizer.
+        """
+        state = self._state if batch.carry and not batch.reset else None
+        out = model(batch.ids, state)
+        if batch.carry:
+            self._state = _detach(out.state)
+        total = self._nll(out.logits, batch)
+        if out.regularizer is not None:
+            total = total + out.regularizer * batch.count
+        return total
 
     @staticmethod
     def _nll(logits: torch.Tensor, batch: LMBatch) -> torch.Tensor:
@@ -253,7 +260,7 @@ class LanguageModelingTask:
     @torch.no_grad()
     def evaluate(self, model: torch.nn.Module, split: str | EncodedStream, bootstrap_samples: int = 0,
                  streams: int = 0) -> dict:
-        """Loss (nats/token), perplexity, bpc (char tokenizer) and token count over the whole stream.
+        """Loss (nats/token), perplexity, bpc (char) or word perplexity (bpe), and counts, over the whole stream.
 
         The recurrent state is carried from each window to the next (see the module docstring for
         `streams`). `bootstrap_samples` is accepted for the task protocol; no confidence interval is
@@ -269,31 +276,46 @@ class LanguageModelingTask:
             state = _detach(out.state)
             total += self._nll(out.logits, batch).double()
             count += batch.count
-        loss = float(total) / count
-        results = {"loss": loss, "perplexity": math.exp(loss) if loss < 700 else float("inf")}
+        nll = float(total)
+        loss = nll / count
+        results = {"loss": loss, "perplexity": _exp(loss)}
         if self.tokenizer.kind == "char":
             results["bpc"] = loss / math.log(2)
+        if self.tokenizer.kind == "bpe":
+            words = self.word_count(data)
+            results["word_perplexity"] = _exp(nll / words)
+            results["words"] = words
         results["tokens"] = count
         return results
 
+    def word_count(self, data: EncodedStream) -> int:
+        """Word-level targets of a stream: its whitespace words + one per `<eos>`, less the first token.
 
-# --- reading and tokenizing ------------------------------------------------------------------------
+        This is the token count a word-level model predicts on the same text, so total nll / words is
+        a per-word perplexity whatever the tokenizer (counted by decoding; cached on the stream).
+        """
+        if data.words is None:
+            ids = data.ids.tolist()
+            eos = ids.count(self.vocab.stoi[EOS]) if EOS in self.vocab.stoi else 0
+            data.words = max(1, len(self.decode(ids).split()) + eos - 1)
+        return data.words
 
-def tokenize_stream(text_lines: list[str], tokenizer: Tokenizer) -> list[str]:
-    """The tokens of a file's lines as one stream: characters with their newlines, or words + <eos> per line."""
-    if tokenizer.kind == "char":
-        return tokenizer("".join(line + "\n" for line in text_lines))
-    return [token for line in text_lines for token in (*tokenizer(line), EOS)]
+
+def _exp(loss: float) -> float:
+    return math.exp(loss) if loss < 700 else float("inf")
 
 
-def read_stream(config: Config, tokenizer: Tokenizer, path: str) -> list[str]:
-    """A text file's token stream, cached by file content + tokenizer settings."""
-    def compute() -> list[str] | str:
-        tokens = tokenize_stream(read_lines(path, config.data.encoding), tokenizer)
-        # A character stream is stored as one string: same content, a fraction of the JSON size.
-        return "".join(tokens) if tokenizer.kind == "char" else tokens
+def _train_bpe(config: Config, holdout: float) -> Tokenizer:
+    """Train the byte-level BPE on data.train (less a held-out tail), cached by file content and settings."""
+    from textnn.data.cache import cached
 
-    settings = {"kind": "language_modeling", "tokenizer": tokenizer.to_dict(), "encoding": config.data.encoding,
-                "eos": EOS if tokenizer.kind != "char" else None}
-    value = cached(path, settings, compute, enabled=config.data.cache)
-    return list(value)
+    data = config.data
+
+    def compute() -> dict:
+        lines = read_lines(data.train, data.encoding)
+        kept = lines[:len(lines) - int(round(len(lines) * holdout))] or lines
+        return Tokenizer.train_bpe(kept, data.bpe_vocab_size, SPECIALS, data.lowercase).to_dict()
+
+    settings = {"kind": "bpe_model", "vocab_size": data.bpe_vocab_size, "lowercase": data.lowercase,
+                "holdout": holdout, "encoding": data.encoding, "specials": list(SPECIALS)}
+    return Tokenizer.from_dict(cached(data.train, settings, compute, enabled=data.cache))

@@ -9,8 +9,10 @@ The trainer never knows which model or task it trains. A task gives it:
     task.default_metric       -> name of the metric to select checkpoints on
 
 and a Batch has `.count` (loss terms, e.g. examples or target tokens), `.num_tokens` (for throughput)
-and `.to(device)`. Because `task.loss` returns a sum, a step of `grad_accum` micro-batches divides by
-the total count of all of them: the gradient equals that of one big batch.
+and `.to(device)`, and `.lr_scale` (1.0 unless the task wants this step's learning rate scaled, e.g.
+for variable-length BPTT windows; the first batch of a step decides). Because `task.loss` returns a
+sum, a step of `grad_accum` micro-batches divides by the total count of all of them: the gradient
+equals that of one big batch.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from textnn.errors import TextnnError
 from textnn.metrics import HIGHER_IS_BETTER
 from textnn.runs import RunDir
 from textnn.training.checkpoint import load_checkpoint, load_weights, save_checkpoint, save_weights
-from textnn.training.optim import build_optimizer, lr_factor, set_lr
+from textnn.training.optim import after_evaluation, build_optimizer, evaluation_weights, lr_factor, set_lr
 
 
 
@@ -109,7 +111,7 @@ class Trainer:
             loss_sum += float(loss.detach())
         if self.cfg.clip_norm:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
-        set_lr(self.optimizer, self.cfg.lr * lr_factor(step, self.total_steps, self.cfg))
+        set_lr(self.optimizer, self.cfg.lr * lr_factor(step, self.total_steps, self.cfg) * group[0].lr_scale)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.model.after_optimizer_step()
@@ -225,7 +227,15 @@ class Trainer:
         return result
 
     def _eval_and_select(self, state: dict) -> str | None:
-        """Evaluate on dev, keep the best weights, and say whether early stopping triggers."""
+        """Evaluate on dev, keep the best weights, and say whether early stopping triggers.
+
+        The optimizer picks the weights that are evaluated and saved (NT-ASGD: its running averages)
+        and hears the dev score (training/optim.py); for other optimizers both are no-ops.
+        """
+        with evaluation_weights(self.optimizer):
+            return self._select_on_dev(state)
+
+    def _select_on_dev(self, state: dict) -> str | None:
         metrics = self._evaluate("dev")
         state["evaluated_step"] = state["step"]
         if self.metric not in metrics:
@@ -233,6 +243,9 @@ class Trainer:
                               f"choose one of {', '.join(k for k in metrics if isinstance(metrics[k], float))}")
         self.run.append_metrics({"split": "dev", "step": state["step"], "epoch": state["epoch"], **_scalars(metrics)})
         value = metrics[self.metric]
+        note = after_evaluation(self.optimizer, value, HIGHER_IS_BETTER.get(self.metric, True))
+        if note:
+            say(f"step {state['step']}: {note}")
         summary = " ".join(f"{k}={v:.4f}" for k, v in metrics.items() if isinstance(v, float))
         if is_better(self.metric, value, state["best"]):
             state.update(best=value, best_step=state["step"], bad_evals=0)

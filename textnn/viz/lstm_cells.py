@@ -6,6 +6,8 @@ cells that follow quotes, line length, indentation, brackets or comments. Here t
 explicit: simple per-character features are computed from the text itself (inside a string
 literal, indentation, position in the line, ...) and each feature gets the cell whose activation
 over a held-out text correlates with it most strongly (Pearson r, either sign).
+`write_cell_view` does all of it for any trained LSTM language-model run (rnn_lm with cell lstm,
+awd_lstm, the demo's char_lstm_lm): trace a text, find the cells, write the page.
 
 Features are "after reading this character" quantities, as the cell's value at a position is its
 state after reading that character. The string/comment/bracket scanner is a lenient Python lexer: it
@@ -262,3 +264,94 @@ h2 {{ font-size: 1.05em; margin-top: 1.6em; }}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(page, encoding="utf-8")
     return path
+
+
+# --------------------------------------------------------------------------------------------------
+# A run's cells, end to end
+
+SHOW_CHARS = 2_500  # characters of the traced text shown per cell
+
+
+@dataclass
+class CellView:
+    path: Path  # the HTML page written
+    matches: list[CellMatch]  # the cells shown, as `find_cells` chose them
+    labels: list[str]  # the heading of each cell's block, in the same order
+    characters: int  # characters of text the cells were correlated over
+
+
+def cell_name(column: int, layer_sizes: list[int]) -> str:
+    """"layer k, cell j" for a column of the layers' concatenated cells (layers of any sizes)."""
+    for layer, size in enumerate(layer_sizes):
+        if column < size:
+            return f"layer {layer + 1}, cell {column}"
+        column -= size
+    raise IndexError(f"column beyond the {sum(layer_sizes)} cells of the layers")
+
+
+def excerpt(text: str, size: int) -> tuple[int, int]:
+    """(start, end) of the piece of `text`, at most `size` characters, whose features vary most.
+
+    It starts at the beginning or after a blank line (a paragraph, or a file in the demo's corpus)
+    and ends at a line end when one falls inside it, so the page shows whole lines.
+    """
+    features = text_features(text)
+    spread = {name: values.std() or 1.0 for name, values in features.items()}
+    best, best_score = (0, min(len(text), size)), -1.0
+    start = 0
+    while start != -1:
+        end = text.rfind("\n", start, start + size) + 1 or min(len(text), start + size)
+        score = sum(min(1.0, values[start:end].std() / spread[name]) for name, values in features.items())
+        if score > best_score:
+            best, best_score = (start, end), score
+        start = text.find("\n\n", start + 1)
+        start = start if start == -1 else start + 2
+        if start >= len(text):
+            break
+    return best
+
+
+def write_cell_view(run_dir: str | Path, text: str, output_path: str | Path, title: str = "",
+                    show_chars: int = SHOW_CHARS, random_cells: int = 2, seed: int = 0) -> CellView:
+    """Colour `text` by the memory cells of a trained LSTM language model: one HTML block per cell.
+
+    The run's model reads `text` as it read its training files (characters, or each line's tokens
+    then `<eos>`), from a zero state; every layer's tanh(c_t) is taken at every token, and each token's
+    value colours the characters it stands for. `find_cells` picks, for each text feature, the cell
+    that follows it best over the whole text, plus `random_cells` others for comparison
+    (Karpathy et al. 2015 §4.2); the page shows the `show_chars`-character `excerpt` of the text.
+    Works for any run whose model has `memory_cells` (rnn_lm / char_lstm_lm with cell lstm, awd_lstm).
+    """
+    import torch
+
+    from textnn.experiment import load_run
+
+    config, task, model = load_run(run_dir)
+    if not hasattr(model, "memory_cells"):
+        raise TextnnError(f"{run_dir}: model {config.model_name!r} is not an LSTM language model; the cell view "
+                          f"reads runs of rnn_lm (model.cell=lstm) or awd_lstm")
+    if not text.strip():
+        raise TextnnError("the text to trace is empty; give some text for the cell view")
+    ids = task.encode_document(text)
+    # A character model reads the text one character per token: show the text itself (an <unk>
+    # character stays what it was); other tokens show the text each one stands for.
+    pieces = list(text) if task.tokenizer.kind == "char" else task.token_pieces(ids)
+    with torch.no_grad():
+        layers = model.memory_cells(torch.tensor([ids], device=next(model.parameters()).device))  # L x [T, H_l]
+    sizes = [layer.size(1) for layer in layers]
+    per_token = torch.tanh(torch.cat(layers, dim=1)).cpu().numpy()  # [T, sum H_l]
+    shown = "".join(pieces)
+    activations = np.repeat(per_token, [len(piece) for piece in pieces], axis=0)  # [characters, sum H_l]
+    matches = find_cells(shown, activations, random_cells=random_cells, seed=seed)
+    labels = []
+    for m in matches:
+        if m.feature == "random":
+            labels.append(f"{cell_name(m.cell, sizes)}: a cell picked at random, for comparison "
+                          f"(closest feature: {m.closest}, r = {m.correlation:+.2f})")
+        else:
+            labels.append(f"{cell_name(m.cell, sizes)}: {FEATURES[m.feature]} (r = {m.correlation:+.2f})")
+    start, end = excerpt(shown, show_chars)
+    path = write_cell_html(shown[start:end], activations[start:end], [(m.cell, label) for m, label in
+                                                                      zip(matches, labels)], output_path,
+                           title=title or f"LSTM cells of {Path(run_dir).name} ({config.model_name})")
+    return CellView(path=path, matches=matches, labels=labels, characters=len(shown))

@@ -31,10 +31,18 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the 95%% CI (0 = off)")
     p.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
 
-    p = sub.add_parser("predict", help="label text: one input per line (text, or text<TAB>pair), JSONL out")
+    p = sub.add_parser("predict", help="label text: one input per line (text, or text<TAB>pair), JSONL out; "
+                       "tagging runs: raw text or CoNLL in, JSONL or CoNLL out")
     p.add_argument("run", help="run directory written by `textnn train`")
     p.add_argument("input", nargs="?", default="-", help="input file, or - for standard input (default)")
-    p.add_argument("--output", "-o", help="write JSONL here instead of standard output")
+    p.add_argument("--input-format", choices=("auto", "text", "conll"),
+                   help="tagging runs: text (one sentence per line), conll (token columns, blank line between "
+                        "sentences) or auto (default): conll when the first line is -DOCSTART- or every line has "
+                        "the same number (at least 2) of columns and a blank line separates sentences")
+    p.add_argument("--output-format", choices=("jsonl", "conll"),
+                   help="tagging runs: jsonl (default; tokens, tags, spans per sentence) or conll "
+                        "(token, gold if the input has it, predicted tag)")
+    p.add_argument("--output", "-o", help="write the predictions here instead of standard output")
 
     p = sub.add_parser("compare", help="train several configs on the same data and tabulate them")
     p.add_argument("configs", nargs="+", help="YAML config files")
@@ -51,6 +59,27 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--temperature", type=float, default=0.8, help="sampling temperature (default 0.8)")
     p.add_argument("--run-dir", default="runs/demo", help="where to write the run (default runs/demo)")
     p.add_argument("--seed", type=int, default=0)
+
+    p = sub.add_parser("generate", help="continue a prompt with a trained language model")
+    p.add_argument("run", help="run directory of a language model")
+    p.add_argument("--prompt", default="", help="text to continue (default: empty = start of a new line)")
+    p.add_argument("--max-tokens", type=int, default=200, help="new tokens per sample (default 200)")
+    p.add_argument("--temperature", type=float, default=1.0,
+                   help="< 1 sharper, > 1 flatter than the model's distribution (default 1)")
+    p.add_argument("--top-k", type=int, default=0, help="draw only from the k most likely tokens (0 = off)")
+    p.add_argument("--top-p", type=float, default=1.0, help="draw only from the nucleus of mass p (1 = off)")
+    p.add_argument("--greedy", action="store_true", help="always take the most likely token (no sampling)")
+    p.add_argument("--seed", type=int, default=None, help="seed of the draws (default: random, printed)")
+    p.add_argument("--num-samples", type=int, default=1, help="independent samples of the prompt (default 1)")
+    p.add_argument("--stop-at-eos", action="store_true",
+                   help="end each sample at the end of its line (<eos>, or a newline for character models)")
+
+    p = sub.add_parser("visualize", help="look inside a language model: attention maps (GPT) or LSTM cells")
+    p.add_argument("run", help="run directory of a language model")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--text", help="the text the model reads")
+    source.add_argument("--file", help="a UTF-8 file holding the text the model reads")
+    p.add_argument("--output", help="folder for the PNG/HTML files (default RUN/views)")
     return parser
 
 
@@ -78,13 +107,18 @@ def _evaluate(args: argparse.Namespace) -> int:
         if key == "confusion_matrix":
             print("confusion matrix (rows = gold, columns = predicted):")
             print("\n".join("  " + " ".join(f"{n:6d}" for n in row) for row in value))
+        elif key == "per_type":
+            from textnn.metrics.spans import per_type_table
+
+            print("per type:")
+            print("\n".join("  " + line for line in per_type_table(value).splitlines()))
         else:
             print(f"{key:>18}: {value:.4f}" if isinstance(value, float) else f"{key:>18}: {value}")
     return 0
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from textnn.experiment import predict_run
+    from textnn.experiment import predict_run, predict_tagging_run, run_task_name
 
     if args.input == "-":
         lines, source = list(sys.stdin), "<stdin>"
@@ -96,8 +130,14 @@ def _predict(args: argparse.Namespace) -> int:
             lines, source = path.read_text(encoding="utf-8").splitlines(), str(path)
         except UnicodeDecodeError as err:
             raise TextnnError(f"{path}: not UTF-8 (byte {err.start}); re-encode the file as UTF-8") from None
-    results = [json.dumps(row, ensure_ascii=False) for row in predict_run(args.run, lines, source)]
-    text = "\n".join(results) + "\n"
+    if run_task_name(args.run) == "tagging":
+        text = predict_tagging_run(args.run, lines, source, args.input_format or "auto", args.output_format or "jsonl")
+    else:
+        if args.input_format or args.output_format:
+            raise TextnnError("--input-format and --output-format apply to tagging runs only; a classifier "
+                              "reads one text per line and writes JSONL, so drop them")
+        results = [json.dumps(row, ensure_ascii=False) for row in predict_run(args.run, lines, source)]
+        text = "\n".join(results) + "\n"
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
     else:
@@ -130,8 +170,44 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _generate(args: argparse.Namespace) -> int:
+    from textnn.experiment import generate_run
+
+    result = generate_run(args.run, args.prompt, max_tokens=args.max_tokens,
+                          temperature=0.0 if args.greedy else args.temperature, top_k=args.top_k,
+                          top_p=args.top_p, seed=args.seed, num_samples=args.num_samples,
+                          stop_at_eos=args.stop_at_eos)
+    if args.seed is None and not args.greedy:
+        print(f"seed {result.seed} (repeat these samples with --seed {result.seed})", file=sys.stderr)
+    if result.unknown_tokens:
+        print(f"note: {result.unknown_tokens} of the prompt's {result.prompt_tokens} tokens are not in the "
+              f"vocabulary and were read as <unk>", file=sys.stderr)
+    for number, text in enumerate(result.samples, start=1):
+        if len(result.samples) > 1:
+            print(f"=== sample {number} of {len(result.samples)} ===")
+        print(text)
+    return 0
+
+
+def _visualize(args: argparse.Namespace) -> int:
+    from textnn.experiment import visualize_run
+
+    text = args.text
+    if args.file is not None:
+        path = Path(args.file)
+        if not path.is_file():
+            raise TextnnError(f"{path}: input file not found")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as err:
+            raise TextnnError(f"{path}: not UTF-8 (byte {err.start}); re-encode the file as UTF-8") from None
+    for written in visualize_run(args.run, text, args.output):
+        print(f"wrote {written}")
+    return 0
+
+
 COMMANDS = {"train": _train, "evaluate": _evaluate, "predict": _predict, "compare": _compare,
-            "explain": _explain, "demo": _demo}
+            "explain": _explain, "demo": _demo, "generate": _generate, "visualize": _visualize}
 
 
 def main(argv: list[str] | None = None) -> int:

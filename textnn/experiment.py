@@ -104,6 +104,96 @@ def predict_run(run_dir: str | Path, lines: Iterable[str], source: str = "<stdin
                "probabilities": {label: round(float(p), 6) for label, p in zip(task.labels, row)}}
 
 
+def run_task_name(run_dir: str | Path) -> str:
+    """The task a finished run directory was trained for (`predict` chooses its input and output by it)."""
+    run = RunDir(run_dir)
+    run.require_finished()
+    return run.load_config().task
+
+
+def predict_tagging_run(run_dir: str | Path, lines: Iterable[str], source: str = "<stdin>",
+                        input_format: str = "auto", output_format: str = "jsonl") -> str:
+    """Tags for raw text or CoNLL input from a tagging run, as CoNLL or JSONL text.
+
+    input_format: text (one sentence per line, split by the run's data.tokenizer), conll (columns
+    read with the run's data.token_column / data.tag_column; a tag column, if present, is the gold
+    and is written beside the prediction), or auto (`conll.looks_like_conll` decides).
+    output_format: conll (`token [gold] predicted` per line) or jsonl (one object per sentence:
+    tokens, tags, spans [{type, start, end (exclusive), text}], and gold when the input has it).
+    Predicted tags are in the run's data.tag_scheme.
+    """
+    import json
+
+    from textnn.data.conll import format_conll, looks_like_conll, parse_conll, sentences_from_text, span_records
+
+    if input_format not in ("auto", "text", "conll"):
+        raise TextnnError(f"--input-format {input_format!r}: choose auto, text or conll")
+    if output_format not in ("conll", "jsonl"):
+        raise TextnnError(f"--output-format {output_format!r}: choose conll or jsonl")
+    config, task, model = load_run(run_dir)
+    if config.task != "tagging":
+        raise TextnnError(f"{run_dir}: this is a {config.task} run, not a tagging run")
+    lines = list(lines)
+    data = config.data
+    if input_format == "conll" or (input_format == "auto" and looks_like_conll(lines)):
+        sentences = parse_conll(lines, source, token_column=data.token_column, tag_column=data.tag_column,
+                                scheme=data.tag_scheme, require_tags=False)
+    else:
+        sentences = sentences_from_text(lines, task.tokenizer, source)
+    predicted, _ = task.predict(model, task.encode(sentences))
+    if output_format == "conll":
+        return format_conll(sentences, predicted)
+    rows = []
+    for sentence, tags in zip(sentences, predicted):
+        row = {"tokens": list(sentence.tokens), "tags": tags,
+               "spans": span_records(sentence.tokens, tags, data.tag_scheme)}
+        if sentence.tags is not None:
+            row["gold"] = list(sentence.tags)
+        rows.append(json.dumps(row, ensure_ascii=False))
+    return "\n".join(rows) + "\n"
+
+
+def _load_language_model(run_dir: str | Path, command: str) -> tuple[Config, object, torch.nn.Module]:
+    """load_run for the commands that need a language model; any other run is refused by name."""
+    run = RunDir(run_dir)
+    run.require_finished()
+    config = run.load_config()
+    if config.task != "language_modeling":
+        raise TextnnError(f"{run_dir}: `{command}` needs a language model run (task language_modeling); this "
+                          f"run is a {config.task} run (model {config.model_name})")
+    return load_run(run_dir)
+
+
+def generate_run(run_dir: str | Path, prompt: str = "", max_tokens: int = 200, temperature: float = 1.0,
+                 top_k: int = 0, top_p: float = 1.0, seed: int | None = None, num_samples: int = 1,
+                 stop_at_eos: bool = False):
+    """Continue `prompt` with a trained language model (any with a `step`); see generation/lm.py.
+
+    Returns a `textnn.generation.Generation` (the samples, the seed used, unknown prompt tokens).
+    """
+    from textnn.generation.lm import generate_text
+
+    _, task, model = _load_language_model(run_dir, "generate")
+    return generate_text(model, task, prompt, max_tokens=max_tokens, temperature=temperature, top_k=top_k,
+                         top_p=top_p, seed=seed, num_samples=num_samples, stop_at_eos=stop_at_eos)
+
+
+def visualize_run(run_dir: str | Path, text: str, output_dir: str | Path | None = None) -> list[Path]:
+    """Views of a language model reading `text`: attention heatmaps (Transformers) or LSTM cells.
+
+    Files go to `output_dir` (default <run>/views); returns their paths.
+    """
+    _, task, model = _load_language_model(run_dir, "visualize")
+    output = Path(output_dir) if output_dir else Path(run_dir) / "views"
+    if callable(getattr(model, "forward_with_attention", None)):
+        from textnn.viz.attention import write_attention_view
+
+        return write_attention_view(model, task, text, output, title=f"Attention of {Path(run_dir).name}")
+    from textnn.viz.lstm_cells import write_cell_view  # refuses, by name, models without LSTM cells
+
+    return [write_cell_view(run_dir, text, output / "cells.html").path]
+
+
 @dataclass
 class CompareRow:
     name: str
@@ -158,7 +248,10 @@ def write_report(run: RunDir, config: Config, result: TrainResult, task) -> None
     from textnn.viz.plots import plot_confusion_matrix, plot_loss_curve
 
     records = run.read_metrics()
-    plot_loss_curve(records, run.path / "loss.png")
+    # A run shorter than train.log_every with no dev set has logged no loss yet: nothing to plot.
+    has_losses = any(isinstance(r.get("loss"), (int, float)) for r in records)
+    if has_losses:
+        plot_loss_curve(records, run.path / "loss.png")
     lines = [f"# Run {run.path.name}", "",
              f"- task: {config.task}, model: {config.model_name} (preset: {config.model_preset or 'none'})",
              f"- parameters: {result.parameters:,}",
@@ -176,6 +269,11 @@ def write_report(run: RunDir, config: Config, result: TrainResult, task) -> None
             plot_confusion_matrix(np.asarray(metrics["confusion_matrix"]), task.labels,
                                   run.path / f"confusion_{split}.png", title=f"{run.path.name} ({split})")
             lines += [f"![confusion matrix]({f'confusion_{split}.png'})", ""]
-    lines += ["![loss curve](loss.png)", ""]
+        if "per_type" in metrics:  # tagging: conlleval's per-type breakdown
+            from textnn.metrics.spans import per_type_table
+
+            lines += [per_type_table(metrics["per_type"], markdown=True), ""]
+    if has_losses:
+        lines += ["![loss curve](loss.png)", ""]
     (run.path / "report.md").write_text("\n".join(lines), encoding="utf-8")
     print(f"wrote {run.path / 'report.md'}", file=sys.stderr)

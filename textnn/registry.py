@@ -21,17 +21,26 @@ MODELS: dict[str, tuple[str, str, str, str]] = {
     "dan": ("textnn.models.dan", "DANConfig", "DAN", "PRESETS"),
     "cnn": ("textnn.models.cnn", "KimCNNConfig", "KimCNN", "PRESETS"),
     "rnn": ("textnn.models.rnn", "RNNClassifierConfig", "RNNClassifier", "PRESETS"),
-    "char_lstm_lm": ("textnn.models.rnn_lm", "RNNLMConfig", "RNNLM", "PRESETS"),
+    "nplm": ("textnn.models.nplm", "NPLMConfig", "NPLM", "PRESETS"),
+    "rnn_lm": ("textnn.models.rnn_lm", "RNNLMConfig", "RNNLM", "PRESETS"),
+    "char_lstm_lm": ("textnn.models.rnn_lm", "RNNLMConfig", "RNNLM", "PRESETS"),  # rnn_lm's older name
+    "awd_lstm": ("textnn.models.awd_lstm", "AWDLSTMConfig", "AWDLSTM", "PRESETS"),
+    "rnn_tagger": ("textnn.models.tagger", "RNNTaggerConfig", "RNNTagger", "PRESETS"),
+    "window_tagger": ("textnn.models.window_tagger", "WindowTaggerConfig", "WindowTagger", "PRESETS"),
+    "gpt": ("textnn.models.gpt", "GPTConfig", "GPT", "PRESETS"),
+    "transformer_xl": ("textnn.models.transformer_xl", "TransformerXLConfig", "TransformerXL", "PRESETS"),
 }
 
 # Which models each task can train.
 TASK_MODELS: dict[str, tuple[str, ...]] = {
     "classification": ("bow", "cbow", "deep_cbow", "dan", "cnn", "rnn"),
-    "language_modeling": ("char_lstm_lm",),
+    "tagging": ("rnn_tagger", "window_tagger"),
+    "language_modeling": ("nplm", "rnn_lm", "char_lstm_lm", "awd_lstm", "gpt", "transformer_xl"),
 }
 
 TASKS: dict[str, str] = {
     "classification": "textnn.tasks.classification:ClassificationTask",
+    "tagging": "textnn.tasks.tagging:TaggingTask",
     "language_modeling": "textnn.tasks.language_modeling:LanguageModelingTask",
 }
 

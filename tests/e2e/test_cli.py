@@ -349,3 +349,18 @@ def test_max_steps_stops_training(ws):
     assert [r["step"] for r in metrics(run_dir, "train")] == list(range(1, 8))
     assert (run_dir / "model.safetensors").is_file()
     assert "7 steps" in proc.stdout
+
+
+def test_a_run_too_short_to_log_a_loss_still_finishes_with_a_report(ws):
+    """No dev set and fewer steps than train.log_every: no loss record exists, so no loss plot,
+    but the run must still finish with its weights and report instead of failing at the end."""
+    run_dir = ws.root / "runs" / "short-no-dev"
+    proc = ws.cli("train", ws.config("short", "bow", pair=True), "--run-dir", run_dir,
+                  "train.max_steps=2", "train.log_every=50", "data.kfold=0")
+    assert proc.returncode == 0, proc.stderr
+    assert status(run_dir)["status"] == "finished"
+    log = run_dir / "metrics.jsonl"
+    assert not log.exists() or not any("loss" in r for r in metrics(run_dir, "train"))
+    report = (run_dir / "report.md").read_text(encoding="utf-8")
+    assert "steps: 2" in report and "loss.png" not in report
+    assert not (run_dir / "loss.png").exists()

@@ -18,6 +18,7 @@ from textnn.metrics.classification import (
     precision_recall_f1,
 )
 from textnn.metrics.correlation import REGRESSION_METRICS, average_ranks, pearson, spearman
+from textnn.metrics.spans import SPAN_METRICS, span_f1, span_precision, span_recall, span_scores, token_accuracy
 
 METRICS: dict[str, Callable] = {**CLASSIFICATION_METRICS, **REGRESSION_METRICS}
 
@@ -26,6 +27,7 @@ HIGHER_IS_BETTER: dict[str, bool] = {
     "loss": False,
     "perplexity": False,
     "bpc": False,
+    **{name: True for name in SPAN_METRICS},  # tagging (conlleval); their inputs are tag sequences, not ids
 }
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "HIGHER_IS_BETTER",
     "METRICS",
     "REGRESSION_METRICS",
+    "SPAN_METRICS",
     "accuracy",
     "average_ranks",
     "bootstrap_ci",
@@ -41,4 +44,9 @@ __all__ = [
     "pearson",
     "precision_recall_f1",
     "spearman",
+    "span_f1",
+    "span_precision",
+    "span_recall",
+    "span_scores",
+    "token_accuracy",
 ]

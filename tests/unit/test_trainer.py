@@ -167,3 +167,19 @@ def test_trainer_refuses_an_empty_training_set(task, tmp_path):
     task.splits["train"] = replace(task.splits["train"], records=[], ids=[], labels=[])
     with pytest.raises(TextnnError, match="no batches"):
         trainer_for(task, new_model(task), tmp_path)
+
+
+@pytest.mark.parametrize("bootstrap", [0, 50])
+def test_the_best_weights_are_evaluated_on_dev_once_unless_a_bootstrap_is_asked_for(tmp_path, bootstrap):
+    """With no bootstrap, the final dev numbers are those recorded when the best weights were selected
+    (evaluation is deterministic, so a second pass over dev would only cost time); a bootstrap CI needs
+    the extra pass. Either way the final dev metrics equal a fresh evaluation of the saved weights."""
+    task = make_task(tmp_path, max_steps=4, eval_every=2, epochs=5, bootstrap_samples=bootstrap)
+    trainer = trainer_for(task, new_model(task), tmp_path)
+    calls, real_evaluate = [], task.evaluate
+    task.evaluate = lambda model, split, bootstrap_samples=0: (calls.append(split), real_evaluate(
+        model, split, bootstrap_samples=bootstrap_samples))[1]
+    result = trainer.fit()
+    assert calls.count("dev") == 2 + (1 if bootstrap else 0)  # steps 2 and 4, then the final pass if needed
+    fresh = real_evaluate(trainer.model.eval(), "dev")
+    assert result.dev["accuracy"] == fresh["accuracy"] and result.dev["loss"] == pytest.approx(fresh["loss"])

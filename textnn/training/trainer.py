@@ -84,6 +84,7 @@ class Trainer:
         self.optimizer = build_optimizer(list(self.model.parameters()), cfg, self.device)
         self.metric = cfg.metric or task.default_metric
         self._interrupted = False
+        self._best_dev: dict | None = None  # dev metrics of the saved best weights, from this process
         steps_per_epoch = math.ceil(len(task.train_batches(0)) / cfg.grad_accum)
         if steps_per_epoch == 0:
             raise TextnnError("the training data gave no batches; check data.train")
@@ -207,7 +208,10 @@ class Trainer:
         if state["best_step"] is None or not has_dev:
             save_weights(self.model, run.weights_file)  # no dev set: the last weights are the result
         load_weights(self.model, run.weights_file)
-        dev = self._evaluate("dev", cfg.bootstrap_samples) if has_dev else {}
+        if has_dev and not cfg.bootstrap_samples and self._best_dev is not None:
+            dev = self._best_dev  # the saved weights were evaluated at selection; a second pass adds nothing
+        else:
+            dev = self._evaluate("dev", cfg.bootstrap_samples) if has_dev else {}
         test = self._evaluate("test", cfg.bootstrap_samples) if self.task.has_split("test") else {}
         for split, metrics in (("dev_final", dev), ("test", test)):
             if metrics:
@@ -249,6 +253,7 @@ class Trainer:
         summary = " ".join(f"{k}={v:.4f}" for k, v in metrics.items() if isinstance(v, float))
         if is_better(self.metric, value, state["best"]):
             state.update(best=value, best_step=state["step"], bad_evals=0)
+            self._best_dev = metrics
             save_weights(self.model, self.run.weights_file)
             say(f"step {state['step']}: dev {summary} (best)")
         else:

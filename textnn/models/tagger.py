@@ -23,19 +23,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from textnn.config import opt, check_model_field as _check, is_int as _is_int
-from textnn.errors import TextnnError
 from textnn.models.base import ModelOutput, TextnnModel
-from textnn.modules.char_encoders import CharCNN, CharLSTM
-from textnn.modules.crf import LinearChainCRF, transition_constraints
+from textnn.modules.crf import LinearChainCRF
+from textnn.modules.tagging import (CHAR_ENCODERS, OUTPUTS, build_char_encoder, build_crf, check_tag_names,
+                                    concat_word_features, tag_decode, tag_nll)
 from textnn.modules.embeddings import TokenEmbedding
 from textnn.modules.rnn import CELLS, RNNEncoder
 
-CHAR_ENCODERS = ("none", "cnn", "lstm")
-OUTPUTS = ("softmax", "crf")
 
 
 @dataclass
@@ -78,18 +75,13 @@ class RNNTagger(TextnnModel):
     def __init__(self, cfg: RNNTaggerConfig, vocab_size: int, num_chars: int, num_casings: int, num_tags: int,
                  pad_id: int, pretrained: torch.Tensor | None, tags: list[str], scheme: str) -> None:
         super().__init__()
-        if len(tags) != num_tags:
-            raise TextnnError(f"the tagger was given {num_tags} tags but {len(tags)} tag names ({tags[:5]}...); "
-                              "the tag list must name every tag id")
+        check_tag_names(tags, num_tags)
         self.cfg = cfg
         self.word_embedding = TokenEmbedding(vocab_size, cfg.word_dim, pad_id, pretrained, cfg.freeze_embeddings,
                                              field="model.word_dim")
         features = cfg.word_dim
-        self.char_encoder: nn.Module | None = None
-        if cfg.char_encoder == "cnn":
-            self.char_encoder = CharCNN(num_chars, cfg.char_dim, cfg.char_filters, cfg.char_width, cfg.dropout)
-        elif cfg.char_encoder == "lstm":
-            self.char_encoder = CharLSTM(num_chars, cfg.char_dim, cfg.char_hidden)
+        self.char_encoder = build_char_encoder(cfg.char_encoder, num_chars, cfg.char_dim, cfg.char_filters,
+                                               cfg.char_width, cfg.char_hidden, cfg.dropout)
         if self.char_encoder is not None:
             features += self.char_encoder.output_size
         self.casing_embedding = TokenEmbedding(num_casings, cfg.casing_dim, 0) if cfg.casing_dim else None
@@ -98,37 +90,24 @@ class RNNTagger(TextnnModel):
         self.encoder = RNNEncoder(features, cfg.hidden_size, cfg.cell, cfg.num_layers, bidirectional=True,
                                   dropout=cfg.dropout)
         self.scores = nn.Linear(self.encoder.output_size, num_tags)
-        self.crf: LinearChainCRF | None = None
-        if cfg.output == "crf":
-            allowed = transition_constraints(tags, scheme) if cfg.constrained else None
-            self.crf = LinearChainCRF(num_tags, allowed)
+        self.crf: LinearChainCRF | None = build_crf(cfg.output, tags, scheme, cfg.constrained)
 
     def forward(self, words: torch.Tensor, chars: torch.Tensor, casing: torch.Tensor,
                 mask: torch.Tensor) -> ModelOutput:
-        parts = [self.word_embedding(words)]  # [B, T, D]
-        if self.char_encoder is not None:
-            parts.append(self.char_encoder(chars))  # [B, T, F]
-        if self.casing_embedding is not None:
-            parts.append(self.casing_embedding(casing))  # [B, T, A]
-        x = self.dropout(torch.cat(parts, dim=-1))  # [B, T, D+F+A]
+        x = self.dropout(concat_word_features(self.word_embedding, self.char_encoder, self.casing_embedding,
+                                              words, chars, casing))  # [B, T, D+F+A]
         states = self.dropout(self.encoder(x, mask))  # [B, T, 2H]
         return ModelOutput(logits=self.scores(states))  # [B, T, K]
 
     def nll(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Negative log-likelihood of the gold tags per sentence, [B]: the CRF's log Z - score, or the sum
         of the tokens' cross-entropies over real tokens with the softmax output."""
-        if self.crf is not None:
-            return self.crf.nll(emissions, tags, mask)
-        flat = F.cross_entropy(emissions.float().flatten(0, 1), tags.masked_fill(~mask, 0).flatten(),
-                               reduction="none")  # [B*T]
-        return flat.view(mask.shape).masked_fill(~mask, 0.0).sum(dim=1)  # [B*T] -> [B, T] -> [B]
+        return tag_nll(emissions, tags, mask, self.crf)
 
     @torch.no_grad()
     def decode(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Best tag ids [B, T] (0 where mask is False): Viterbi with the CRF, else each token's argmax."""
-        if self.crf is not None:
-            return self.crf.viterbi(emissions, mask)
-        return emissions.argmax(dim=-1).masked_fill(~mask, 0)
+        return tag_decode(emissions, mask, self.crf)
 
 
 PRESETS: dict[str, dict] = {

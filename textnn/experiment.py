@@ -18,6 +18,7 @@ import torch
 from textnn import registry
 from textnn.config import Config, load_config
 from textnn.errors import TextnnError
+from textnn.metrics import HIGHER_IS_BETTER
 from textnn.runs import RunDir
 from textnn.training.checkpoint import load_weights
 from textnn.training.trainer import Trainer, TrainResult, TrainingInterrupted, resolve_device
@@ -232,8 +233,10 @@ def format_table(rows: list[CompareRow], markdown: bool = False) -> str:
     header = ["config", "model", "dev metric", "95% CI", "params", "train time", "examples/s"]
     body = []
     for r in rows:
-        ci = f"[{100 * r.ci_low:.1f}, {100 * r.ci_high:.1f}]" if r.ci_low is not None else "-"
-        body.append([r.name, r.model, f"{r.metric} {100 * r.value:.2f}", ci, f"{r.parameters:,}",
+        # Scores in [0, 1] (accuracy, F1, ...) read as percentages; losses, perplexity and bpc as they are.
+        scale = 100 if HIGHER_IS_BETTER.get(r.metric, True) else 1
+        ci = f"[{scale * r.ci_low:.1f}, {scale * r.ci_high:.1f}]" if r.ci_low is not None else "-"
+        body.append([r.name, r.model, f"{r.metric} {scale * r.value:.2f}", ci, f"{r.parameters:,}",
                      f"{r.train_seconds:.1f}s", f"{r.examples_per_second:,.0f}"])
     if markdown:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

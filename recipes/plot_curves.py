@@ -1,0 +1,75 @@
+"""Plot one metric of several runs against training time, for the figures in docs/RESULTS.md.
+
+Reads each run's metrics.jsonl (the records the trainer wrote: split, step, seconds, metrics) and
+draws the chosen metric of the chosen split against the seconds of training at that step, one line
+per run, so runs with different step speeds compare at equal time.
+    usage: python recipes/plot_curves.py RUNS_DIR OUT.png --split dev --metric span_f1 [--runs a b ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def curve(run: Path, split: str, metric: str) -> tuple[list[float], list[float]]:
+    """(training seconds, metric values) of a run's records of `split`.
+
+    Dev records carry no `seconds`; they take the seconds of the training record at the same step or
+    the last one before it (the trainer logs training every train.log_every steps).
+    """
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    train_seconds = sorted((r["step"], r["seconds"]) for r in records if r["split"] == "train" and "seconds" in r)
+    xs, ys = [], []
+    for record in records:
+        if record["split"] != split or metric not in record:
+            continue
+        earlier = [seconds for step, seconds in train_seconds if step <= record["step"]]
+        if record.get("seconds") is not None:
+            xs.append(record["seconds"])
+        elif earlier:
+            xs.append(earlier[-1])
+        else:
+            continue
+        ys.append(record[metric])
+    return xs, ys
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs_dir")
+    parser.add_argument("output")
+    parser.add_argument("--split", default="dev", help="train, dev (default)")
+    parser.add_argument("--metric", default="loss")
+    parser.add_argument("--runs", nargs="*", help="run names (default: every finished run in RUNS_DIR)")
+    parser.add_argument("--log-y", action="store_true", help="logarithmic y axis")
+    parser.add_argument("--title", default="")
+    args = parser.parse_args()
+
+    root = Path(args.runs_dir)
+    names = args.runs or sorted(p.parent.name for p in root.glob("*/metrics.jsonl"))
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    for name in names:
+        xs, ys = curve(root / name, args.split, args.metric)
+        if xs:
+            axes.plot(xs, ys, marker="o" if len(xs) < 30 else None, markersize=3, label=name)
+    axes.set_xlabel("seconds since training started (evaluations included)")
+    axes.set_ylabel(f"{args.split} {args.metric}")
+    if args.log_y:
+        axes.set_yscale("log")
+    axes.set_title(args.title or f"{args.split} {args.metric} against training time")
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(args.output, dpi=110)
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()

@@ -29,6 +29,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("run", help="run directory written by `textnn train`")
     p.add_argument("--data", required=True, help="labelled file in the run's data format")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the 95%% CI (0 = off)")
+    p.add_argument("--streams", type=int, default=0,
+                   help="language models: contiguous parts of the file read side by side (default 16; 1 = the "
+                        "exact sequential number, every token seeing everything before it)")
     p.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
 
     p = sub.add_parser("predict", help="label text: one input per line (text, or text<TAB>pair), JSONL out; "
@@ -99,7 +102,7 @@ def _train(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     from textnn.experiment import evaluate_run
 
-    metrics = evaluate_run(args.run, args.data, bootstrap_samples=args.bootstrap)
+    metrics = evaluate_run(args.run, args.data, bootstrap_samples=args.bootstrap, streams=args.streams)
     if args.json:
         print(json.dumps(metrics))
         return 0

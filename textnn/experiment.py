@@ -67,12 +67,21 @@ def load_run(run_dir: str | Path, device: str = "cpu") -> tuple[Config, object, 
     return config, task, model.to(resolve_device(device)).eval()
 
 
-def evaluate_run(run_dir: str | Path, data_path: str, bootstrap_samples: int = 1000) -> dict:
-    """Metrics of a trained run on a labelled file read with the run's own data settings."""
+def evaluate_run(run_dir: str | Path, data_path: str, bootstrap_samples: int = 1000, streams: int = 0) -> dict:
+    """Metrics of a trained run on a labelled file read with the run's own data settings.
+
+    `streams` (language models only): how many contiguous parts of the file are read side by side;
+    1 reads it in order from its first token, the exact sequential number (0 = the task's default).
+    """
     config, task, model = load_run(run_dir)
     encoded = task.encode_file(data_path)
+    options = {}
+    if streams:
+        if config.task != "language_modeling":
+            raise TextnnError(f"--streams applies to language models; {run_dir} is a {config.task} run")
+        options["streams"] = streams
     with torch.no_grad():
-        return task.evaluate(model, encoded, bootstrap_samples=bootstrap_samples)
+        return task.evaluate(model, encoded, bootstrap_samples=bootstrap_samples, **options)
 
 
 def predict_run(run_dir: str | Path, lines: Iterable[str], source: str = "<stdin>") -> Iterator[dict]:

@@ -78,3 +78,30 @@ def test_train_then_evaluate_prints_perplexity_and_token_counts(tmp_path, model,
         assert saved["kind"] == "bpe"
     else:
         assert int(printed(out, "tokens")) == dev_tokens - 1
+
+
+def test_evaluate_streams_1_is_the_sequential_number(tmp_path):
+    """`--streams 1` reads the file in order from its first token: the number equals the task's own
+    sequential evaluation of the loaded run (and usually differs from the default batched reading,
+    whose rows restart from a zero state)."""
+    import torch
+
+    from textnn.experiment import load_run
+
+    train, dev = write_corpus(tmp_path)
+    (tmp_path / "lm.yaml").write_text(
+        "task: language_modeling\n"
+        f"data: {{format: text, train: {train.name}, dev: {train.name}, tokenizer: whitespace, bptt: 8}}\n"
+        "model: {name: rnn_lm, preset: tiny}\n"
+        "train: {batch_size: 4, epochs: 1, log_every: 5, progress: false, device: cpu}\n", encoding="utf-8")
+    assert textnn("train", "lm.yaml", "--run-dir", "run", cwd=tmp_path).returncode == 0
+    sequential = textnn("evaluate", "run", "--data", train.name, "--streams", "1", "--json", cwd=tmp_path)
+    batched = textnn("evaluate", "run", "--data", train.name, "--json", cwd=tmp_path)
+    assert sequential.returncode == 0 and batched.returncode == 0, sequential.stderr + batched.stderr
+    seq, bat = json.loads(sequential.stdout), json.loads(batched.stdout)
+    assert seq["tokens"] == bat["tokens"]
+    _, task, model = load_run(tmp_path / "run")
+    with torch.no_grad():
+        expected = task.evaluate(model, task.encode_file(str(train)), streams=1)
+    assert seq["loss"] == pytest.approx(expected["loss"], rel=1e-6)
+    assert seq["loss"] != pytest.approx(bat["loss"], rel=1e-9)  # 16 rows restart 15 times from zero state

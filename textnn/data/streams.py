@@ -187,7 +187,23 @@ def bptt_lengths(total: int, bptt: int, variable: bool = False, seed: int = 0, e
     return lengths
 
 
-class StreamBatches(Sequence):
+class _LazyBatches(Sequence):
+    """A list of batches built on access: `batch(k)` makes batch k; indexing and slicing as for a list."""
+
+    def batch(self, index: int) -> LMBatch:
+        raise NotImplementedError
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self.batch(index)
+
+
+class StreamBatches(_LazyBatches):
     """Consecutive windows over batchified rows, in order: window k continues where window k-1 ended.
 
     Built on access from (inputs, targets, mask) [B, L] and the window lengths. Each batch says that
@@ -205,13 +221,7 @@ class StreamBatches(Sequence):
     def __len__(self) -> int:
         return len(self.lengths)
 
-    def __getitem__(self, index):
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(index)
+    def batch(self, index: int) -> LMBatch:
         start, length = self.starts[index], self.lengths[index]
         window = slice(start, start + length)
         mask = self.mask[:, window]  # [B, T]
@@ -220,7 +230,7 @@ class StreamBatches(Sequence):
                        carry=True, reset=start == 0)
 
 
-class WindowBatches(Sequence):
+class WindowBatches(_LazyBatches):
     """An epoch's independent training windows (`data.stateful: false`), built on access.
 
     batch k holds the windows starting at starts[k*B:(k+1)*B]; a window starting at s has inputs
@@ -235,13 +245,7 @@ class WindowBatches(Sequence):
     def __len__(self) -> int:
         return math.ceil(len(self.starts) / self.batch_size)
 
-    def __getitem__(self, index):
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(index)
+    def batch(self, index: int) -> LMBatch:
         starts = self.starts[index * self.batch_size:(index + 1) * self.batch_size]  # [B]
         windows = self.stream[starts[:, None] + self.offsets]  # [B, T+1]
         mask = torch.ones(len(starts), self.bptt, dtype=torch.bool)  # [B, T]

@@ -224,14 +224,13 @@ class LanguageModelingTask:
         lengths = bptt_lengths(inputs.size(1), data.bptt, data.bptt_variable, train.seed, epoch)
         return StreamBatches(inputs, targets, mask, lengths, data.bptt, scale_lr=data.bptt_variable)
 
-    def eval_batches(self, data: EncodedStream, streams: int = 0) -> list[LMBatch]:
+    def eval_batches(self, data: EncodedStream, streams: int = 0) -> StreamBatches:
         """The stream as `streams` contiguous rows side by side (`batchify`), cut into windows of data.bptt."""
         bptt = self.config.data.bptt
         if streams <= 0:
             streams = max(1, min(self.eval_streams, (len(data.ids) - 1) // bptt))
         inputs, targets, mask = batchify(data.ids, streams, self.vocab.pad_id)
-        return [LMBatch(ids=inputs[:, t:t + bptt], targets=targets[:, t:t + bptt], mask=mask[:, t:t + bptt],
-                        num_targets=int(mask[:, t:t + bptt].sum())) for t in range(0, inputs.size(1), bptt)]
+        return StreamBatches(inputs, targets, mask, bptt_lengths(inputs.size(1), bptt), bptt)
 
     # --- loss and evaluation ----------------------------------------------------------------------
     def loss(self, model: torch.nn.Module, batch: LMBatch) -> torch.Tensor:

@@ -20,7 +20,8 @@ from textnn.generation.sampling import sample
 from textnn.models.gpt import GPT, PRESETS, GPTConfig
 from textnn.models.rnn_lm import PRESETS as RNN_PRESETS, RNNLM, RNNLMConfig
 from textnn.registry import TASK_MODELS, model_entry
-from textnn.training.checkpoint import load_weights, save_weights
+from tests.models.lm_checks import (assert_eval_deterministic_and_train_uses_dropout,
+                                    assert_save_load_round_trip)
 
 VOCAB, PAD = 23, 0
 VARIANTS = [pytest.param({}, id="tiny"), pytest.param({"tie": False}, id="untied"),
@@ -72,10 +73,7 @@ def test_tied_weights_share_one_matrix():
 def test_save_load_round_trip(tmp_path, overrides):
     model, other = build(overrides, seed=0).eval(), build(overrides, seed=1).eval()
     x = ids(2, 9)
-    assert not torch.allclose(model(x).logits, other(x).logits)
-    save_weights(model, tmp_path / "model.safetensors")
-    load_weights(other, tmp_path / "model.safetensors")
-    torch.testing.assert_close(model(x).logits, other(x).logits, rtol=0, atol=0)
+    assert_save_load_round_trip(model, other, x, tmp_path)
     if model.cfg.tie:
         assert other.lm_head.weight is other.token_embedding.weight
 
@@ -83,10 +81,7 @@ def test_save_load_round_trip(tmp_path, overrides):
 def test_eval_is_deterministic_and_train_mode_uses_dropout():
     model = build({"dropout": 0.3})
     x = ids(2, 9)
-    model.eval()
-    torch.testing.assert_close(model(x).logits, model(x).logits, rtol=0, atol=0)
-    model.train()
-    assert not torch.allclose(model(x).logits, model(x).logits)
+    assert_eval_deterministic_and_train_uses_dropout(model, x)
 
 
 def test_changing_a_future_token_never_changes_earlier_logits():

@@ -15,7 +15,8 @@ from textnn.config import config_from_dict
 from textnn.errors import TextnnError
 from textnn.models.rnn_lm import PRESETS, RNNLM, RNNLMConfig
 from textnn.registry import model_entry
-from textnn.training.checkpoint import load_weights, save_weights
+from tests.models.lm_checks import (assert_eval_deterministic_and_train_uses_dropout,
+                                    assert_save_load_round_trip)
 
 VOCAB, PAD = 23, 0
 CELLS = ["lstm", "gru", "rnn"]
@@ -77,10 +78,7 @@ def test_tied_weights_with_different_sizes_project_the_output_to_the_embedding_s
 def test_save_load_round_trip(tmp_path, overrides):
     model, other = build(overrides, seed=0).eval(), build(overrides, seed=1).eval()
     x = ids(2, 9)
-    assert not torch.allclose(model(x).logits, other(x).logits)
-    save_weights(model, tmp_path / "model.safetensors")
-    load_weights(other, tmp_path / "model.safetensors")
-    torch.testing.assert_close(model(x).logits, other(x).logits, rtol=0, atol=0)
+    assert_save_load_round_trip(model, other, x, tmp_path)
     if model.cfg.tie_weights:
         assert other.decoder.weight is other.embedding.weight
 
@@ -88,10 +86,7 @@ def test_save_load_round_trip(tmp_path, overrides):
 def test_eval_is_deterministic_and_train_mode_uses_dropout():
     model = build({"dropout": 0.5})
     x = ids(2, 9)
-    model.eval()
-    torch.testing.assert_close(model(x).logits, model(x).logits, rtol=0, atol=0)
-    model.train()
-    assert not torch.allclose(model(x).logits, model(x).logits)
+    assert_eval_deterministic_and_train_uses_dropout(model, x)
 
 
 @pytest.mark.parametrize("cell", CELLS)

@@ -18,7 +18,6 @@ import random
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from textnn import registry
 from textnn.errors import TextnnError

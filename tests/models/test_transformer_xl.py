@@ -28,7 +28,8 @@ from textnn.models.transformer_xl import PRESETS, TransformerXL, TransformerXLCo
 from textnn.modules.relative_attention import (RelativeMultiHeadAttention, rel_shift, relative_causal_mask,
                                                relative_distances, sinusoid_encoding)
 from textnn.registry import TASK_MODELS, model_entry
-from textnn.training.checkpoint import load_weights, save_weights
+from tests.models.lm_checks import (assert_eval_deterministic_and_train_uses_dropout,
+                                    assert_save_load_round_trip)
 
 VOCAB, PAD = 23, 0
 VARIANTS = [pytest.param({}, id="post-ln"), pytest.param({"pre_ln": True}, id="pre-ln"),
@@ -74,10 +75,7 @@ def test_tied_weights_share_one_matrix():
 def test_save_load_round_trip(tmp_path, overrides):
     model, other = build(overrides, seed=0).eval(), build(overrides, seed=1).eval()
     x = ids(2, 9)
-    assert not torch.allclose(model(x).logits, other(x).logits)
-    save_weights(model, tmp_path / "model.safetensors")
-    load_weights(other, tmp_path / "model.safetensors")
-    torch.testing.assert_close(model(x).logits, other(x).logits, rtol=0, atol=0)
+    assert_save_load_round_trip(model, other, x, tmp_path)
     if model.cfg.tie_weights:
         assert other.decoder.weight is other.embedding.weight
 
@@ -85,11 +83,8 @@ def test_save_load_round_trip(tmp_path, overrides):
 def test_eval_is_deterministic_and_train_mode_uses_dropout():
     model = build({"dropout": 0.3, "dropatt": 0.3})
     x = ids(2, 9)
-    model.eval()
-    state = model(x).state
-    torch.testing.assert_close(model(x, state).logits, model(x, state).logits, rtol=0, atol=0)
-    model.train()
-    assert not torch.allclose(model(x, state).logits, model(x, state).logits)
+    state = model.eval()(x).state
+    assert_eval_deterministic_and_train_uses_dropout(model, x, state)
 
 
 # --- recurrence: memory == one pass over the concatenation ---------------------------------------

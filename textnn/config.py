@@ -36,55 +36,45 @@ def opt(default: Any, doc: str) -> Any:
 
 @dataclass
 class DataConfig:
-    format: str = opt("tsv", "input format: tsv, csv, jsonl, fasttext, label_text, class_files, text, conll")
+    """Data options every task has; each task extends this with its own (tasks/*.py, `data_config`)."""
+
+    format: str = opt("tsv", "input format of the data files (the task lists the formats it reads)")
     train: str = opt("", "training file (a directory for class_files)")
     dev: str = opt("", "development file used for evaluation, early stopping and best-checkpoint selection")
     test: str = opt("", "optional test file, evaluated once with the best checkpoint at the end")
-    text_column: str = opt("sentence", "column (name, or 0-based index) holding the text")
-    text_pair_column: str = opt("", "column holding the second sentence of a pair; empty for single sentences")
-    label_column: str = opt("label", "column (name or 0-based index) holding the label")
-    header: bool = opt(True, "tsv/csv: the first line names the columns")
-    quoting: bool = opt(False, "tsv/csv: honour \" quoting (GLUE files need it off)")
-    delimiter: str = opt("", "tsv/csv field separator; empty means tab for tsv, comma for csv")
     encoding: str = opt("utf-8", "text encoding of the data files")
     tokenizer: str = opt("word", "word (regex words and punctuation), whitespace, char, or bpe (byte-level BPE trained on data.train; language modelling)")
     lowercase: bool = opt(False, "lower-case text before tokenizing")
     min_freq: int = opt(1, "keep tokens seen at least this often in training")
     max_vocab: int = opt(0, "keep at most this many tokens (most frequent first); 0 = no limit")
-    max_length: int = opt(0, "truncate inputs to this many tokens; 0 = no limit")
-    vectors: str = opt("", "pretrained word vectors: word2vec text/.bin, GloVe text (.gz ok), fastText .vec")
-    vectors_std: float = opt(0.0, "rescale the pretrained vectors to this standard deviation; 0 = keep the file's scale (50-d GloVe: 0.69, random embeddings: D^-0.5)")
-    vectors_vocab: bool = opt(False, "also add every word of data.vectors to the vocabulary, so words never seen in training keep their pretrained vector")
-    kfold: int = opt(0, "k-fold cross-validation when there is no dev file: split train into k folds")
-    fold: int = opt(0, "which fold (0-based) is held out as dev when kfold > 0")
     cache: bool = opt(True, "cache tokenized data (keyed by file content and tokenizer settings)")
-    token_column: int = opt(0, "conll: 0-based column holding the token")
-    tag_column: int = opt(-1, "conll: 0-based column holding the tag; -1 = the last column")
-    tag_scheme: str = opt("iob1", "conll: tag scheme of the files: iob1 (CoNLL-2003), iob2 (also called bio) or bioes")
-    train_tag_scheme: str = opt("bioes", "tagging: scheme the model learns and decodes in; predictions are written back in data.tag_scheme")
-    bptt: int = opt(128, "language modelling: tokens per training window")
-    bptt_variable: bool = opt(False, "language modelling: variable-length BPTT (Merity et al. 2018, section 4.1): base bptt w.p. 0.95 else bptt/2, then N(base, 5); lr scaled by length/bptt")
-    stateful: bool = opt(True, "language modelling: read the training stream as batch_size contiguous streams and carry the (detached) state across batches; false = independent shuffled windows")
-    holdout: float = opt(0.0, "language modelling: when data.dev is empty, hold out this final fraction of data.train as dev (nanoGPT's Tiny Shakespeare split: 0.1)")
-    bpe_vocab_size: int = opt(8000, "tokenizer bpe: size of the BPE vocabulary trained on data.train")
+
+    # Options that fix how text becomes ids: with model.init_from they come from the starting run.
+    TOKENIZATION = ("tokenizer", "lowercase", "min_freq", "max_vocab")
 
     def __post_init__(self) -> None:
         _check(self.tokenizer in ("word", "whitespace", "char", "bpe"), "data.tokenizer", self.tokenizer,
                "word, whitespace, char or bpe")
-        for key in ("tag_scheme", "train_tag_scheme"):
-            _check(getattr(self, key) in TAG_SCHEMES, f"data.{key}", getattr(self, key), ", ".join(TAG_SCHEMES))
-        _check(self.token_column >= 0, "data.token_column", self.token_column, "an integer >= 0")
-        _check(self.tag_column >= -1, "data.tag_column", self.tag_column, "an integer >= 0, or -1 for the last column")
-        _check(0.0 <= self.holdout < 1.0, "data.holdout", self.holdout, "a fraction in [0, 1)")
-        _check(self.bpe_vocab_size >= 2, "data.bpe_vocab_size", self.bpe_vocab_size, "an integer >= 2")
         _check(self.min_freq >= 1, "data.min_freq", self.min_freq, "an integer >= 1")
         _check(self.max_vocab >= 0, "data.max_vocab", self.max_vocab, "an integer >= 0")
-        _check(self.max_length >= 0, "data.max_length", self.max_length, "an integer >= 0")
-        _check(self.kfold == 0 or self.kfold >= 2, "data.kfold", self.kfold, "0 (off) or >= 2")
-        _check(self.kfold == 0 or 0 <= self.fold < self.kfold, "data.fold", self.fold,
-               f"0 .. {self.kfold - 1}")
-        _check(self.bptt >= 1, "data.bptt", self.bptt, "an integer >= 1")
+
+
+@dataclass
+class WordVectorData(DataConfig):
+    """Data options of the tasks that can start their word embeddings from pretrained vectors."""
+
+    vectors: str = opt("", "pretrained word vectors: word2vec text/.bin, GloVe text (.gz ok), fastText .vec")
+    vectors_std: float = opt(0.0, "rescale the pretrained vectors to this standard deviation; 0 = keep the file's scale (50-d GloVe: 0.69, random embeddings: D^-0.5)")
+    vectors_vocab: bool = opt(False, "also add every word of data.vectors to the vocabulary, so words never seen in training keep their pretrained vector")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
         _check(self.vectors_std >= 0, "data.vectors_std", self.vectors_std, "a number >= 0")
+
+
+@dataclass
+class NoHeadOptions:
+    """A task whose head has no options."""
 
 
 @dataclass
@@ -130,7 +120,6 @@ class TrainConfig:
 
 
 OPTIMIZERS = ("sgd", "adam", "adamw", "adadelta", "ntasgd")
-TAG_SCHEMES = ("iob1", "iob2", "bio", "bioes")
 SCHEDULERS = ("constant", "linear", "triangular")
 
 
@@ -142,16 +131,22 @@ class Config:
     model_name: str
     model_preset: str
     model: Any  # the family's Config dataclass instance
-    data: DataConfig
+    data: DataConfig  # the task's DataConfig subclass
     train: TrainConfig
+    head: Any = field(default_factory=NoHeadOptions)  # the task's head options dataclass
     name: str = ""
+    init_from: str = ""  # model.init_from: a run directory whose encoder, tokenizer and vocabulary start this run
 
     def to_dict(self) -> dict:
+        model = {"name": self.model_name, "preset": self.model_preset, **dataclasses.asdict(self.model)}
+        if self.init_from:
+            model["init_from"] = self.init_from
         return {
             "name": self.name,
             "task": self.task,
             "data": dataclasses.asdict(self.data),
-            "model": {"name": self.model_name, "preset": self.model_preset, **dataclasses.asdict(self.model)},
+            "model": model,
+            "head": dataclasses.asdict(self.head),
             "train": dataclasses.asdict(self.train),
         }
 
@@ -274,7 +269,7 @@ def read_yaml(path: str | Path) -> dict:
     return data
 
 
-SECTIONS = ("name", "task", "data", "model", "train")
+SECTIONS = ("name", "task", "data", "model", "head", "train")
 
 
 def apply_overrides(raw: dict, overrides: list[str]) -> dict:
@@ -299,8 +294,39 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
     return raw
 
 
-def config_from_dict(raw: dict, origin: str) -> Config:
-    """Resolve a raw dict (from YAML + overrides) into a typed Config."""
+def _start_run_config(init_from: str, origin: str) -> dict:
+    """The saved config.yaml of the run named by model.init_from, as a raw dict."""
+    run = Path(init_from)
+    if (run / "config.json").is_file() and not (run / "config.yaml").is_file():
+        raise TextnnError(f"{origin}: model.init_from={init_from} looks like a Hugging Face checkpoint directory; "
+                          f"starting from those is not supported yet: give a textnn run directory")
+    if not (run / "config.yaml").is_file():
+        raise TextnnError(f"{origin}: model.init_from={init_from}: no run there (no config.yaml); give the "
+                          f"directory `textnn train` wrote")
+    if not (run / "model.safetensors").is_file():
+        raise TextnnError(f"{origin}: model.init_from={init_from}: the run has no model.safetensors; "
+                          f"train it to the end first")
+    return read_yaml(run / "config.yaml")
+
+
+def _inherit(given: dict, inherited: dict, section: str, origin: str, init_from: str) -> dict:
+    """`inherited` values with `given` checked against them: a value given beside model.init_from must
+    equal the starting run's, since the weights were trained with it."""
+    for key, value in given.items():
+        if key in inherited and str(inherited[key]) != str(value):
+            raise TextnnError(f"{_origin_of(value, origin)}: {section}.{key}={value!r} differs from the run in "
+                              f"model.init_from={init_from} ({inherited[key]!r}); remove it: the encoder and "
+                              f"its inputs come from that run")
+    return {**given, **inherited}
+
+
+def config_from_dict(raw: dict, origin: str, resolve_init: bool = True) -> Config:
+    """Resolve a raw dict (from YAML + overrides) into a typed Config.
+
+    With `model.init_from: RUN_DIR` the model section needs nothing else: the family, its settings
+    and the tokenization options come from that run's config.yaml (values given beside it must agree).
+    `resolve_init=False` reads a saved, already resolved config (the starting run need not exist).
+    """
     from textnn import registry
 
     unknown = [key for key in raw if key not in SECTIONS]
@@ -311,27 +337,60 @@ def config_from_dict(raw: dict, origin: str) -> Config:
     if task not in registry.TASKS:
         raise TextnnError(f"{_origin_of(raw.get('task'), origin)}: task: "
                           f"{registry.unknown_name('task', task, list(registry.TASKS))}")
+    task_cls = registry.task_class(task)
     model_raw = dict(raw.get("model") or {})
+    if not isinstance(raw.get("model") or {}, dict):
+        raise TextnnError(f"{origin}: section 'model' must be a mapping of keys to values")
+    data_raw = dict(raw.get("data") or {}) if isinstance(raw.get("data") or {}, dict) else raw.get("data")
+    init_from = str(model_raw.pop("init_from", "") or "")
+    if init_from and resolve_init:
+        start = _start_run_config(init_from, origin)
+        start_model = dict(start.get("model") or {})
+        start_model.pop("init_from", None)
+        model_raw = _inherit(model_raw, start_model, "model", origin, init_from)
+        start_data = start.get("data") or {}
+        if isinstance(data_raw, dict):
+            tokenization = {k: start_data[k] for k in DataConfig.TOKENIZATION if k in start_data}
+            data_raw = _inherit(data_raw, tokenization, "data", origin, init_from)
+            if data_raw.get("vectors"):
+                raise TextnnError(f"{origin}: data.vectors and model.init_from are both set; the embeddings come "
+                                  f"from the run in model.init_from, so remove data.vectors")
     name_value = model_raw.pop("name", "")
     model_name = str(name_value or "")
     if not model_name:
-        raise TextnnError(f"{origin}: model.name is missing; choose one of "
-                          f"{', '.join(registry.TASK_MODELS[task])}")
-    if model_name not in registry.TASK_MODELS[task]:
+        raise TextnnError(f"{origin}: model.name is missing; choose one of {', '.join(registry.models_for(task))}"
+                          f" (or start from a run: model.init_from)")
+    if model_name not in registry.ENCODERS:
         raise TextnnError(f"{_origin_of(name_value, origin)}: model.name: "
-                          f"{registry.unknown_name(f'model for task {task!r}', model_name, registry.TASK_MODELS[task])}")
-    config_cls, _, presets = registry.model_entry(model_name)
+                          f"{registry.unknown_name('model', model_name, registry.models_for(task))}")
+    encoder_cls = registry.encoder_class(model_name)
+    reason = task_cls.unusable_reason(encoder_cls)
+    if reason:
+        raise TextnnError(f"{_origin_of(name_value, origin)}: model.name: {model_name} cannot serve task {task}: "
+                          f"{reason}; models for {task}: {', '.join(registry.models_for(task))}")
+    presets = encoder_cls.presets
     preset_value = model_raw.pop("preset", "")
     preset = str(preset_value or "")
     if preset and preset not in presets:
         raise TextnnError(f"{_origin_of(preset_value, origin)}: model.preset: "
                           f"{registry.unknown_name(f'preset of model {model_name!r}', preset, list(presets))}")
-    model_values = {**(presets[preset] if preset else {}), **model_raw}
-    model = build_dataclass(config_cls, model_values, "model", origin)
-    data = build_dataclass(DataConfig, raw.get("data") or {}, "data", origin)
+    preset_values = dict(presets[preset]) if preset else {}
+    # A preset may also set the head it was published with (Kim's dropout and max-norm, say); the
+    # task's head options check them, and values given in `head:` win.
+    preset_head = preset_values.pop("head", {})
+    head_raw = raw.get("head") or {}
+    if not isinstance(head_raw, dict):
+        raise TextnnError(f"{origin}: section 'head' must be a mapping of keys to values, got {head_raw!r}")
+    head_names = {f.name for f in dataclasses.fields(task_cls.head_config)}
+    head_values = {**{k: v for k, v in preset_head.items() if k in head_names}, **head_raw}
+    model = build_dataclass(encoder_cls.config_class, {**preset_values, **model_raw}, "model", origin)
+    data = build_dataclass(task_cls.data_config, data_raw, "data", origin)
+    head = build_dataclass(task_cls.head_config, head_values, "head", origin)
     train = build_dataclass(TrainConfig, raw.get("train") or {}, "train", origin)
-    return Config(task=task, model_name=model_name, model_preset=preset, model=model, data=data,
-                  train=train, name=str(raw.get("name") or ""))
+    config = Config(task=task, model_name=model_name, model_preset=preset, model=model, data=data,
+                    train=train, head=head, name=str(raw.get("name") or ""), init_from=init_from)
+    task_cls.check_config(config)
+    return config
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
@@ -347,11 +406,11 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
 # `textnn explain`
 
 
-def describe(cls: type, section: str) -> list[str]:
-    """One line per field: key, type, default and doc."""
+def describe(cls: type, section: str, fields: list | None = None) -> list[str]:
+    """One line per field (all of `cls`'s, or the given ones): key, type, default and doc."""
     hints = typing.get_type_hints(cls)
     lines = []
-    for f in dataclasses.fields(cls):
+    for f in fields if fields is not None else dataclasses.fields(cls):
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
         typ = getattr(hints[f.name], "__name__", str(hints[f.name]))
         lines.append(f"  {section}.{f.name:<22} {typ:<6} default={default!r:<12} {f.metadata.get('doc', '')}")
@@ -359,26 +418,38 @@ def describe(cls: type, section: str) -> list[str]:
 
 
 def explain(section: str = "") -> str:
-    """Text for `textnn explain [SECTION]`: SECTION is data, train, model, or a model name."""
+    """Text for `textnn explain [SECTION]`: SECTION is task, data, head, train, model, a task name
+    (its data and head options) or a model name."""
     from textnn import registry
 
     parts: list[str] = []
     wanted = section.removeprefix("model.") if section else ""
     if section in ("", "task"):
-        parts.append("task: " + ", ".join(f"{t} (models: {', '.join(m)})" for t, m in registry.TASK_MODELS.items()))
-    if section in ("", "data"):
-        parts += ["[data]", *describe(DataConfig, "data")]
+        parts.append("task: " + ", ".join(f"{t} (models: {', '.join(registry.models_for(t))})" for t in registry.TASKS))
+    tasks = [section] if section in registry.TASKS else list(registry.TASKS) if section in ("", "data", "head") else []
+    if section in ("", "data", *registry.TASKS):
+        parts += ["[data] for every task", *describe(DataConfig, "data")]
+        for task in tasks:
+            own = [f for f in dataclasses.fields(registry.task_class(task).data_config)
+                   if f.name not in {g.name for g in dataclasses.fields(DataConfig)}]
+            parts += [f"[data] task {task}", *describe(registry.task_class(task).data_config, "data", own)]
+    if section in ("", "head", *registry.TASKS):
+        for task in tasks:
+            parts += [f"[head] task {task}", *describe(registry.task_class(task).head_config, "head")]
     if section in ("", "train"):
         parts += ["[train]", *describe(TrainConfig, "train")]
-    if section in ("", "model") or wanted in registry.MODELS:
-        for name in registry.MODELS:
+    if section in ("", "model") or wanted in registry.ENCODERS:
+        parts.append("  model.init_from          str    default=''  a run directory to start from: its encoder "
+                     "weights, tokenizer, vocabulary and model settings (the task adds its head)")
+        for name in registry.ENCODERS:
             if wanted and wanted != "model" and wanted != name:
                 continue
             config_cls, _, presets = registry.model_entry(name)
-            parts.append(f"[model] name: {name}   presets: {', '.join(presets)}")
+            tasks_of = [t for t in registry.TASKS if registry.task_class(t).unusable_reason(registry.encoder_class(name)) is None]
+            parts.append(f"[model] name: {name}   tasks: {', '.join(tasks_of)}   presets: {', '.join(presets)}")
             parts += describe(config_cls, "model")
     if not parts:
-        valid = ["task", "data", "train", "model", *registry.MODELS]
+        valid = ["task", "data", "head", "train", "model", *registry.TASKS, *registry.ENCODERS]
         raise TextnnError(f"nothing to explain for '{section}'; {_did_you_mean(section, valid)}"
                           f"valid: {', '.join(valid)}")
     return "\n".join(parts)

@@ -1,7 +1,9 @@
-"""Explicit name tables: a config names a model or task, this file says where it lives.
+"""Explicit name tables: a config names a model family or task, this file says where it lives.
 
 No import-time magic: a name maps to "module:Attribute" and is imported only when asked for.
-Unknown names raise a `TextnnError` that lists the valid ones.
+Unknown names raise a `TextnnError` that lists the valid ones. A model family registers with ONE
+line below; which tasks it serves follows from what its encoder gives (models/base.py), checked
+by each task's `unusable_reason`.
 """
 
 from __future__ import annotations
@@ -12,30 +14,23 @@ from typing import Any
 
 from textnn.errors import TextnnError
 
-# name -> (module, Config class, Model class, presets table). A presets table maps a preset name
-# ("tiny" for tests, "paper" for the published setting) to a dict of Config field values.
-MODELS: dict[str, tuple[str, str, str, str]] = {
-    "bow": ("textnn.models.bow", "BOWConfig", "BOW", "BOW_PRESETS"),
-    "cbow": ("textnn.models.bow", "CBOWConfig", "CBOW", "CBOW_PRESETS"),
-    "deep_cbow": ("textnn.models.bow", "DeepCBOWConfig", "DeepCBOW", "DEEP_CBOW_PRESETS"),
-    "dan": ("textnn.models.dan", "DANConfig", "DAN", "PRESETS"),
-    "cnn": ("textnn.models.cnn", "KimCNNConfig", "KimCNN", "PRESETS"),
-    "rnn": ("textnn.models.rnn", "RNNClassifierConfig", "RNNClassifier", "PRESETS"),
-    "nplm": ("textnn.models.nplm", "NPLMConfig", "NPLM", "PRESETS"),
-    "rnn_lm": ("textnn.models.rnn_lm", "RNNLMConfig", "RNNLM", "PRESETS"),
-    "char_lstm_lm": ("textnn.models.rnn_lm", "RNNLMConfig", "RNNLM", "PRESETS"),  # rnn_lm's older name
-    "awd_lstm": ("textnn.models.awd_lstm", "AWDLSTMConfig", "AWDLSTM", "PRESETS"),
-    "rnn_tagger": ("textnn.models.tagger", "RNNTaggerConfig", "RNNTagger", "PRESETS"),
-    "window_tagger": ("textnn.models.window_tagger", "WindowTaggerConfig", "WindowTagger", "PRESETS"),
-    "gpt": ("textnn.models.gpt", "GPTConfig", "GPT", "PRESETS"),
-    "transformer_xl": ("textnn.models.transformer_xl", "TransformerXLConfig", "TransformerXL", "PRESETS"),
-}
-
-# Which models each task can train.
-TASK_MODELS: dict[str, tuple[str, ...]] = {
-    "classification": ("bow", "cbow", "deep_cbow", "dan", "cnn", "rnn"),
-    "tagging": ("rnn_tagger", "window_tagger"),
-    "language_modeling": ("nplm", "rnn_lm", "char_lstm_lm", "awd_lstm", "gpt", "transformer_xl"),
+# name -> "module:EncoderClass". The class names its Config dataclass and presets ("tiny" for
+# tests, "paper" for the published setting).
+ENCODERS: dict[str, str] = {
+    "bow": "textnn.models.bow:BOW",
+    "cbow": "textnn.models.bow:CBOW",
+    "deep_cbow": "textnn.models.bow:DeepCBOW",
+    "dan": "textnn.models.dan:DAN",
+    "cnn": "textnn.models.cnn:KimCNN",
+    "rnn": "textnn.models.rnn:RNNClassifier",
+    "rnn_tagger": "textnn.models.tagger:RNNTagger",
+    "window_tagger": "textnn.models.window_tagger:WindowTagger",
+    "nplm": "textnn.models.nplm:NPLM",
+    "rnn_lm": "textnn.models.rnn_lm:RNNLM",
+    "char_lstm_lm": "textnn.models.rnn_lm:RNNLM",  # rnn_lm's older name
+    "awd_lstm": "textnn.models.awd_lstm:AWDLSTM",
+    "gpt": "textnn.models.gpt:GPT",
+    "transformer_xl": "textnn.models.transformer_xl:TransformerXL",
 }
 
 TASKS: dict[str, str] = {
@@ -52,21 +47,31 @@ def unknown_name(kind: str, name: str, valid: list[str] | tuple[str, ...]) -> Te
     return TextnnError(f"unknown {kind} '{name}'{hint}; valid: {', '.join(sorted(valid))}")
 
 
-def _import(module: str, attr: str) -> Any:
+def _import(target: str) -> Any:
+    module, attr = target.split(":")
     return getattr(importlib.import_module(module), attr)
 
 
+def encoder_class(name: str) -> type:
+    """The Encoder class of a registered model family (its `config_class` and `presets` ride on it)."""
+    if name not in ENCODERS:
+        raise unknown_name("model", name, list(ENCODERS))
+    return _import(ENCODERS[name])
+
+
 def model_entry(name: str) -> tuple[type, type, dict]:
-    """(Config class, Model class, PRESETS) for a registered model name."""
-    if name not in MODELS:
-        raise unknown_name("model", name, list(MODELS))
-    module, config_cls, model_cls, presets = MODELS[name]
-    mod = importlib.import_module(module)
-    return getattr(mod, config_cls), getattr(mod, model_cls), getattr(mod, presets)
+    """(Config class, Encoder class, presets) of a registered model family."""
+    cls = encoder_class(name)
+    return cls.config_class, cls, cls.presets
 
 
 def task_class(name: str) -> type:
     if name not in TASKS:
         raise unknown_name("task", name, list(TASKS))
-    module, attr = TASKS[name].split(":")
-    return _import(module, attr)
+    return _import(TASKS[name])
+
+
+def models_for(task: str) -> list[str]:
+    """The registered families the task can put its head on (by what their encoders give)."""
+    cls = task_class(task)
+    return [name for name in ENCODERS if cls.unusable_reason(encoder_class(name)) is None]

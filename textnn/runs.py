@@ -58,7 +58,7 @@ class RunDir:
         if not self.config_file.is_file():
             raise TextnnError(f"{self.path}: not a textnn run directory (no config.yaml); give the "
                               f"directory `textnn train` wrote (runs/<config name> unless --run-dir was set)")
-        return config_from_dict(read_yaml(self.config_file), str(self.config_file))
+        return config_from_dict(read_yaml(self.config_file), str(self.config_file), resolve_init=False)
 
     def status(self) -> dict:
         if not self.status_file.is_file():

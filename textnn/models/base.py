@@ -1,21 +1,71 @@
-"""What every model shares: the output dataclass and the hook the trainer calls after a step."""
+"""What every model family shares: the encoder contract, its output, and an encoder with a head.
+
+A model family is an ENCODER: token ids and a bool mask in (plus the token features it reads and,
+for language models, the state carried from the previous window), an `EncoderOutput` out. It owns
+no task output: the task puts a head on it (`modules/heads.py`) and trains the pair,
+`EncoderWithHead`. Which tasks an encoder can serve follows from what it declares it gives:
+
+    gives_tokens     per-token states [B, T, token_size]   -> tagging; classification (pooled)
+    gives_sentence   one vector per sequence [B, sentence_size] -> classification
+    causal           tokens[:, t] depends on ids[:, :t + 1] only -> language modelling
+    reads            token features it needs beyond ids and mask ("chars", "casing"); a task that
+                     cannot supply one cannot use the encoder
+
+A family registers with one line in `registry.ENCODERS` ("name": "module:Class"); the class names
+its Config dataclass (`config_class`) and presets (`presets`). Every encoder is built the same way,
+`Encoder(cfg, spec)`, from its config and an `InputSpec` (vocabulary size, padding id, pretrained
+vectors, character and casing vocabulary sizes).
+"""
+
+# B batch, T sequence length, D state size
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 from torch import nn
 
+LayerGroups = list[tuple[str, list[nn.Module]]]
+
+
+@dataclass
+class InputSpec:
+    """What an encoder needs to know about its inputs to build its embeddings."""
+
+    vocab_size: int
+    pad_id: int = 0
+    pretrained: torch.Tensor | None = None  # [vocab_size, D] word vectors, or None
+    num_chars: int = 0  # character vocabulary size (encoders that read "chars")
+    num_casings: int = 0  # casing categories (encoders that read "casing")
+
+
+@dataclass
+class TokenFeatures:
+    """Per-token inputs beyond the ids, for the encoders that read them (`Encoder.reads`)."""
+
+    chars: torch.Tensor | None = None  # [B, T, C] character ids per word, 0 = padding
+    casing: torch.Tensor | None = None  # [B, T] casing category, 0 = padding
+
+
+@dataclass
+class EncoderOutput:
+    """What an encoder's `forward` returns (DESIGN.md convention 5)."""
+
+    tokens: torch.Tensor | None = None  # [B, T, token_size] per-token states
+    sentence: torch.Tensor | None = None  # [B, sentence_size] one vector per sequence
+    state: object | None = None  # language models: the state to carry into the next window
+    regularizer: torch.Tensor | None = None  # training only: a scalar added to the mean loss (AWD-LSTM AR/TAR)
+
 
 @dataclass
 class ModelOutput:
-    """What `forward` returns, whatever the model (DESIGN.md convention 5).
+    """What a task's model (an encoder with its head) returns.
 
-    logits: [B, C] for classifiers, [B, T, V] for language models.
+    logits: [B, C] for classifiers, [B, T, K] tag scores for taggers, [B, T, V] for language models.
     state: recurrent state to carry to the next window (language models), else None.
-    regularizer: a scalar added to the mean training loss (e.g. AWD-LSTM's activation regularization),
-        returned in training mode only; None when the model has none.
+    regularizer: a scalar added to the mean training loss, training mode only; None when there is none.
     """
 
     logits: torch.Tensor
@@ -23,11 +73,69 @@ class ModelOutput:
     regularizer: torch.Tensor | None = None
 
 
-class TextnnModel(nn.Module):
-    """Base class of every textnn model: an `nn.Module` plus one optional hook."""
+class Encoder(nn.Module):
+    """Base class of every model family (see the module docstring)."""
+
+    config_class: ClassVar[type]
+    presets: ClassVar[dict[str, dict]]
+    gives_tokens: ClassVar[bool] = False
+    gives_sentence: ClassVar[bool] = False
+    causal: ClassVar[bool] = False
+    reads: ClassVar[tuple[str, ...]] = ()
+    lm_bias: ClassVar[bool] = True  # whether a language-model head on this encoder has an output bias
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.token_size = 0  # D of EncoderOutput.tokens (0 = none)
+        self.sentence_size = 0  # D of EncoderOutput.sentence (0 = none)
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor, state: object = None,
+                features: TokenFeatures | None = None) -> EncoderOutput:
+        raise NotImplementedError
+
+    def output_embedding(self) -> nn.Parameter | None:
+        """The [V, token_size] matrix a language-model head shares (tied weights, Press & Wolf 2017), or None."""
+        return None
+
+    def after_optimizer_step(self) -> None:
+        """Apply parameter constraints after each optimizer step. No-op by default."""
+
+    def layer_groups(self) -> LayerGroups:
+        """The encoder's parameters as named groups of modules from the input up (embeddings first).
+
+        Discriminative learning rates and gradual unfreezing work on these groups. The default is
+        one group per child module, in the order the family registered them (inputs first).
+        """
+        return [(name, [child]) for name, child in self.named_children()
+                if any(True for _ in child.parameters())]
+
+
+class Head(nn.Module):
+    """Base class of the task heads in `modules/heads.py`."""
 
     def after_optimizer_step(self) -> None:
         """Apply parameter constraints after each optimizer step (e.g. Kim 2014's max-norm). No-op by default."""
+
+
+class EncoderWithHead(nn.Module):
+    """An encoder and the head its task put on it: what the trainer trains and a run saves.
+
+    Parameters are named `encoder.*` and `head.*`, so another run can take the encoder alone
+    (`model.init_from`). Each task subclasses this with the `forward` its batches need.
+    """
+
+    def __init__(self, encoder: Encoder, head: Head) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.head = head
+
+    def after_optimizer_step(self) -> None:
+        self.encoder.after_optimizer_step()
+        self.head.after_optimizer_step()
+
+    def layer_groups(self) -> LayerGroups:
+        """The encoder's groups (input first), then the head: the top group."""
+        return [*self.encoder.layer_groups(), ("head", [self.head])]
 
     def num_parameters(self, trainable_only: bool = False) -> int:
         return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)

@@ -59,11 +59,49 @@ def load_weights(model: torch.nn.Module, path: str | Path) -> None:
     path = Path(path)
     if not path.is_file():
         raise TextnnError(f"{path}: no weights file; is this a finished textnn run directory?")
-    state = load_file(str(path))
+    state = _read_weights(path)
+    _check_shapes(model, state, path)
     missing, unexpected = model.load_state_dict(state, strict=False)
     if missing or unexpected:
         raise TextnnError(f"{path}: weights do not fit the model built from config.yaml "
                           f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
+
+
+def _read_weights(path: Path) -> dict[str, torch.Tensor]:
+    try:
+        return load_file(str(path))
+    except Exception as err:  # safetensors raises its own error types for a damaged header or body
+        raise TextnnError(f"{path}: not a readable safetensors file ({err}); the file is damaged or not "
+                          f"textnn weights: re-train the run") from None
+
+
+def _check_shapes(model: torch.nn.Module, state: dict[str, torch.Tensor], path: Path) -> None:
+    own = model.state_dict()
+    for name, tensor in state.items():
+        if name in own and own[name].shape != tensor.shape:
+            raise TextnnError(f"{path}: parameter {name} has shape {tuple(tensor.shape)} there but "
+                              f"{tuple(own[name].shape)} in this model; the files do not belong together")
+
+
+def init_encoder_from(model: torch.nn.Module, path: str | Path) -> dict[str, list[str]]:
+    """Load the `encoder.*` weights of another run's model.safetensors into `model` (model.init_from).
+
+    Loading is by parameter name. Returns what was loaded, what is new here (the head, and any
+    encoder parameter the other run lacks) and what was left out (its head). A shape mismatch is
+    an error naming the parameter and both shapes.
+    """
+    path = Path(path)
+    state = _read_weights(path)
+    encoder_state = {name: tensor for name, tensor in state.items() if name.startswith("encoder.")}
+    if not encoder_state:
+        raise TextnnError(f"{path}: holds no encoder weights (no parameter named encoder.*); it was written by "
+                          f"an older textnn or is not a textnn run")
+    _check_shapes(model, encoder_state, path)
+    own = model.state_dict()
+    loaded = sorted(name for name in encoder_state if name in own)
+    model.load_state_dict({name: encoder_state[name] for name in loaded}, strict=False)
+    return {"loaded": loaded, "new": sorted(name for name in own if name not in encoder_state),
+            "left_out": sorted(name for name in state if name not in own or name not in encoder_state)}
 
 
 def _rng_state() -> tuple[dict[str, torch.Tensor], dict]:

@@ -1,0 +1,93 @@
+"""What every task is: its options, which encoders it can use, its metrics, and the run files it keeps.
+
+A task turns data into batches, puts its head on an encoder, computes the loss and the metrics,
+writes predictions and the task's part of the report. The trainer and the commands call only the
+methods below, so `experiment.py` and `cli.py` never ask which task a run is.
+
+Class attributes:
+    data_config        the task's DataConfig subclass: `data:` options are checked by it
+    head_config        the dataclass of its `head:` options
+    metric_directions  every metric it reports that a run may select on -> True when higher is better
+
+Building: `from_data(config)` reads the files (or, with model.init_from, takes the tokenizer and
+vocabulary from the starting run), `from_run(path, config)` rebuilds from a run directory,
+`save(path)` writes what `from_run` reads, `build_model()` returns an `EncoderWithHead`.
+Training (see training/trainer.py): `train_batches(epoch)`, `loss(model, batch)`,
+`evaluate(model, split, bootstrap_samples)`, `has_split(split)`, `default_metric`.
+Commands: `encode_file(path)`, `predict(model, lines, source, options)` -> output lines,
+`report_sections(metrics, split, run_path)` -> markdown lines, `format_metrics(metrics)` -> text lines.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import ClassVar, Iterable, Iterator
+
+from textnn.config import Config, DataConfig, NoHeadOptions
+from textnn.data.tokenizers import Tokenizer
+from textnn.data.vocab import Vocab
+from textnn.errors import TextnnError
+
+
+class Task:
+    data_config: ClassVar[type] = DataConfig
+    head_config: ClassVar[type] = NoHeadOptions
+    metric_directions: ClassVar[dict[str, bool]] = {"loss": False}
+    formats: ClassVar[tuple[str, ...]] = ()  # data.format values the task reads
+
+    # --- what the task can use ----------------------------------------------------------------------
+    @classmethod
+    def unusable_reason(cls, encoder_cls: type) -> str | None:
+        """Why this task cannot put its head on encoders of `encoder_cls` (None when it can)."""
+        raise NotImplementedError
+
+    @classmethod
+    def check_config(cls, config: Config) -> None:
+        """Checks across sections, run before anything is read or written (raise TextnnError)."""
+        if config.data.format not in cls.formats:
+            raise TextnnError(f"config key data.format: got {config.data.format!r}; task {config.task} reads "
+                              f"{', '.join(cls.formats)}")
+        metric = config.train.metric
+        if metric and metric not in cls.metrics_for(config):
+            raise TextnnError(f"config key train.metric: task {config.task} does not report {metric!r}; choose one "
+                              f"of {', '.join(cls.metrics_for(config))}")
+
+    @classmethod
+    def metrics_for(cls, config: Config) -> list[str]:
+        """The metrics a run with this config reports on dev (those `train.metric` may name)."""
+        return list(cls.metric_directions)
+
+    def higher_is_better(self, metric: str) -> bool:
+        return self.metric_directions[metric]
+
+    # --- run files ----------------------------------------------------------------------------------
+    @staticmethod
+    def read_json(path: Path) -> object:
+        """A JSON file of a run, or one clear error naming it."""
+        if not path.is_file():
+            raise TextnnError(f"{path}: missing; the run directory is incomplete (re-train, or copy the file back)")
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise TextnnError(f"{path}: not valid JSON ({err}); the file is damaged: re-train the run") from None
+
+    @classmethod
+    def load_text_pipeline(cls, run_path: Path) -> tuple[Tokenizer, Vocab]:
+        """The tokenizer and vocabulary a run read its text with (tokenizer.json, vocab.json)."""
+        tokenizer = Tokenizer.from_dict(cls.read_json(run_path / "tokenizer.json"))
+        return tokenizer, Vocab.load(run_path / "vocab.json")
+
+    # --- commands -----------------------------------------------------------------------------------
+    def predict(self, model, lines: Iterable[str], source: str, options: dict) -> Iterator[str]:
+        """Output lines for input lines (`textnn predict`); `options` are the command's task options."""
+        raise TextnnError(f"`textnn predict` does not apply to task {self.config.task}")  # type: ignore[attr-defined]
+
+    def report_sections(self, metrics: dict, split: str, run_path: Path) -> list[str]:
+        """Markdown lines (and plots written into run_path) the task adds to report.md for a split."""
+        return []
+
+    def format_metrics(self, metrics: dict) -> list[str]:
+        """Lines `textnn evaluate` prints for the metrics of `evaluate`."""
+        return [f"{key:>18}: {value:.4f}" if isinstance(value, float) else f"{key:>18}: {value}"
+                for key, value in metrics.items()]

@@ -93,6 +93,12 @@ class Encoder(nn.Module):
                 features: TokenFeatures | None = None) -> EncoderOutput:
         raise NotImplementedError
 
+    @classmethod
+    def max_length(cls, cfg: object) -> int:
+        """The longest input (tokens per window) encoders built from `cfg` can read; 0 = no limit.
+        Tasks check their window sizes against it before a run starts (a GPT's learned positions)."""
+        return 0
+
     def output_embedding(self) -> nn.Parameter | None:
         """The [V, token_size] matrix a language-model head shares (tied weights, Press & Wolf 2017), or None."""
         return None

@@ -55,7 +55,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--markdown", help="also write the table as markdown to this file")
 
     p = sub.add_parser("explain", help="list every config option with its default and doc")
-    p.add_argument("section", nargs="?", default="", help="task, data, train, model, or a model name (e.g. cnn)")
+    p.add_argument("section", nargs="?", default="",
+                   help="task, data, head, train, model, a task name (its data and head options) or a model name")
 
     p = sub.add_parser("demo", help="train a character LSTM on Python's own source, sample it, show its cells")
     p.add_argument("--minutes", type=float, default=3.0, help="training time budget (default 3)")
@@ -100,28 +101,15 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from textnn.experiment import evaluate_run
+    from textnn.experiment import evaluate_run, metric_lines
 
     metrics = evaluate_run(args.run, args.data, bootstrap_samples=args.bootstrap, streams=args.streams)
-    if args.json:
-        print(json.dumps(metrics))
-        return 0
-    for key, value in metrics.items():
-        if key == "confusion_matrix":
-            print("confusion matrix (rows = gold, columns = predicted):")
-            print("\n".join("  " + " ".join(f"{n:6d}" for n in row) for row in value))
-        elif key == "per_type":
-            from textnn.metrics.spans import per_type_table
-
-            print("per type:")
-            print("\n".join("  " + line for line in per_type_table(value).splitlines()))
-        else:
-            print(f"{key:>18}: {value:.4f}" if isinstance(value, float) else f"{key:>18}: {value}")
+    print(json.dumps(metrics) if args.json else "\n".join(metric_lines(args.run, metrics)))
     return 0
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from textnn.experiment import predict_run, predict_tagging_run, run_task_name
+    from textnn.experiment import predict_run
 
     if args.input == "-":
         lines, source = list(sys.stdin), "<stdin>"
@@ -133,14 +121,8 @@ def _predict(args: argparse.Namespace) -> int:
             lines, source = path.read_text(encoding="utf-8").splitlines(), str(path)
         except UnicodeDecodeError as err:
             raise TextnnError(f"{path}: not UTF-8 (byte {err.start}); re-encode the file as UTF-8") from None
-    if run_task_name(args.run) == "tagging":
-        text = predict_tagging_run(args.run, lines, source, args.input_format or "auto", args.output_format or "jsonl")
-    else:
-        if args.input_format or args.output_format:
-            raise TextnnError("--input-format and --output-format apply to tagging runs only; a classifier "
-                              "reads one text per line and writes JSONL, so drop them")
-        results = [json.dumps(row, ensure_ascii=False) for row in predict_run(args.run, lines, source)]
-        text = "\n".join(results) + "\n"
+    options = {"input_format": args.input_format, "output_format": args.output_format}
+    text = "".join(line + "\n" for line in predict_run(args.run, lines, source, options))
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
     else:

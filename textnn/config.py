@@ -163,6 +163,11 @@ def _check(ok: bool, key: str, value: Any, expected: str) -> None:
         raise TextnnError(f"config key {key}: got {value!r}, expected {expected}")
 
 
+def check_key(ok: bool, key: str, value: Any, expected: str) -> None:
+    """For a config dataclass's `__post_init__`: raise a TextnnError naming `key` (section.name) unless `ok`."""
+    _check(ok, key, value, expected)
+
+
 def check_model_field(ok: bool, key: str, value: Any, expected: str) -> None:
     """For a model Config's `__post_init__`: raise a TextnnError naming `model.<key>` unless `ok`."""
     _check(ok, f"model.{key}", value, expected)

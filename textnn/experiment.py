@@ -18,9 +18,8 @@ import torch
 from textnn import registry
 from textnn.config import Config, load_config
 from textnn.errors import TextnnError
-from textnn.metrics import HIGHER_IS_BETTER
 from textnn.runs import RunDir
-from textnn.training.checkpoint import load_weights
+from textnn.training.checkpoint import init_encoder_from, load_weights
 from textnn.training.trainer import Trainer, TrainResult, TrainingInterrupted, resolve_device
 
 
@@ -42,6 +41,8 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
     seed_everything(config.train.seed)
     task = registry.task_class(config.task).from_data(config)
     model = task.build_model()
+    if config.init_from and not resume:
+        _start_encoder(model, config.init_from)
     run.create(config, resume)
     task.save(run.path)
     trainer = Trainer(task, model, config.train, run)
@@ -54,6 +55,17 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
         raise
     write_report(run, config, result, task)
     return run, result
+
+
+def _start_encoder(model: torch.nn.Module, init_from: str) -> None:
+    """Load the encoder weights of the run in model.init_from and say what was loaded, new and left out."""
+    loaded = init_encoder_from(model, Path(init_from) / "model.safetensors")
+
+    def names(keys: list[str]) -> str:
+        return ", ".join(keys[:6]) + (f", ... ({len(keys)} in all)" if len(keys) > 6 else "") if keys else "none"
+
+    print(f"init_from {init_from}: loaded {len(loaded['loaded'])} encoder tensors; new here: "
+          f"{names(loaded['new'])}; left out: {names(loaded['left_out'])}", file=sys.stderr)
 
 
 def load_run(run_dir: str | Path, device: str = "cpu") -> tuple[Config, object, torch.nn.Module]:
@@ -73,105 +85,35 @@ def evaluate_run(run_dir: str | Path, data_path: str, bootstrap_samples: int = 1
     `streams` (language models only): how many contiguous parts of the file are read side by side;
     1 reads it in order from its first token, the exact sequential number (0 = the task's default).
     """
-    config, task, model = load_run(run_dir)
-    encoded = task.encode_file(data_path)
-    options = {}
-    if streams:
-        if config.task != "language_modeling":
-            raise TextnnError(f"--streams applies to language models; {run_dir} is a {config.task} run")
-        options["streams"] = streams
+    _, task, model = load_run(run_dir)
+    options = {"streams": streams} if streams else {}
     with torch.no_grad():
-        return task.evaluate(model, encoded, bootstrap_samples=bootstrap_samples, **options)
+        return task.evaluate_file(model, data_path, bootstrap_samples=bootstrap_samples, options=options)
 
 
-def predict_run(run_dir: str | Path, lines: Iterable[str], source: str = "<stdin>") -> Iterator[dict]:
-    """Label and class probabilities for each input line (`text` or `text<TAB>pair`)."""
-    from textnn.data.readers import Record
-
-    config, task, model = load_run(run_dir)
-    if config.task != "classification":
-        raise TextnnError(f"{run_dir}: `predict` labels text with a classifier; this run is a "
-                          f"{config.task} run")
-    records = []
-    for number, line in enumerate(lines, start=1):
-        line = line.rstrip("\n")
-        if not line.strip():
-            continue
-        text, _, pair = line.partition("\t") if task.is_pair else (line, "", "")
-        if task.is_pair and not pair:
-            raise TextnnError(f"{source}:{number}: this model classifies sentence pairs; give "
-                              f"`first sentence<TAB>second sentence` on each line")
-        records.append(Record(text=text, label=None, text_pair=pair or None, path=source, line=number))
-    if not records:
-        raise TextnnError(f"{source}: no input lines to predict")
-    tokens = [(task.tokenizer(r.text), task.tokenizer(r.text_pair) if r.text_pair is not None else None)
-              for r in records]
-    encoded = task.encode(records, tokens, require_known_labels=False)
-    probs = task.probabilities(model, encoded)
-    for record, row in zip(records, probs):
-        yield {"text": record.text, **({"text_pair": record.text_pair} if record.text_pair else {}),
-               "label": task.labels[int(row.argmax())],
-               "probabilities": {label: round(float(p), 6) for label, p in zip(task.labels, row)}}
+def metric_lines(run_dir: str | Path, metrics: dict) -> list[str]:
+    """The lines `textnn evaluate` prints for a run's metrics (the task lays them out)."""
+    config = RunDir(run_dir).load_config()
+    return registry.task_class(config.task).from_run(Path(run_dir), config).format_metrics(metrics)
 
 
-def run_task_name(run_dir: str | Path) -> str:
-    """The task a finished run directory was trained for (`predict` chooses its input and output by it)."""
-    run = RunDir(run_dir)
-    run.require_finished()
-    return run.load_config().task
+def predict_run(run_dir: str | Path, lines: Iterable[str], source: str = "<stdin>",
+                options: dict | None = None) -> Iterator[str]:
+    """Output lines for the input lines, in the run's task's format (JSONL labels, tags, ...).
 
-
-def predict_tagging_run(run_dir: str | Path, lines: Iterable[str], source: str = "<stdin>",
-                        input_format: str = "auto", output_format: str = "jsonl") -> str:
-    """Tags for raw text or CoNLL input from a tagging run, as CoNLL or JSONL text.
-
-    input_format: text (one sentence per line, split by the run's data.tokenizer), conll (columns
-    read with the run's data.token_column / data.tag_column; a tag column, if present, is the gold
-    and is written beside the prediction), or auto (`conll.looks_like_conll` decides).
-    output_format: conll (`token [gold] predicted` per line) or jsonl (one object per sentence:
-    tokens, tags, spans [{type, start, end (exclusive), text}], and gold when the input has it).
-    Predicted tags are in the run's data.tag_scheme.
+    `options` are the task's own prediction options (tagging: input_format, output_format).
     """
-    import json
+    _, task, model = load_run(run_dir)
+    return task.predict(model, lines, source, options or {})
 
-    from textnn.data.conll import format_conll, looks_like_conll, parse_conll, sentences_from_text, span_records
 
-    if input_format not in ("auto", "text", "conll"):
-        raise TextnnError(f"--input-format {input_format!r}: choose auto, text or conll")
-    if output_format not in ("conll", "jsonl"):
-        raise TextnnError(f"--output-format {output_format!r}: choose conll or jsonl")
+def _load_decoder_run(run_dir: str | Path, command: str) -> tuple[Config, object, torch.nn.Module]:
+    """load_run for the commands that decode token by token; a run whose model cannot is refused by name."""
     config, task, model = load_run(run_dir)
-    if config.task != "tagging":
-        raise TextnnError(f"{run_dir}: this is a {config.task} run, not a tagging run")
-    lines = list(lines)
-    data = config.data
-    if input_format == "conll" or (input_format == "auto" and looks_like_conll(lines)):
-        sentences = parse_conll(lines, source, token_column=data.token_column, tag_column=data.tag_column,
-                                scheme=data.tag_scheme, require_tags=False)
-    else:
-        sentences = sentences_from_text(lines, task.tokenizer, source)
-    predicted, _ = task.predict(model, task.encode(sentences))
-    if output_format == "conll":
-        return format_conll(sentences, predicted)
-    rows = []
-    for sentence, tags in zip(sentences, predicted):
-        row = {"tokens": list(sentence.tokens), "tags": tags,
-               "spans": span_records(sentence.tokens, tags, data.tag_scheme)}
-        if sentence.tags is not None:
-            row["gold"] = list(sentence.tags)
-        rows.append(json.dumps(row, ensure_ascii=False))
-    return "\n".join(rows) + "\n"
-
-
-def _load_language_model(run_dir: str | Path, command: str) -> tuple[Config, object, torch.nn.Module]:
-    """load_run for the commands that need a language model; any other run is refused by name."""
-    run = RunDir(run_dir)
-    run.require_finished()
-    config = run.load_config()
-    if config.task != "language_modeling":
-        raise TextnnError(f"{run_dir}: `{command}` needs a language model run (task language_modeling); this "
-                          f"run is a {config.task} run (model {config.model_name})")
-    return load_run(run_dir)
+    if not callable(getattr(model, "step", None)):
+        raise TextnnError(f"{run_dir}: `{command}` needs a model that generates text token by token (a language "
+                          f"model); this run is a {config.task} run (model {config.model_name})")
+    return config, task, model
 
 
 def generate_run(run_dir: str | Path, prompt: str = "", max_tokens: int = 200, temperature: float = 1.0,
@@ -183,7 +125,7 @@ def generate_run(run_dir: str | Path, prompt: str = "", max_tokens: int = 200, t
     """
     from textnn.generation.lm import generate_text
 
-    _, task, model = _load_language_model(run_dir, "generate")
+    _, task, model = _load_decoder_run(run_dir, "generate")
     return generate_text(model, task, prompt, max_tokens=max_tokens, temperature=temperature, top_k=top_k,
                          top_p=top_p, seed=seed, num_samples=num_samples, stop_at_eos=stop_at_eos)
 
@@ -193,7 +135,7 @@ def visualize_run(run_dir: str | Path, text: str, output_dir: str | Path | None 
 
     Files go to `output_dir` (default <run>/views); returns their paths.
     """
-    _, task, model = _load_language_model(run_dir, "visualize")
+    _, task, model = _load_decoder_run(run_dir, "visualize")
     output = Path(output_dir) if output_dir else Path(run_dir) / "views"
     if callable(getattr(model, "forward_with_attention", None)):
         from textnn.viz.attention import write_attention_view
@@ -212,6 +154,7 @@ class CompareRow:
     value: float
     ci_low: float | None
     ci_high: float | None
+    higher_is_better: bool
     parameters: int
     train_seconds: float
     examples_per_second: float
@@ -232,7 +175,7 @@ def compare(config_paths: list[str], overrides: list[str], runs_root: str | Path
         rows.append(CompareRow(name=config.name, model=config.model_name, metric=metric,
                                value=float(dev.get(metric, float("nan"))),
                                ci_low=dev.get(f"{metric}_ci_low"), ci_high=dev.get(f"{metric}_ci_high"),
-                               parameters=result.parameters,
+                               higher_is_better=result.higher_is_better, parameters=result.parameters,
                                train_seconds=result.train_seconds,
                                examples_per_second=result.examples_per_second, run_dir=str(run.path)))
     return rows
@@ -243,7 +186,7 @@ def format_table(rows: list[CompareRow], markdown: bool = False) -> str:
     body = []
     for r in rows:
         # Scores in [0, 1] (accuracy, F1, ...) read as percentages; losses, perplexity and bpc as they are.
-        scale = 100 if HIGHER_IS_BETTER.get(r.metric, True) else 1
+        scale = 100 if r.higher_is_better and r.metric != "loss" else 1
         ci = f"[{scale * r.ci_low:.1f}, {scale * r.ci_high:.1f}]" if r.ci_low is not None else "-"
         body.append([r.name, r.model, f"{r.metric} {scale * r.value:.2f}", ci, f"{r.parameters:,}",
                      f"{r.train_seconds:.1f}s", f"{r.examples_per_second:,.0f}"])
@@ -256,8 +199,9 @@ def format_table(rows: list[CompareRow], markdown: bool = False) -> str:
 
 
 def write_report(run: RunDir, config: Config, result: TrainResult, task) -> None:
-    """report.md with the final numbers, plus loss-curve and confusion-matrix plots."""
-    from textnn.viz.plots import plot_confusion_matrix, plot_loss_curve
+    """report.md with the final numbers, a loss-curve plot and the task's own sections (a confusion
+    matrix, a per-type table, ...)."""
+    from textnn.viz.plots import plot_loss_curve
 
     records = run.read_metrics()
     # A run shorter than train.log_every with no dev set has logged no loss yet: nothing to plot.
@@ -265,7 +209,8 @@ def write_report(run: RunDir, config: Config, result: TrainResult, task) -> None
     if has_losses:
         plot_loss_curve(records, run.path / "loss.png")
     lines = [f"# Run {run.path.name}", "",
-             f"- task: {config.task}, model: {config.model_name} (preset: {config.model_preset or 'none'})",
+             f"- task: {config.task}, model: {config.model_name} (preset: {config.model_preset or 'none'})"
+             + (f", started from {config.init_from}" if config.init_from else ""),
              f"- parameters: {result.parameters:,}",
              f"- steps: {result.steps}, epochs completed: {result.epochs_completed}, stopped: {result.stopped}",
              f"- training time: {result.train_seconds:.1f} s, {result.examples_per_second:,.0f} examples/s, "
@@ -277,14 +222,7 @@ def write_report(run: RunDir, config: Config, result: TrainResult, task) -> None
         lines += [f"## {split} (best checkpoint, step {result.best_step})", "", "| metric | value |", "|---|---|"]
         lines += [f"| {k} | {v:.4f} |" for k, v in metrics.items() if isinstance(v, float)]
         lines.append("")
-        if "confusion_matrix" in metrics:
-            plot_confusion_matrix(np.asarray(metrics["confusion_matrix"]), task.labels,
-                                  run.path / f"confusion_{split}.png", title=f"{run.path.name} ({split})")
-            lines += [f"![confusion matrix]({f'confusion_{split}.png'})", ""]
-        if "per_type" in metrics:  # tagging: conlleval's per-type breakdown
-            from textnn.metrics.spans import per_type_table
-
-            lines += [per_type_table(metrics["per_type"], markdown=True), ""]
+        lines += task.report_sections(metrics, split, run.path)
     if has_losses:
         lines += ["![loss curve](loss.png)", ""]
     (run.path / "report.md").write_text("\n".join(lines), encoding="utf-8")

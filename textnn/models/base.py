@@ -10,6 +10,7 @@ no task output: the task puts a head on it (`modules/heads.py`) and trains the p
     causal           tokens[:, t] depends on ids[:, :t + 1] only -> language modelling
     reads            token features it needs beyond ids and mask ("chars", "casing"); a task that
                      cannot supply one cannot use the encoder
+    uses_vectors     starts its word embedding from pretrained vectors (data.vectors) when given
 
 A family registers with one line in `registry.ENCODERS` ("name": "module:Class"); the class names
 its Config dataclass (`config_class`) and presets (`presets`). Every encoder is built the same way,
@@ -66,11 +67,13 @@ class ModelOutput:
     logits: [B, C] for classifiers, [B, T, K] tag scores for taggers, [B, T, V] for language models.
     state: recurrent state to carry to the next window (language models), else None.
     regularizer: a scalar added to the mean training loss, training mode only; None when there is none.
+    loss: the summed loss over the batch when the task's targets were given to `forward`, else None.
     """
 
     logits: torch.Tensor
     state: object | None = None
     regularizer: torch.Tensor | None = None
+    loss: torch.Tensor | None = None  # the summed loss, when the model computes it itself (a CRF's likelihood)
 
 
 class Encoder(nn.Module):
@@ -82,6 +85,7 @@ class Encoder(nn.Module):
     gives_sentence: ClassVar[bool] = False
     causal: ClassVar[bool] = False
     reads: ClassVar[tuple[str, ...]] = ()
+    uses_vectors: ClassVar[bool] = False  # builds its word embedding from InputSpec.pretrained when given
     lm_bias: ClassVar[bool] = True  # whether a language-model head on this encoder has an output bias
 
     def __init__(self) -> None:

@@ -2,17 +2,16 @@
 lecture 2 code: github.com/neubig/nn4nlp-code, 01-intro/{bow,cbow,deep-cbow}.py).
 
 - BOW: each word has a C-dim vector of per-class scores; a sentence's scores are their sum plus a bias.
-  A linear model on word counts, i.e. multinomial logistic regression.
-- CBOW: each word has a D-dim embedding; their sum goes through one linear layer to the C scores.
-- Deep CBOW: the sum of embeddings goes through `num_layers` tanh layers, then the output layer.
+  A linear model on word counts, i.e. multinomial logistic regression. As an encoder: the sentence
+  vector is the word-count vector [B, V]; the classification head's linear layer IS the table of
+  per-word class scores (its weight [C, V]) and the bias.
+- CBOW: each word has a D-dim embedding; the sentence vector is their sum (the head: one linear layer).
+- Deep CBOW: the sum of embeddings goes through `num_layers` tanh layers; the last is the sentence vector.
 
-Every model encodes a sentence into a vector u (BOW: the C-dim score sum; CBOW: the embedding sum;
-Deep CBOW: the last hidden layer) and classifies it. A sentence pair is encoded by the same encoder
-into u and v and classified from [u; v; |u - v|; u * v] by a separate output layer
-(`pooling.pair_features`, InferSent §3.1). Sums are masked, so padding never changes a result.
+Sums are masked, so padding never changes a result.
 """
 
-# B batch, T sequence length, D embedding dim, H hidden dim, C classes
+# B batch, T sequence length, V vocabulary, D embedding dim, H hidden dim
 
 from __future__ import annotations
 
@@ -23,9 +22,9 @@ from torch import nn
 
 from textnn.config import opt, check_model_field as _check
 from textnn.errors import TextnnError
-from textnn.models.base import ModelOutput, TextnnModel
+from textnn.models.base import Encoder, EncoderOutput, InputSpec, TokenFeatures
 from textnn.modules.embeddings import TokenEmbedding
-from textnn.modules.pooling import masked_sum, pair_features
+from textnn.modules.pooling import masked_sum
 
 
 def _positive_int(key: str, value: object) -> None:
@@ -37,32 +36,31 @@ def _positive_int(key: str, value: object) -> None:
 
 @dataclass
 class BOWConfig:
-    """BOW has no sizes to choose: its only table is vocab x classes."""
+    """BOW has no sizes to choose: its only table (in the head) is vocab x classes."""
 
 
-class BOW(TextnnModel):
-    """Bag of words: logits = sum of the words' per-class score vectors + bias (nn4nlp 01-intro/bow.py)."""
+class BOW(Encoder):
+    """Bag of words: the sentence vector is its word counts (nn4nlp 01-intro/bow.py with the score table
+    in the head). Padding is not counted; every other id, <unk> included, is."""
 
-    def __init__(self, cfg: BOWConfig, vocab_size: int, num_classes: int, pad_id: int = 0,
-                 pretrained: torch.Tensor | None = None) -> None:
+    config_class = BOWConfig
+    presets = {"tiny": {}, "paper": {}}
+    gives_sentence = True
+
+    def __init__(self, cfg: BOWConfig, spec: InputSpec) -> None:
         super().__init__()
-        if pretrained is not None:
+        if spec.pretrained is not None:
             raise TextnnError("model bow learns one score per word and class and cannot start from word "
                               "vectors; remove data.vectors or choose cbow, deep_cbow, dan, cnn or rnn")
         self.cfg = cfg
-        self.scores = TokenEmbedding(vocab_size, num_classes, pad_id)  # per-word class scores [V, C]
-        self.bias = nn.Parameter(torch.zeros(num_classes))
-        self.pair_head = nn.Linear(4 * num_classes, num_classes)
+        self.vocab_size = spec.vocab_size
+        self.sentence_size = spec.vocab_size
 
-    def encode(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        return masked_sum(self.scores(ids), mask)  # [B, T, C] -> [B, C]
-
-    def forward(self, ids: torch.Tensor, mask: torch.Tensor, pair_ids: torch.Tensor | None = None,
-                pair_mask: torch.Tensor | None = None) -> ModelOutput:
-        u = self.encode(ids, mask)
-        if pair_ids is None:
-            return ModelOutput(logits=u + self.bias)
-        return ModelOutput(logits=self.pair_head(pair_features(u, self.encode(pair_ids, pair_mask))))
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor, state: object = None,
+                features: TokenFeatures | None = None) -> EncoderOutput:
+        counts = torch.zeros(ids.size(0), self.vocab_size, device=ids.device)  # [B, V]
+        counts.scatter_add_(1, ids, mask.float())  # each real token adds 1 to its word's count
+        return EncoderOutput(sentence=counts)
 
 
 # ----------------------------------------------------------------------------------------------- CBOW
@@ -77,26 +75,26 @@ class CBOWConfig:
         _positive_int("embedding_dim", self.embedding_dim)
 
 
-class CBOW(TextnnModel):
-    """Continuous bag of words: logits = W (sum of word embeddings) + b (nn4nlp 01-intro/cbow.py)."""
+class CBOW(Encoder):
+    """Continuous bag of words: the sentence vector is the sum of its word embeddings (nn4nlp
+    01-intro/cbow.py; the head's linear layer gives the class scores)."""
 
-    def __init__(self, cfg: CBOWConfig, vocab_size: int, num_classes: int, pad_id: int = 0,
-                 pretrained: torch.Tensor | None = None) -> None:
+    config_class = CBOWConfig
+    presets = {"tiny": {"embedding_dim": 8},
+               "paper": {"embedding_dim": 64}}  # cbow.py: EMB_SIZE = 64
+    gives_sentence = True
+    uses_vectors = True
+
+    def __init__(self, cfg: CBOWConfig, spec: InputSpec) -> None:
         super().__init__()
         self.cfg = cfg
-        self.embedding = TokenEmbedding(vocab_size, cfg.embedding_dim, pad_id, pretrained, cfg.freeze_embeddings)
-        self.head = nn.Linear(cfg.embedding_dim, num_classes)
-        self.pair_head = nn.Linear(4 * cfg.embedding_dim, num_classes)
+        self.embedding = TokenEmbedding(spec.vocab_size, cfg.embedding_dim, spec.pad_id, spec.pretrained,
+                                        cfg.freeze_embeddings)
+        self.sentence_size = cfg.embedding_dim
 
-    def encode(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        return masked_sum(self.embedding(ids), mask)  # [B, T, D] -> [B, D]
-
-    def forward(self, ids: torch.Tensor, mask: torch.Tensor, pair_ids: torch.Tensor | None = None,
-                pair_mask: torch.Tensor | None = None) -> ModelOutput:
-        u = self.encode(ids, mask)
-        if pair_ids is None:
-            return ModelOutput(logits=self.head(u))
-        return ModelOutput(logits=self.pair_head(pair_features(u, self.encode(pair_ids, pair_mask))))
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor, state: object = None,
+                features: TokenFeatures | None = None) -> EncoderOutput:
+        return EncoderOutput(sentence=masked_sum(self.embedding(ids), mask))  # [B, T, D] -> [B, D]
 
 
 # ------------------------------------------------------------------------------------------ Deep CBOW
@@ -115,44 +113,32 @@ class DeepCBOWConfig:
         _positive_int("num_layers", self.num_layers)
 
 
-class DeepCBOW(TextnnModel):
-    """Deep CBOW: h = tanh(W_k ... tanh(W_1 (sum of embeddings) + b_1) ... + b_k); logits = W h + b
-    (nn4nlp 01-intro/deep-cbow.py). The sentence vector is the last hidden layer."""
+class DeepCBOW(Encoder):
+    """Deep CBOW: h = tanh(W_k ... tanh(W_1 (sum of embeddings) + b_1) ... + b_k), the sentence vector
+    (nn4nlp 01-intro/deep-cbow.py)."""
 
-    def __init__(self, cfg: DeepCBOWConfig, vocab_size: int, num_classes: int, pad_id: int = 0,
-                 pretrained: torch.Tensor | None = None) -> None:
+    config_class = DeepCBOWConfig
+    presets = {"tiny": {"embedding_dim": 8, "hidden_dim": 8, "num_layers": 2},
+               # deep-cbow.py: EMB_SIZE, HID_SIZE, HID_LAY
+               "paper": {"embedding_dim": 64, "hidden_dim": 64, "num_layers": 2}}
+    gives_sentence = True
+    uses_vectors = True
+
+    def __init__(self, cfg: DeepCBOWConfig, spec: InputSpec) -> None:
         super().__init__()
         self.cfg = cfg
-        self.embedding = TokenEmbedding(vocab_size, cfg.embedding_dim, pad_id, pretrained, cfg.freeze_embeddings)
+        self.embedding = TokenEmbedding(spec.vocab_size, cfg.embedding_dim, spec.pad_id, spec.pretrained,
+                                        cfg.freeze_embeddings)
         sizes = [cfg.embedding_dim] + [cfg.hidden_dim] * cfg.num_layers
         self.hidden = nn.ModuleList(nn.Linear(n_in, n_out) for n_in, n_out in zip(sizes[:-1], sizes[1:]))
-        self.head = nn.Linear(cfg.hidden_dim, num_classes)
-        self.pair_head = nn.Linear(4 * cfg.hidden_dim, num_classes)
+        self.sentence_size = cfg.hidden_dim
 
-    def encode(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor, state: object = None,
+                features: TokenFeatures | None = None) -> EncoderOutput:
         h = masked_sum(self.embedding(ids), mask)  # [B, T, D] -> [B, D]
         for layer in self.hidden:
             h = torch.tanh(layer(h))  # [B, H]
-        return h
+        return EncoderOutput(sentence=h)
 
-    def forward(self, ids: torch.Tensor, mask: torch.Tensor, pair_ids: torch.Tensor | None = None,
-                pair_mask: torch.Tensor | None = None) -> ModelOutput:
-        u = self.encode(ids, mask)
-        if pair_ids is None:
-            return ModelOutput(logits=self.head(u))
-        return ModelOutput(logits=self.pair_head(pair_features(u, self.encode(pair_ids, pair_mask))))
-
-
-# ------------------------------------------------------------------------------------------- presets
-
-# "paper": the sizes of the lecture code (nn4nlp-code 01-intro/*.py; trained there with Adam, one
-# sentence per update, 100 epochs). BOW has no sizes.
-BOW_PRESETS: dict[str, dict] = {"tiny": {}, "paper": {}}
-CBOW_PRESETS: dict[str, dict] = {
-    "tiny": {"embedding_dim": 8},
-    "paper": {"embedding_dim": 64},  # cbow.py: EMB_SIZE = 64
-}
-DEEP_CBOW_PRESETS: dict[str, dict] = {
-    "tiny": {"embedding_dim": 8, "hidden_dim": 8, "num_layers": 2},
-    "paper": {"embedding_dim": 64, "hidden_dim": 64, "num_layers": 2},  # deep-cbow.py: EMB_SIZE, HID_SIZE, HID_LAY
-}
+    def layer_groups(self):
+        return [("embedding", [self.embedding]), *((f"hidden{i}", [layer]) for i, layer in enumerate(self.hidden))]

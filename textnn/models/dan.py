@@ -2,15 +2,12 @@
 Composition Rivals Syntactic Methods for Text Classification", ACL).
 
 §3: average the word embeddings of a sentence, pass the average through k feed-forward layers, and
-classify the last one with a softmax layer. §3.1 word dropout: during training each token is dropped
-before averaging (see `masking.word_dropout_mask`), which the paper finds more useful than dropout
-on hidden units. With k = 0 the model is the neural bag of words (NBOW) baseline of §4.
-
-A sentence pair is encoded by the same network (average + layers) into u and v and classified from
-[u; v; |u - v|; u * v] (`pooling.pair_features`, Conneau et al. 2017 §3.1) by a separate output layer.
+classify the last one with a softmax layer (the task's head). §3.1 word dropout: during training each
+token is dropped before averaging (see `masking.word_dropout_mask`), which the paper finds more useful
+than dropout on hidden units. With k = 0 the model is the neural bag of words (NBOW) baseline of §4.
 """
 
-# B batch, T sequence length, D embedding dim, H hidden dim, C classes
+# B batch, T sequence length, D embedding dim, H hidden dim
 
 from __future__ import annotations
 
@@ -20,10 +17,10 @@ import torch
 from torch import nn
 
 from textnn.config import opt, check_model_field as _check, is_int as _is_int
-from textnn.models.base import ModelOutput, TextnnModel
+from textnn.models.base import Encoder, EncoderOutput, InputSpec, TokenFeatures
 from textnn.modules.embeddings import TokenEmbedding
 from textnn.modules.masking import word_dropout_mask
-from textnn.modules.pooling import masked_mean, pair_features
+from textnn.modules.pooling import masked_mean
 
 ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}
 
@@ -47,36 +44,6 @@ class DANConfig:
         _check(self.activation in ACTIVATIONS, "activation", self.activation, "one of " + ", ".join(ACTIVATIONS))
 
 
-class DAN(TextnnModel):
-    """Average of (word-dropped) embeddings -> k layers (`activation`) -> linear output (softmax in the loss)."""
-
-    def __init__(self, cfg: DANConfig, vocab_size: int, num_classes: int, pad_id: int = 0,
-                 pretrained: torch.Tensor | None = None) -> None:
-        super().__init__()
-        self.cfg = cfg
-        self.embedding = TokenEmbedding(vocab_size, cfg.embedding_dim, pad_id, pretrained, cfg.freeze_embeddings)
-        sizes = [cfg.embedding_dim] + [cfg.hidden_dim] * cfg.num_layers
-        layers: list[nn.Module] = []
-        for n_in, n_out in zip(sizes[:-1], sizes[1:]):
-            layers += [nn.Linear(n_in, n_out), ACTIVATIONS[cfg.activation]()]
-        self.layers = nn.Sequential(*layers)
-        self.head = nn.Linear(sizes[-1], num_classes)
-        self.pair_head = nn.Linear(4 * sizes[-1], num_classes)
-
-    def encode(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        if self.training:
-            mask = word_dropout_mask(mask, self.cfg.word_dropout)  # §3.1; off in eval
-        avg = masked_mean(self.embedding(ids), mask)  # [B, T, D] -> [B, D]
-        return self.layers(avg)  # [B, H] (or [B, D] when num_layers = 0)
-
-    def forward(self, ids: torch.Tensor, mask: torch.Tensor, pair_ids: torch.Tensor | None = None,
-                pair_mask: torch.Tensor | None = None) -> ModelOutput:
-        u = self.encode(ids, mask)
-        if pair_ids is None:
-            return ModelOutput(logits=self.head(u))
-        return ModelOutput(logits=self.pair_head(pair_features(u, self.encode(pair_ids, pair_mask))))
-
-
 PRESETS: dict[str, dict] = {
     "tiny": {"embedding_dim": 8, "hidden_dim": 8, "num_layers": 2, "word_dropout": 0.3},
     # Iyyer et al. 2015 §4 (sentiment experiments: RT, SST, IMDB): 300-d GloVe embeddings fine-tuned,
@@ -86,3 +53,35 @@ PRESETS: dict[str, dict] = {
     "paper": {"embedding_dim": 300, "hidden_dim": 300, "num_layers": 3, "word_dropout": 0.3,
               "activation": "relu", "freeze_embeddings": False},
 }
+
+
+class DAN(Encoder):
+    """Average of (word-dropped) embeddings -> k layers (`activation`): the sentence vector."""
+
+    config_class = DANConfig
+    presets = PRESETS
+    gives_sentence = True
+    uses_vectors = True
+
+    def __init__(self, cfg: DANConfig, spec: InputSpec) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.embedding = TokenEmbedding(spec.vocab_size, cfg.embedding_dim, spec.pad_id, spec.pretrained,
+                                        cfg.freeze_embeddings)
+        sizes = [cfg.embedding_dim] + [cfg.hidden_dim] * cfg.num_layers
+        layers: list[nn.Module] = []
+        for n_in, n_out in zip(sizes[:-1], sizes[1:]):
+            layers += [nn.Linear(n_in, n_out), ACTIVATIONS[cfg.activation]()]
+        self.layers = nn.Sequential(*layers)
+        self.sentence_size = sizes[-1]
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor, state: object = None,
+                features: TokenFeatures | None = None) -> EncoderOutput:
+        if self.training:
+            mask = word_dropout_mask(mask, self.cfg.word_dropout)  # §3.1; off in eval
+        avg = masked_mean(self.embedding(ids), mask)  # [B, T, D] -> [B, D]
+        return EncoderOutput(sentence=self.layers(avg))  # [B, H] (or [B, D] when num_layers = 0)
+
+    def layer_groups(self):
+        linears = [m for m in self.layers if isinstance(m, nn.Linear)]
+        return [("embedding", [self.embedding]), *((f"layer{i}", [m]) for i, m in enumerate(linears))]

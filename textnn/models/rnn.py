@@ -12,12 +12,11 @@ Pooling of the top layer's states into the sentence vector u:
   max   element-wise max over real positions (the BiLSTM-max encoder of Conneau et al. 2017, §3.2.2)
   mean  average over real positions
 
-A sentence pair is encoded by the same network into u and v and classified from [u; v; |u - v|; u * v]
-(`pooling.pair_features`, Conneau et al. 2017 §3.1) by a separate classifier of the same shape.
+The encoder gives the top layer's states at every token and the pooled sentence vector; the task's
+head classifies it (InferSent's MLP with one hidden layer is `head.hidden`, Conneau et al. 2017 §3.3).
 """
 
-# B batch, T sequence length, D embedding dim, H hidden size, K directions (1 or 2), M MLP size,
-# C classes
+# B batch, T sequence length, D embedding dim, H hidden size, K directions (1 or 2)
 
 from __future__ import annotations
 
@@ -27,9 +26,9 @@ import torch
 from torch import nn
 
 from textnn.config import opt, check_model_field as _check, is_int as _is_int
-from textnn.models.base import ModelOutput, TextnnModel
+from textnn.models.base import Encoder, EncoderOutput, InputSpec, TokenFeatures
 from textnn.modules.embeddings import TokenEmbedding
-from textnn.modules.pooling import last_valid, masked_max, masked_mean, pair_features
+from textnn.modules.pooling import last_valid, masked_max, masked_mean
 from textnn.modules.rnn import CELLS, RNNEncoder
 
 POOLINGS = ("last", "max", "mean")
@@ -48,9 +47,7 @@ class RNNClassifierConfig:
     bidirectional: bool = opt(True, "run a second, right-to-left RNN and concatenate its states")
     dropout: float = opt(0.0, "dropout between stacked recurrent layers, in [0, 1) (needs num_layers > 1)")
     embedding_dropout: float = opt(0.0, "dropout on the word embeddings, in [0, 1)")
-    output_dropout: float = opt(0.0, "dropout on the sentence vector (and MLP hidden layer), in [0, 1)")
     pooling: str = opt("max", "how the states become one vector: last, max or mean")
-    mlp_hidden: int = opt(0, "size M of a tanh hidden layer before the output layer; 0 = linear output")
     freeze_embeddings: bool = opt(False, "keep the (pretrained) embeddings fixed during training")
 
     def __post_init__(self) -> None:
@@ -58,41 +55,45 @@ class RNNClassifierConfig:
         for key in ("embedding_dim", "hidden_size", "num_layers"):
             value = getattr(self, key)
             _check(_is_int(value) and value >= 1, key, value, "an integer >= 1")
-        for key in ("dropout", "embedding_dropout", "output_dropout"):
+        for key in ("dropout", "embedding_dropout"):
             value = getattr(self, key)
             _check(_is_probability(value), key, value, "a probability in [0, 1)")
         _check(self.pooling in POOLINGS, "pooling", self.pooling, "one of " + ", ".join(POOLINGS))
-        _check(_is_int(self.mlp_hidden) and self.mlp_hidden >= 0, "mlp_hidden", self.mlp_hidden,
-               "an integer >= 0 (0 = linear output)")
 
 
-def _classifier(in_dim: int, hidden: int, num_classes: int, dropout: float) -> nn.Sequential:
-    """dropout -> linear output, or dropout -> linear -> tanh -> dropout -> linear when hidden > 0
-    (InferSent's MLP classifier with one hidden layer, Conneau et al. 2017 §3.3)."""
-    if hidden == 0:
-        return nn.Sequential(nn.Dropout(dropout), nn.Linear(in_dim, num_classes))
-    return nn.Sequential(nn.Dropout(dropout), nn.Linear(in_dim, hidden), nn.Tanh(), nn.Dropout(dropout),
-                         nn.Linear(hidden, num_classes))
+PRESETS: dict[str, dict] = {
+    "tiny": {"cell": "lstm", "embedding_dim": 8, "hidden_size": 8, "num_layers": 2, "bidirectional": True,
+             "dropout": 0.2, "embedding_dropout": 0.1, "pooling": "max", "head": {"dropout": 0.2}},
+    # InferSent's BiLSTM-max encoder (Conneau et al. 2017): §3.2.2 one bidirectional LSTM layer with 2048
+    # units per direction (4096-d sentence vectors) and max pooling; §3.3 300-d GloVe (Common Crawl 840B)
+    # vectors kept fixed, an MLP classifier with one 512-unit hidden layer, no dropout (SGD lr 0.1,
+    # batch 64). Their code (facebookresearch/InferSent train_nli.py) has the same defaults.
+    "paper": {"cell": "lstm", "embedding_dim": 300, "hidden_size": 2048, "num_layers": 1, "bidirectional": True,
+              "dropout": 0.0, "embedding_dropout": 0.0, "pooling": "max", "freeze_embeddings": True,
+              "head": {"hidden": 512, "dropout": 0.0}},
+}
 
 
-class RNNClassifier(TextnnModel):
-    """Embeddings -> RNNEncoder -> pooling -> classifier; see the module docstring."""
+class RNNClassifier(Encoder):
+    """Embeddings -> RNNEncoder -> the states at every token and their pooling; see the module docstring."""
 
-    def __init__(self, cfg: RNNClassifierConfig, vocab_size: int, num_classes: int, pad_id: int = 0,
-                 pretrained: torch.Tensor | None = None) -> None:
+    config_class = RNNClassifierConfig
+    presets = PRESETS
+    gives_tokens = True
+    gives_sentence = True
+    uses_vectors = True
+
+    def __init__(self, cfg: RNNClassifierConfig, spec: InputSpec) -> None:
         super().__init__()
         self.cfg = cfg
-        self.embedding = TokenEmbedding(vocab_size, cfg.embedding_dim, pad_id, pretrained, cfg.freeze_embeddings)
+        self.embedding = TokenEmbedding(spec.vocab_size, cfg.embedding_dim, spec.pad_id, spec.pretrained,
+                                        cfg.freeze_embeddings)
         self.embedding_dropout = nn.Dropout(cfg.embedding_dropout)
-        self.encoder = RNNEncoder(cfg.embedding_dim, cfg.hidden_size, cfg.cell, cfg.num_layers,
+        self.rnn = RNNEncoder(cfg.embedding_dim, cfg.hidden_size, cfg.cell, cfg.num_layers,
                                   cfg.bidirectional, cfg.dropout)
-        out = self.encoder.output_size  # K*H
-        self.head = _classifier(out, cfg.mlp_hidden, num_classes, cfg.output_dropout)
-        self.pair_head = _classifier(4 * out, cfg.mlp_hidden, num_classes, cfg.output_dropout)
+        self.token_size = self.sentence_size = self.rnn.output_size  # K*H
 
-    def encode(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        x = self.embedding_dropout(self.embedding(ids))  # [B, T, D]
-        states = self.encoder(x, mask)  # [B, T, K*H]
+    def _pool(self, states: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         if self.cfg.pooling == "max":
             return masked_max(states, mask)  # [B, K*H]
         if self.cfg.pooling == "mean":
@@ -104,23 +105,8 @@ class RNNClassifier(TextnnModel):
         backward_first = states[:, 0, hidden:]  # [B, H]: the backward RNN ends at the first token
         return torch.cat([forward_last, backward_first], dim=-1)  # [B, 2H]
 
-    def forward(self, ids: torch.Tensor, mask: torch.Tensor, pair_ids: torch.Tensor | None = None,
-                pair_mask: torch.Tensor | None = None) -> ModelOutput:
-        u = self.encode(ids, mask)
-        if pair_ids is None:
-            return ModelOutput(logits=self.head(u))
-        return ModelOutput(logits=self.pair_head(pair_features(u, self.encode(pair_ids, pair_mask))))
-
-
-PRESETS: dict[str, dict] = {
-    "tiny": {"cell": "lstm", "embedding_dim": 8, "hidden_size": 8, "num_layers": 2, "bidirectional": True,
-             "dropout": 0.2, "embedding_dropout": 0.1, "output_dropout": 0.2, "pooling": "max",
-             "mlp_hidden": 0},
-    # InferSent's BiLSTM-max encoder (Conneau et al. 2017): §3.2.2 one bidirectional LSTM layer with 2048
-    # units per direction (4096-d sentence vectors) and max pooling; §3.3 300-d GloVe (Common Crawl 840B)
-    # vectors kept fixed, an MLP classifier with one 512-unit hidden layer, no dropout (SGD lr 0.1,
-    # batch 64). Their code (facebookresearch/InferSent train_nli.py) has the same defaults.
-    "paper": {"cell": "lstm", "embedding_dim": 300, "hidden_size": 2048, "num_layers": 1, "bidirectional": True,
-              "dropout": 0.0, "embedding_dropout": 0.0, "output_dropout": 0.0, "pooling": "max",
-              "mlp_hidden": 512, "freeze_embeddings": True},
-}
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor, state: object = None,
+                features: TokenFeatures | None = None) -> EncoderOutput:
+        x = self.embedding_dropout(self.embedding(ids))  # [B, T, D]
+        states = self.rnn(x, mask)  # [B, T, K*H]
+        return EncoderOutput(tokens=states, sentence=self._pool(states, mask))

@@ -8,11 +8,12 @@ are concatenated; §2.2 the per-word tag scores P feed a CRF with learned transi
 representation (`modules.char_encoders.CharLSTM`); §4.3 dropout on that concatenation (0.5, §5.1).
 Ma & Hovy (2016), "End-to-end Sequence Labeling via Bi-directional LSTM-CNNs-CRF", ACL: the same
 architecture with a character CNN (`CharCNN`) and dropout on both the input and the output of the
-BiLSTM (Figures 1-2, Table 1). Both are presets below; `output: softmax` gives the BiLSTM-softmax baseline.
+BiLSTM (Figures 1-2, Table 1). Both are presets below; `head.output: softmax` gives the BiLSTM-softmax baseline.
 
-Inputs: words [B, T] (word ids), chars [B, T, C] (0 = padding), casing [B, T] (casing category,
-0 = padding), mask [B, T] bool (True = real token). forward -> ModelOutput(logits = emissions
-[B, T, K]); nll(emissions, tags, mask) -> [B]; decode(emissions, mask) -> [B, T].
+As an encoder: ids [B, T] (word ids), mask [B, T] bool (True = real token) and features (chars
+[B, T, C], 0 = padding; casing [B, T], 0 = padding) -> tokens [B, T, 2H], the dropped BiRNN states.
+The tag scores and the softmax or CRF output are the tagging task's head (`modules.heads.TaggerHead`,
+`head.output`, `head.constrained`).
 """
 
 # B batch, T words per sentence, C characters per word, D word dim, F char features, A casing dim,
@@ -26,10 +27,8 @@ import torch
 from torch import nn
 
 from textnn.config import opt, check_model_field as _check, is_int as _is_int
-from textnn.models.base import ModelOutput, TextnnModel
-from textnn.modules.crf import LinearChainCRF
-from textnn.modules.tagging import (CHAR_ENCODERS, OUTPUTS, build_char_encoder, build_crf, check_tag_names,
-                                    concat_word_features, tag_decode, tag_nll)
+from textnn.models.base import Encoder, EncoderOutput, InputSpec, TokenFeatures
+from textnn.modules.tagging import CHAR_ENCODERS, build_char_encoder, concat_word_features
 from textnn.modules.embeddings import TokenEmbedding
 from textnn.modules.rnn import CELLS, RNNEncoder
 
@@ -49,9 +48,6 @@ class RNNTaggerConfig:
     num_layers: int = opt(1, "stacked BiRNN layers")
     dropout: float = opt(0.5, "dropout on the word representations entering the BiRNN, between its layers, on its "
                               "output, and on the character embeddings before a char CNN, in [0, 1)")
-    output: str = opt("crf", "softmax (each tag on its own, cross-entropy) or crf (linear-chain CRF, Lample et al. 2016 §2.2)")
-    constrained: bool = opt(True, "crf: forbid the tag transitions that data.train_tag_scheme never produces "
-                                  "(e.g. O -> I-PER in bio), in training and decoding; no effect with softmax")
     freeze_embeddings: bool = opt(False, "keep the (pretrained) word embeddings fixed during training")
 
     def __post_init__(self) -> None:
@@ -62,68 +58,60 @@ class RNNTaggerConfig:
                "an integer >= 0 (0 = no casing feature)")
         _check(self.char_encoder in CHAR_ENCODERS, "char_encoder", self.char_encoder, "one of " + ", ".join(CHAR_ENCODERS))
         _check(self.cell in CELLS, "cell", self.cell, "one of " + ", ".join(CELLS))
-        _check(self.output in OUTPUTS, "output", self.output, "one of " + ", ".join(OUTPUTS))
         _check(isinstance(self.dropout, (int, float)) and not isinstance(self.dropout, bool)
                and 0.0 <= self.dropout < 1.0, "dropout", self.dropout, "a probability in [0, 1)")
-        for key in ("constrained", "freeze_embeddings"):
-            _check(isinstance(getattr(self, key), bool), key, getattr(self, key), "true or false")
+        _check(isinstance(self.freeze_embeddings, bool), "freeze_embeddings", self.freeze_embeddings,
+               "true or false")
 
 
-class RNNTagger(TextnnModel):
-    """[word; char features; casing] -> dropout -> BiRNN -> dropout -> linear tag scores (-> CRF)."""
+class RNNTagger(Encoder):
+    """[word; char features; casing] -> dropout -> BiRNN -> dropout: the states the tag scores read."""
 
-    def __init__(self, cfg: RNNTaggerConfig, vocab_size: int, num_chars: int, num_casings: int, num_tags: int,
-                 pad_id: int, pretrained: torch.Tensor | None, tags: list[str], scheme: str) -> None:
+    config_class = RNNTaggerConfig
+    gives_tokens = True
+    reads = ("chars", "casing")
+    uses_vectors = True
+
+    def __init__(self, cfg: RNNTaggerConfig, spec: InputSpec) -> None:
         super().__init__()
-        check_tag_names(tags, num_tags)
         self.cfg = cfg
-        self.word_embedding = TokenEmbedding(vocab_size, cfg.word_dim, pad_id, pretrained, cfg.freeze_embeddings,
-                                             field="model.word_dim")
+        self.word_embedding = TokenEmbedding(spec.vocab_size, cfg.word_dim, spec.pad_id, spec.pretrained,
+                                             cfg.freeze_embeddings, field="model.word_dim")
         features = cfg.word_dim
-        self.char_encoder = build_char_encoder(cfg.char_encoder, num_chars, cfg.char_dim, cfg.char_filters,
+        self.char_encoder = build_char_encoder(cfg.char_encoder, spec.num_chars, cfg.char_dim, cfg.char_filters,
                                                cfg.char_width, cfg.char_hidden, cfg.dropout)
         if self.char_encoder is not None:
             features += self.char_encoder.output_size
-        self.casing_embedding = TokenEmbedding(num_casings, cfg.casing_dim, 0) if cfg.casing_dim else None
+        self.casing_embedding = TokenEmbedding(spec.num_casings, cfg.casing_dim, 0) if cfg.casing_dim else None
         features += cfg.casing_dim
         self.dropout = nn.Dropout(cfg.dropout)
-        self.encoder = RNNEncoder(features, cfg.hidden_size, cfg.cell, cfg.num_layers, bidirectional=True,
+        self.rnn = RNNEncoder(features, cfg.hidden_size, cfg.cell, cfg.num_layers, bidirectional=True,
                                   dropout=cfg.dropout)
-        self.scores = nn.Linear(self.encoder.output_size, num_tags)
-        self.crf: LinearChainCRF | None = build_crf(cfg.output, tags, scheme, cfg.constrained)
+        self.token_size = self.rnn.output_size  # 2H
 
-    def forward(self, words: torch.Tensor, chars: torch.Tensor, casing: torch.Tensor,
-                mask: torch.Tensor) -> ModelOutput:
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor, state: object = None,
+                features: TokenFeatures | None = None) -> EncoderOutput:
         x = self.dropout(concat_word_features(self.word_embedding, self.char_encoder, self.casing_embedding,
-                                              words, chars, casing))  # [B, T, D+F+A]
-        states = self.dropout(self.encoder(x, mask))  # [B, T, 2H]
-        return ModelOutput(logits=self.scores(states))  # [B, T, K]
-
-    def nll(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Negative log-likelihood of the gold tags per sentence, [B]: the CRF's log Z - score, or the sum
-        of the tokens' cross-entropies over real tokens with the softmax output."""
-        return tag_nll(emissions, tags, mask, self.crf)
-
-    @torch.no_grad()
-    def decode(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Best tag ids [B, T] (0 where mask is False): Viterbi with the CRF, else each token's argmax."""
-        return tag_decode(emissions, mask, self.crf)
+                                              ids, features))  # [B, T, D+F+A]
+        return EncoderOutput(tokens=self.dropout(self.rnn(x, mask)))  # [B, T, 2H]
 
 
 PRESETS: dict[str, dict] = {
     # For tests: every part present (char BiLSTM, casing, CRF with constraints) and still tiny.
     "tiny": {"word_dim": 8, "char_encoder": "lstm", "char_dim": 4, "char_filters": 5, "char_width": 3,
              "char_hidden": 3, "casing_dim": 2, "cell": "lstm", "hidden_size": 6, "num_layers": 1,
-             "dropout": 0.1, "output": "crf", "constrained": True},
+             "dropout": 0.1, "head": {"output": "crf", "constrained": True}},
     # Lample et al. (2016) LSTM-CRF: §4.1-4.2 100-d pretrained word embeddings and a character BiLSTM of
     # 25 units per direction on 25-d character embeddings; §5.1 a one-layer word BiLSTM of 100 units per
     # direction and dropout 0.5; §2.2 a CRF with freely learned transitions (hence constrained: false).
     "paper": {"word_dim": 100, "char_encoder": "lstm", "char_dim": 25, "char_hidden": 25, "casing_dim": 0,
-              "cell": "lstm", "hidden_size": 100, "num_layers": 1, "dropout": 0.5, "output": "crf",
-              "constrained": False},
+              "cell": "lstm", "hidden_size": 100, "num_layers": 1, "dropout": 0.5,
+              "head": {"output": "crf", "constrained": False}},
     # Ma & Hovy (2016) BLSTM-CNN-CRF, Table 1: 100-d GloVe, character CNN with 30 filters of width 3 on
     # 30-d character embeddings, LSTM of 200 units per direction, dropout 0.5; CRF with learned transitions.
     "ma_hovy": {"word_dim": 100, "char_encoder": "cnn", "char_dim": 30, "char_filters": 30, "char_width": 3,
                 "casing_dim": 0, "cell": "lstm", "hidden_size": 200, "num_layers": 1, "dropout": 0.5,
-                "output": "crf", "constrained": False},
+                "head": {"output": "crf", "constrained": False}},
 }
+
+RNNTagger.presets = PRESETS

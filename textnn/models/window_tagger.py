@@ -7,17 +7,16 @@ through Linear -> HardTanh -> Linear, which gives the word's tag scores; a sente
 both sides by a special PADDING word, (window-1)/2 times, so that every word has a full window.
 Sliding one Linear over all windows of a sentence is exactly a 1-D convolution of kernel size
 `window` over the padded sentence, so that is how it is computed here (one call for the batch).
-Output: a softmax per word (their word-level log-likelihood, §3.4.1) or their sentence-level
-log-likelihood (§3.4.2: learned transition and initial scores, i.e. a linear-chain CRF,
-`modules.crf`). Table 5 gives the published sizes: window 5, word dim 50, caps dim 5, 300 hidden units.
+The last Linear and the output, a softmax per word (their word-level log-likelihood, §3.4.1) or their
+sentence-level log-likelihood (§3.4.2: learned transition and initial scores, i.e. a linear-chain CRF,
+`modules.crf`), are the tagging task's head (`modules.heads.TaggerHead`). Table 5 gives the published sizes: window 5, word dim 50, caps dim 5, 300 hidden units.
 
 Optional character features (`char_encoder`: cnn or lstm, `modules.char_encoders`) are not part of
 the paper; they are here so that a comparison with the recurrent taggers can hold the word
 representation fixed.
 
-Inputs: words [B, T] (word ids), chars [B, T, C] (0 = padding), casing [B, T] (casing category,
-0 = padding), mask [B, T] bool (True = real token). forward -> ModelOutput(logits = emissions
-[B, T, K]); nll(emissions, tags, mask) -> [B]; decode(emissions, mask) -> [B, T].
+As an encoder: ids [B, T] (word ids), mask [B, T] bool (True = real token) and features (chars
+[B, T, C], 0 = padding; casing [B, T], 0 = padding) -> tokens [B, T, H], the HardTanh layer.
 """
 
 # B batch, T words per sentence, C characters per word, D concatenated word features, W window,
@@ -32,10 +31,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from textnn.config import opt, check_model_field as _check, is_int as _is_int
-from textnn.models.base import ModelOutput, TextnnModel
-from textnn.modules.crf import LinearChainCRF
-from textnn.modules.tagging import (CHAR_ENCODERS, OUTPUTS, build_char_encoder, build_crf, check_tag_names,
-                                    concat_word_features, tag_decode, tag_nll)
+from textnn.models.base import Encoder, EncoderOutput, InputSpec, TokenFeatures
+from textnn.modules.tagging import CHAR_ENCODERS, build_char_encoder, concat_word_features
 from textnn.modules.embeddings import TokenEmbedding
 
 
@@ -53,9 +50,6 @@ class WindowTaggerConfig:
     hidden_size: int = opt(300, "hidden units H of the HardTanh layer")
     dropout: float = opt(0.0, "dropout on the window features (and on the character embeddings before a char CNN), "
                               "in [0, 1); the paper uses none")
-    output: str = opt("crf", "softmax (word-level log-likelihood) or crf (sentence-level log-likelihood, §3.4.2)")
-    constrained: bool = opt(True, "crf: forbid the tag transitions that data.train_tag_scheme never produces "
-                                  "(e.g. O -> I-PER in bio), in training and decoding; no effect with softmax")
     freeze_embeddings: bool = opt(False, "keep the (pretrained) word embeddings fixed during training")
 
     def __post_init__(self) -> None:
@@ -67,29 +61,31 @@ class WindowTaggerConfig:
         _check(_is_int(self.casing_dim) and self.casing_dim >= 0, "casing_dim", self.casing_dim,
                "an integer >= 0 (0 = no casing feature)")
         _check(self.char_encoder in CHAR_ENCODERS, "char_encoder", self.char_encoder, "one of " + ", ".join(CHAR_ENCODERS))
-        _check(self.output in OUTPUTS, "output", self.output, "one of " + ", ".join(OUTPUTS))
         _check(isinstance(self.dropout, (int, float)) and not isinstance(self.dropout, bool)
                and 0.0 <= self.dropout < 1.0, "dropout", self.dropout, "a probability in [0, 1)")
-        for key in ("constrained", "freeze_embeddings"):
-            _check(isinstance(getattr(self, key), bool), key, getattr(self, key), "true or false")
+        _check(isinstance(self.freeze_embeddings, bool), "freeze_embeddings", self.freeze_embeddings,
+               "true or false")
 
 
-class WindowTagger(TextnnModel):
+class WindowTagger(Encoder):
     """Window features -> Conv1d(kernel = window) -> HardTanh -> Linear tag scores (-> CRF)."""
 
-    def __init__(self, cfg: WindowTaggerConfig, vocab_size: int, num_chars: int, num_casings: int, num_tags: int,
-                 pad_id: int, pretrained: torch.Tensor | None, tags: list[str], scheme: str) -> None:
+    config_class = WindowTaggerConfig
+    gives_tokens = True
+    reads = ("chars", "casing")
+    uses_vectors = True
+
+    def __init__(self, cfg: WindowTaggerConfig, spec: InputSpec) -> None:
         super().__init__()
-        check_tag_names(tags, num_tags)
         self.cfg = cfg
-        self.word_embedding = TokenEmbedding(vocab_size, cfg.word_dim, pad_id, pretrained, cfg.freeze_embeddings,
-                                             field="model.word_dim")
+        self.word_embedding = TokenEmbedding(spec.vocab_size, cfg.word_dim, spec.pad_id, spec.pretrained,
+                                             cfg.freeze_embeddings, field="model.word_dim")
         features = cfg.word_dim
-        self.char_encoder = build_char_encoder(cfg.char_encoder, num_chars, cfg.char_dim, cfg.char_filters,
+        self.char_encoder = build_char_encoder(cfg.char_encoder, spec.num_chars, cfg.char_dim, cfg.char_filters,
                                                cfg.char_width, cfg.char_hidden, cfg.dropout)
         if self.char_encoder is not None:
             features += self.char_encoder.output_size
-        self.casing_embedding = TokenEmbedding(num_casings, cfg.casing_dim, 0) if cfg.casing_dim else None
+        self.casing_embedding = TokenEmbedding(spec.num_casings, cfg.casing_dim, 0) if cfg.casing_dim else None
         features += cfg.casing_dim
         # The features of Collobert's PADDING word (all of its feature columns at once), learned like any
         # word's; it fills the window positions outside the sentence. Same scale as a random embedding.
@@ -99,13 +95,12 @@ class WindowTagger(TextnnModel):
             self.padding_features = nn.Parameter(torch.randn(features) * features ** -0.5)  # [D]
         self.dropout = nn.Dropout(cfg.dropout)
         self.window_layer = nn.Conv1d(features, cfg.hidden_size, cfg.window)  # one Linear over each window
-        self.scores = nn.Linear(cfg.hidden_size, num_tags)
-        self.crf: LinearChainCRF | None = build_crf(cfg.output, tags, scheme, cfg.constrained)
+        self.token_size = cfg.hidden_size
 
-    def forward(self, words: torch.Tensor, chars: torch.Tensor, casing: torch.Tensor,
-                mask: torch.Tensor) -> ModelOutput:
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor, state: object = None,
+                features: TokenFeatures | None = None) -> EncoderOutput:
         x = concat_word_features(self.word_embedding, self.char_encoder, self.casing_embedding,
-                                 words, chars, casing)  # [B, T, D]
+                                 ids, features)  # [B, T, D]
         if self.padding_features is not None:
             pad = self.padding_features.to(x.dtype)  # [D]
             # Batch padding past a sentence's end is outside the sentence too: it becomes PADDING, so a
@@ -114,26 +109,23 @@ class WindowTagger(TextnnModel):
             side = pad.expand(x.size(0), (self.cfg.window - 1) // 2, -1)  # [B, P, D]
             x = torch.cat([side, x, side], dim=1)  # [B, T + 2P, D]
         hidden = F.hardtanh(self.window_layer(self.dropout(x).transpose(1, 2)))  # [B, D, T + 2P] -> [B, H, T]
-        return ModelOutput(logits=self.scores(hidden.transpose(1, 2)))  # [B, T, H] -> [B, T, K]
+        return EncoderOutput(tokens=hidden.transpose(1, 2))  # [B, H, T] -> [B, T, H]
 
-    def nll(self, emissions: torch.Tensor, tags: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Negative log-likelihood of the gold tags per sentence, [B]: sentence-level (CRF: log Z - score)
-        or word-level (sum of the tokens' cross-entropies over real tokens)."""
-        return tag_nll(emissions, tags, mask, self.crf)
-
-    @torch.no_grad()
-    def decode(self, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Best tag ids [B, T] (0 where mask is False): Viterbi with the CRF, else each token's argmax."""
-        return tag_decode(emissions, mask, self.crf)
+    def layer_groups(self):
+        inputs = [m for m in (self.word_embedding, self.char_encoder, self.casing_embedding) if m is not None]
+        padding = [self.padding_features] if self.padding_features is not None else []
+        return [("features", [*inputs, *padding]), ("window", [self.window_layer])]
 
 
 PRESETS: dict[str, dict] = {
     # For tests: small, with casing, a window of 3 and the sentence-level likelihood.
     "tiny": {"window": 3, "word_dim": 8, "casing_dim": 2, "char_encoder": "none", "char_dim": 4, "char_filters": 5,
-             "char_width": 3, "char_hidden": 3, "hidden_size": 10, "dropout": 0.1, "output": "crf",
-             "constrained": True},
+             "char_width": 3, "char_hidden": 3, "hidden_size": 10, "dropout": 0.1,
+             "head": {"output": "crf", "constrained": True}},
     # Collobert et al. (2011) Table 5: window 5, 50-d words, 5-d caps feature, 300 hidden units; the
     # sentence-level log-likelihood (their NER results use it) with freely learned transitions; no dropout.
     "paper": {"window": 5, "word_dim": 50, "casing_dim": 5, "char_encoder": "none", "hidden_size": 300,
-              "dropout": 0.0, "output": "crf", "constrained": False},
+              "dropout": 0.0, "head": {"output": "crf", "constrained": False}},
 }
+
+WindowTagger.presets = PRESETS

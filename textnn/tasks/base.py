@@ -14,7 +14,8 @@ vocabulary from the starting run), `from_run(path, config)` rebuilds from a run 
 `save(path)` writes what `from_run` reads, `build_model()` returns an `EncoderWithHead`.
 Training (see training/trainer.py): `train_batches(epoch)`, `loss(model, batch)`,
 `evaluate(model, split, bootstrap_samples)`, `has_split(split)`, `default_metric`.
-Commands: `encode_file(path)`, `predict(model, lines, source, options)` -> output lines,
+Commands: `encode_file(path)`, `evaluate_file(model, path, bootstrap_samples, options)`,
+`predict(model, lines, source, options)` -> output lines,
 `report_sections(metrics, split, run_path)` -> markdown lines, `format_metrics(metrics)` -> text lines.
 """
 
@@ -79,6 +80,13 @@ class Task:
         return tokenizer, Vocab.load(run_path / "vocab.json")
 
     # --- commands -----------------------------------------------------------------------------------
+    def evaluate_file(self, model, path: str, bootstrap_samples: int = 0, options: dict | None = None) -> dict:
+        """Metrics on a labelled file (`textnn evaluate`); `options` are the task's own evaluation options."""
+        if options:
+            raise TextnnError(f"{', '.join('--' + key for key in options)}: not an option of task "
+                              f"{self.config.task}")  # type: ignore[attr-defined]
+        return self.evaluate(model, self.encode_file(path), bootstrap_samples=bootstrap_samples)  # type: ignore[attr-defined]
+
     def predict(self, model, lines: Iterable[str], source: str, options: dict) -> Iterator[str]:
         """Output lines for input lines (`textnn predict`); `options` are the command's task options."""
         raise TextnnError(f"`textnn predict` does not apply to task {self.config.task}")  # type: ignore[attr-defined]

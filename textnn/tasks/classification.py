@@ -1,4 +1,12 @@
-"""Text classification, single sentence or sentence pair: data -> batches, loss, metrics, predictions."""
+"""Text classification, single sentence or sentence pair: data -> batches, loss, metrics, predictions.
+
+The head (`modules.heads`) goes on any encoder that gives a sentence vector, or per-token states
+that `head.pooling` turns into one (a language model's, say). A sentence pair is read by the same
+encoder one sentence at a time and classified from [u; v; |u - v|; u * v] (Conneau et al. 2017
+§3.1, `PairClassifierHead`); a single-sentence run has no pair layer at all.
+"""
+
+# B batch, T tokens, D sentence vector size, C classes
 
 from __future__ import annotations
 
@@ -6,13 +14,14 @@ import json
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Iterable, Iterator
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from textnn import registry
-from textnn.config import Config
+from textnn.config import Config, WordVectorData, check_key, is_int, opt
 from textnn.data.batching import bucket_batches, pad
 from textnn.data.cache import cached
 from textnn.data.readers import Record, read_classification, stratified_kfold_splits
@@ -20,6 +29,77 @@ from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import Vocab
 from textnn.errors import TextnnError, where
 from textnn.metrics import CLASSIFICATION_METRICS, bootstrap_ci, confusion_matrix
+from textnn.models.base import EncoderWithHead, InputSpec, ModelOutput
+from textnn.modules.heads import ClassifierHead, PairClassifierHead
+from textnn.modules.pooling import last_valid, masked_max, masked_mean
+from textnn.tasks.base import Task
+
+POOLINGS = ("max", "mean", "last")
+
+
+@dataclass
+class ClassificationData(WordVectorData):
+    format: str = opt("tsv", "input format: tsv, csv, jsonl, fasttext, label_text or class_files")
+    text_column: str = opt("sentence", "column (name, or 0-based index) holding the text")
+    text_pair_column: str = opt("", "column holding the second sentence of a pair; empty for single sentences")
+    label_column: str = opt("label", "column (name or 0-based index) holding the label")
+    header: bool = opt(True, "tsv/csv: the first line names the columns")
+    quoting: bool = opt(False, "tsv/csv: honour \" quoting (GLUE files need it off)")
+    delimiter: str = opt("", "tsv/csv field separator; empty means tab for tsv, comma for csv")
+    max_length: int = opt(0, "truncate inputs to this many tokens; 0 = no limit (or the encoder's own limit)")
+    kfold: int = opt(0, "k-fold cross-validation when there is no dev file: split train into k folds")
+    fold: int = opt(0, "which fold (0-based) is held out as dev when kfold > 0")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_key(self.tokenizer != "bpe", "data.tokenizer", self.tokenizer, "word, whitespace or char "
+                  "(bpe is for language modelling)")
+        check_key(self.max_length >= 0, "data.max_length", self.max_length, "an integer >= 0")
+        check_key(self.kfold == 0 or self.kfold >= 2, "data.kfold", self.kfold, "0 (off) or >= 2")
+        check_key(self.kfold == 0 or 0 <= self.fold < self.kfold, "data.fold", self.fold, f"0 .. {self.kfold - 1}")
+
+
+@dataclass
+class ClassificationHeadConfig:
+    dropout: float = opt(0.0, "dropout on the sentence vector (and the hidden layer) before the output layer, in [0, 1)")
+    hidden: int = opt(0, "size of a tanh hidden layer before the output layer (InferSent's MLP); 0 = linear output")
+    max_norm: float = opt(0.0, "after each step, rescale every output weight row whose L2 norm exceeds this "
+                               "back to it (Kim 2014 §2.1: 3); 0 = off")
+    pooling: str = opt("max", "encoders that give per-token states only (language models): how they become the "
+                              "sentence vector: max, mean or last (the state after the last token)")
+
+    def __post_init__(self) -> None:
+        check_key(isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0, "head.dropout",
+                  self.dropout, "a probability in [0, 1)")
+        check_key(is_int(self.hidden) and self.hidden >= 0, "head.hidden", self.hidden, "an integer >= 0")
+        check_key(self.max_norm >= 0, "head.max_norm", self.max_norm, "a number >= 0 (0 = off)")
+        check_key(self.pooling in POOLINGS, "head.pooling", self.pooling, " or ".join(POOLINGS))
+
+
+class Classifier(EncoderWithHead):
+    """An encoder with a classification head: ids (and a pair's second ids) -> class scores [B, C]."""
+
+    def __init__(self, encoder, head, pooling: str) -> None:
+        super().__init__(encoder, head)
+        self.pooling = pooling
+
+    def sentence(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The encoder's sentence vector, or its per-token states pooled by `head.pooling`: [B, D]."""
+        out = self.encoder(ids, mask)
+        if out.sentence is not None:
+            return out.sentence
+        if self.pooling == "max":
+            return masked_max(out.tokens, mask)  # [B, T, D] -> [B, D]
+        if self.pooling == "mean":
+            return masked_mean(out.tokens, mask)
+        return last_valid(out.tokens, mask)
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor, pair_ids: torch.Tensor | None = None,
+                pair_mask: torch.Tensor | None = None) -> ModelOutput:
+        u = self.sentence(ids, mask)
+        if pair_ids is None:
+            return ModelOutput(logits=self.head(u))
+        return ModelOutput(logits=self.head(u, self.sentence(pair_ids, pair_mask)))
 
 
 @dataclass
@@ -62,8 +142,28 @@ def _label_order(labels: set[str]) -> list[str]:
     return sorted(labels)
 
 
-class ClassificationTask:
+class ClassificationTask(Task):
+    data_config = ClassificationData
+    head_config = ClassificationHeadConfig
+    metric_directions = {"loss": False, **{name: True for name in CLASSIFICATION_METRICS}}
+    formats = ("tsv", "csv", "jsonl", "fasttext", "label_text", "class_files")
     default_metric = "accuracy"
+
+    @classmethod
+    def unusable_reason(cls, encoder_cls: type) -> str | None:
+        if not (encoder_cls.gives_sentence or encoder_cls.gives_tokens):
+            return "it gives neither a sentence vector nor per-token states"
+        if encoder_cls.reads:
+            return f"it reads {' and '.join(encoder_cls.reads)} features, which classification does not build"
+        return None
+
+    @classmethod
+    def check_config(cls, config: Config) -> None:
+        super().check_config(config)
+        encoder_cls = registry.encoder_class(config.model_name)
+        if config.data.vectors and not encoder_cls.uses_vectors:
+            raise TextnnError(f"config key data.vectors: model {config.model_name} does not start from word vectors; "
+                              f"remove data.vectors or choose a model that does")
 
     def __init__(self, config: Config, tokenizer: Tokenizer, vocab: Vocab, labels: list[str]):
         self.config = config
@@ -89,7 +189,11 @@ class ClassificationTask:
         if data.kfold and data.dev:
             raise TextnnError("data.kfold and data.dev are both set; k-fold makes its own dev split, "
                               "so leave data.dev empty")
-        tokenizer = Tokenizer(data.tokenizer, data.lowercase)
+        start = Path(config.init_from) if config.init_from else None
+        if start is not None:  # the starting run's tokenizer and vocabulary: its encoder was trained on them
+            tokenizer, start_vocab = cls.load_text_pipeline(start)
+        else:
+            tokenizer = Tokenizer(data.tokenizer, data.lowercase)
         train_records = read_split(config, data.train)
         train_tokens = tokenize_records(config, tokenizer, data.train, train_records)
         dev_records, dev_tokens = [], []
@@ -101,8 +205,11 @@ class ClassificationTask:
         elif data.dev:
             dev_records = read_split(config, data.dev)
             dev_tokens = tokenize_records(config, tokenizer, data.dev, dev_records)
-        vocab = Vocab.build((toks for pair in train_tokens for toks in pair if toks is not None),
-                            min_freq=data.min_freq, max_size=data.max_vocab)
+        if start is not None:
+            vocab = start_vocab
+        else:
+            vocab = Vocab.build((toks for pair in train_tokens for toks in pair if toks is not None),
+                                min_freq=data.min_freq, max_size=data.max_vocab)
         if data.vectors and data.vectors_vocab:
             from textnn.interop.vectors import read_vectors
 
@@ -135,9 +242,11 @@ class ClassificationTask:
 
     @classmethod
     def from_run(cls, run_path: Path, config: Config) -> "ClassificationTask":
-        tokenizer = Tokenizer.from_dict(json.loads((run_path / "tokenizer.json").read_text(encoding="utf-8")))
-        vocab = Vocab.load(run_path / "vocab.json")
-        labels = json.loads((run_path / "labels.json").read_text(encoding="utf-8"))
+        tokenizer, vocab = cls.load_text_pipeline(run_path)
+        labels = cls.read_json(run_path / "labels.json")
+        if not isinstance(labels, list) or not labels or not all(isinstance(label, str) for label in labels):
+            raise TextnnError(f"{run_path / 'labels.json'}: expected a JSON list of label names; the file is damaged: "
+                              f"re-train the run")
         return cls(config, tokenizer, vocab, labels)
 
     def save(self, run_path: Path) -> None:
@@ -145,15 +254,27 @@ class ClassificationTask:
         self.vocab.save(run_path / "vocab.json")
         (run_path / "labels.json").write_text(json.dumps(self.labels, ensure_ascii=False), encoding="utf-8")
 
-    def build_model(self) -> torch.nn.Module:
-        _, model_cls, _ = registry.model_entry(self.config.model_name)
-        return model_cls(self.config.model, vocab_size=len(self.vocab), num_classes=len(self.labels),
-                         pad_id=self.vocab.pad_id, pretrained=self.pretrained)
+    def build_model(self) -> Classifier:
+        encoder = registry.encoder_class(self.config.model_name)(
+            self.config.model, InputSpec(vocab_size=len(self.vocab), pad_id=self.vocab.pad_id,
+                                         pretrained=self.pretrained))
+        head_cfg = self.config.head
+        size = encoder.sentence_size or encoder.token_size
+        head_cls = PairClassifierHead if self.is_pair else ClassifierHead
+        head = head_cls(size, len(self.labels), hidden=head_cfg.hidden, dropout=head_cfg.dropout,
+                        max_norm=head_cfg.max_norm)
+        return Classifier(encoder, head, head_cfg.pooling)
+
+    def _max_length(self) -> int | None:
+        """Tokens kept per input: data.max_length, and never more than the encoder reads (a GPT's context)."""
+        limits = [n for n in (self.config.data.max_length,
+                              registry.encoder_class(self.config.model_name).max_length(self.config.model)) if n]
+        return min(limits) if limits else None
 
     # --- encoding ---------------------------------------------------------------------------------
     def encode(self, records: list[Record], tokens: list[tuple[list[str], list[str] | None]],
                require_known_labels: bool = True) -> EncodedSplit:
-        max_len = self.config.data.max_length or None
+        max_len = self._max_length()
         ids = [self.vocab.encode(a[:max_len]) for a, _ in tokens]
         pair_ids = [self.vocab.encode(b[:max_len]) for _, b in tokens] if self.is_pair else None
         labels = []
@@ -248,6 +369,51 @@ class ClassificationTask:
             results[f"{metric}_ci_low"], results[f"{metric}_ci_high"] = float(low), float(high)
         results["confusion_matrix"] = confusion_matrix(gold, pred, len(self.labels)).tolist()
         return results
+
+
+    # --- commands ---------------------------------------------------------------------------------
+    def predict(self, model: torch.nn.Module, lines: Iterable[str], source: str, options: dict) -> Iterator[str]:
+        """One JSON line per input line (`text`, or `text<TAB>pair` for a pair model): label and probabilities."""
+        if options.get("input_format") or options.get("output_format"):
+            raise TextnnError("--input-format and --output-format apply to tagging runs only; a classifier "
+                              "reads one text per line and writes JSONL, so drop them")
+        records = []
+        for number, line in enumerate(lines, start=1):
+            line = line.rstrip("\n")
+            if not line.strip():
+                continue
+            text, _, pair = line.partition("\t") if self.is_pair else (line, "", "")
+            if self.is_pair and not pair:
+                raise TextnnError(f"{source}:{number}: this model classifies sentence pairs; give "
+                                  f"`first sentence<TAB>second sentence` on each line")
+            records.append(Record(text=text, label=None, text_pair=pair or None, path=source, line=number))
+        if not records:
+            raise TextnnError(f"{source}: no input lines to predict")
+        tokens = [(self.tokenizer(r.text), self.tokenizer(r.text_pair) if r.text_pair is not None else None)
+                  for r in records]
+        probs = self.probabilities(model, self.encode(records, tokens, require_known_labels=False))
+        for record, row in zip(records, probs):
+            yield json.dumps({"text": record.text, **({"text_pair": record.text_pair} if record.text_pair else {}),
+                              "label": self.labels[int(row.argmax())],
+                              "probabilities": {label: round(float(p), 6) for label, p in zip(self.labels, row)}},
+                             ensure_ascii=False)
+
+    def report_sections(self, metrics: dict, split: str, run_path: Path) -> list[str]:
+        """The confusion matrix of the split, as a plot."""
+        from textnn.viz.plots import plot_confusion_matrix
+
+        if "confusion_matrix" not in metrics:
+            return []
+        plot_confusion_matrix(np.asarray(metrics["confusion_matrix"]), self.labels,
+                              run_path / f"confusion_{split}.png", title=f"{run_path.name} ({split})")
+        return [f"![confusion matrix](confusion_{split}.png)", ""]
+
+    def format_metrics(self, metrics: dict) -> list[str]:
+        lines = super().format_metrics({k: v for k, v in metrics.items() if k != "confusion_matrix"})
+        if "confusion_matrix" in metrics:
+            lines.append("confusion matrix (rows = gold, columns = predicted):")
+            lines += ["  " + " ".join(f"{n:6d}" for n in row) for row in metrics["confusion_matrix"]]
+        return lines
 
 
 # --- reading and tokenizing (shared by training, evaluate and predict) ------------------------------

@@ -34,12 +34,13 @@ import json
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Iterable, Iterator
 
 import numpy as np
 import torch
 
 from textnn import registry
-from textnn.config import Config
+from textnn.config import Config, WordVectorData, check_key, opt
 from textnn.data.batching import bucket_batches
 from textnn.data.cache import cached
 from textnn.data.conll import (MAX_WORD_CHARS, Sentence, convert_tags, normalise_scheme, read_conll,
@@ -48,6 +49,52 @@ from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.errors import TextnnError
 from textnn.metrics.spans import SPAN_METRICS, sentence_counts, span_bootstrap_ci, span_scores
+from textnn.models.base import EncoderWithHead, InputSpec, ModelOutput, TokenFeatures
+from textnn.modules.heads import TAGGER_OUTPUTS, TaggerHead
+from textnn.tasks.base import Task
+
+TAG_SCHEMES = ("iob1", "iob2", "bio", "bioes")
+
+
+@dataclass
+class TaggingData(WordVectorData):
+    format: str = opt("conll", "input format: conll (one token per line, columns, blank line between sentences)")
+    token_column: int = opt(0, "conll: 0-based column holding the token")
+    tag_column: int = opt(-1, "conll: 0-based column holding the tag; -1 = the last column")
+    tag_scheme: str = opt("iob1", "conll: tag scheme of the files: iob1 (CoNLL-2003), iob2 (also called bio) or bioes")
+    train_tag_scheme: str = opt("bioes", "scheme the model learns and decodes in; predictions are written back in data.tag_scheme")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_key(self.tokenizer in ("word", "whitespace"), "data.tokenizer", self.tokenizer,
+                  "word or whitespace (tagging splits raw prediction input into words)")
+        for key in ("tag_scheme", "train_tag_scheme"):
+            check_key(getattr(self, key) in TAG_SCHEMES, f"data.{key}", getattr(self, key), ", ".join(TAG_SCHEMES))
+        check_key(self.token_column >= 0, "data.token_column", self.token_column, "an integer >= 0")
+        check_key(self.tag_column >= -1, "data.tag_column", self.tag_column,
+                  "an integer >= 0, or -1 for the last column")
+
+
+@dataclass
+class TaggingHeadConfig:
+    output: str = opt("crf", "softmax (each tag on its own, cross-entropy) or crf (linear-chain CRF, Lample et al. 2016 §2.2)")
+    constrained: bool = opt(True, "crf: forbid the tag transitions that data.train_tag_scheme never produces "
+                                  "(e.g. O -> I-PER in bio), in training and decoding; no effect with softmax")
+
+    def __post_init__(self) -> None:
+        check_key(self.output in TAGGER_OUTPUTS, "head.output", self.output, " or ".join(TAGGER_OUTPUTS))
+
+
+class Tagger(EncoderWithHead):
+    """An encoder with a tagging head: words (+ characters, casing) -> tag scores (emissions) [B, T, K]."""
+
+    def forward(self, words: torch.Tensor, chars: torch.Tensor, casing: torch.Tensor, mask: torch.Tensor,
+                tags: torch.Tensor | None = None) -> ModelOutput:
+        """Emissions, and with gold `tags` the summed sentence negative log-likelihood as `loss`."""
+        states = self.encoder(words, mask, features=TokenFeatures(chars=chars, casing=casing)).tokens  # [B, T, D]
+        emissions = self.head(states).float()  # [B, T, K]
+        loss = self.head.nll(emissions, tags, mask).sum() if tags is not None else None
+        return ModelOutput(logits=emissions, loss=loss)
 
 CASINGS = ("<pad>", "lower", "UPPER", "Title", "mixed", "numeric", "mostly_numeric", "has_digit",
            "punctuation", "other")
@@ -121,10 +168,32 @@ class EncodedSentences:
     batches: list[TaggingBatch] | None = None  # evaluation batches, built once
 
 
-class TaggingTask:
+class TaggingTask(Task):
     """Sequence labelling in the trainer's task protocol (see the module doc)."""
 
+    data_config = TaggingData
+    head_config = TaggingHeadConfig
+    metric_directions = {"loss": False, **{name: True for name in SPAN_METRICS}}
+    formats = ("conll",)
     default_metric = "span_f1"
+
+    @classmethod
+    def unusable_reason(cls, encoder_cls: type) -> str | None:
+        if not encoder_cls.gives_tokens:
+            return "it gives no per-token states to tag"
+        missing = [name for name in encoder_cls.reads if name not in ("chars", "casing")]
+        if missing:
+            return f"it reads {', '.join(missing)} features, which tagging does not build"
+        return None
+
+    @classmethod
+    def check_config(cls, config: Config) -> None:
+        super().check_config(config)
+        if not config.data.train:
+            raise TextnnError("config key data.train is empty; set it to the training CoNLL file")
+        if config.data.vectors and not registry.encoder_class(config.model_name).uses_vectors:
+            raise TextnnError(f"config key data.vectors: model {config.model_name} does not start from word vectors; "
+                              f"remove data.vectors or choose a model that does")
 
     def __init__(self, config: Config, tokenizer: Tokenizer, vocab: Vocab, chars: Vocab, tags: list[str]):
         self.config = config
@@ -143,11 +212,13 @@ class TaggingTask:
     def from_data(cls, config: Config) -> "TaggingTask":
         """Read train/dev/test, build the word, character and tag vocabularies, encode every split."""
         data = config.data
-        check_data_config(config)
         train = read_sentences(config, data.train)
-        tokenizer = Tokenizer(data.tokenizer)  # tokenizes raw text at prediction time; never lower-cases
-        words = Vocab.build(([_word(config, t) for t in s.tokens] for s in train), min_freq=data.min_freq,
-                            max_size=data.max_vocab)
+        if config.init_from:  # the starting run's tokenizer and word vocabulary: its encoder was trained on them
+            tokenizer, words = cls.load_text_pipeline(Path(config.init_from))
+        else:
+            tokenizer = Tokenizer(data.tokenizer)  # tokenizes raw text at prediction time; never lower-cases
+            words = Vocab.build(([_word(config, t) for t in s.tokens] for s in train), min_freq=data.min_freq,
+                                max_size=data.max_vocab)
         vectors = None
         if data.vectors:
             from textnn.interop.vectors import read_vectors
@@ -157,7 +228,11 @@ class TaggingTask:
                 # Words of the vector file that training never shows keep their pretrained vector
                 # instead of falling to <unk> (the tagging counterpart of Kim 2014's full vocabulary).
                 words = words.extend(read_vectors(vectors)[0])
-        chars = Vocab.build(([ch for ch in token] for s in train for token in s.tokens), specials=(PAD, UNK))
+        start_chars = Path(config.init_from) / "chars.json" if config.init_from else None
+        if start_chars is not None and start_chars.is_file():
+            chars = Vocab.load(start_chars)
+        else:
+            chars = Vocab.build(([ch for ch in token] for s in train for token in s.tokens), specials=(PAD, UNK))
         types = {split_tag(tag)[1] for s in train for tag in s.tags if tag != "O"}
         task = cls(config, tokenizer, words, chars, tag_set(types, data.train_tag_scheme))
         task.splits["train"] = task.encode(train)
@@ -170,9 +245,12 @@ class TaggingTask:
 
     @classmethod
     def from_run(cls, run_path: Path, config: Config) -> "TaggingTask":
-        tokenizer = Tokenizer.from_dict(json.loads((run_path / "tokenizer.json").read_text(encoding="utf-8")))
-        tags = json.loads((run_path / "tags.json").read_text(encoding="utf-8"))["tags"]
-        return cls(config, tokenizer, Vocab.load(run_path / "vocab.json"), Vocab.load(run_path / "chars.json"), tags)
+        tokenizer, vocab = cls.load_text_pipeline(run_path)
+        saved = cls.read_json(run_path / "tags.json")
+        if not isinstance(saved, dict) or not isinstance(saved.get("tags"), list) or not saved["tags"]:
+            raise TextnnError(f"{run_path / 'tags.json'}: expected {{\"scheme\": ..., \"tags\": [...]}}; the file is "
+                              f"damaged: re-train the run")
+        return cls(config, tokenizer, vocab, Vocab.load(run_path / "chars.json"), saved["tags"])
 
     def save(self, run_path: Path) -> None:
         (run_path / "tokenizer.json").write_text(json.dumps(self.tokenizer.to_dict()), encoding="utf-8")
@@ -181,11 +259,13 @@ class TaggingTask:
         (run_path / "tags.json").write_text(json.dumps({"scheme": self.scheme, "tags": self.tags}, ensure_ascii=False),
                                             encoding="utf-8")
 
-    def build_model(self) -> torch.nn.Module:
-        _, model_cls, _ = registry.model_entry(self.config.model_name)
-        return model_cls(self.config.model, vocab_size=len(self.vocab), num_chars=len(self.chars),
-                         num_casings=NUM_CASINGS, num_tags=len(self.tags), pad_id=self.vocab.pad_id,
-                         pretrained=self.pretrained, tags=self.tags, scheme=self.scheme)
+    def build_model(self) -> Tagger:
+        spec = InputSpec(vocab_size=len(self.vocab), pad_id=self.vocab.pad_id, pretrained=self.pretrained,
+                         num_chars=len(self.chars), num_casings=NUM_CASINGS)
+        encoder = registry.encoder_class(self.config.model_name)(self.config.model, spec)
+        head = TaggerHead(encoder.token_size, self.tags, self.scheme, self.config.head.output,
+                          self.config.head.constrained)
+        return Tagger(encoder, head)
 
     # --- encoding ---------------------------------------------------------------------------------
     def encode(self, sentences: list[Sentence]) -> EncodedSentences:
@@ -257,11 +337,10 @@ class TaggingTask:
     # --- loss, prediction, evaluation -------------------------------------------------------------
     def loss(self, model: torch.nn.Module, batch: TaggingBatch) -> torch.Tensor:
         """Sum over the batch's sentences of each sentence's negative log-likelihood."""
-        emissions = model(batch.words, batch.chars, batch.casing, batch.mask).logits.float()  # [B, T, K]
-        return model.nll(emissions, batch.tags, batch.mask).sum()
+        return model(batch.words, batch.chars, batch.casing, batch.mask, batch.tags).loss
 
     @torch.no_grad()
-    def predict(self, model: torch.nn.Module, data: EncodedSentences) -> tuple[list[list[str]], float | None]:
+    def decode_tags(self, model: torch.nn.Module, data: EncodedSentences) -> tuple[list[list[str]], float | None]:
         """Predicted tags of every sentence in `data.tag_scheme` (file order), and the mean sentence NLL
         of the gold tags (None for unlabelled input)."""
         model.eval()
@@ -271,9 +350,9 @@ class TaggingTask:
         for batch in self.eval_batches(data):
             batch = batch.to(device)
             emissions = model(batch.words, batch.chars, batch.casing, batch.mask).logits.float()  # [B, T, K]
-            best = model.decode(emissions, batch.mask).cpu().tolist()  # [B, T]
+            best = model.head.decode(emissions, batch.mask).cpu().tolist()  # [B, T]
             if data.tags is not None:
-                nll_sum += float(model.nll(emissions, batch.tags, batch.mask).sum())
+                nll_sum += float(model.head.nll(emissions, batch.tags, batch.mask).sum())
             for row, i in enumerate(batch.index):
                 ids = best[row][:len(data.words[i])]
                 predicted[i] = convert_tags([self.tags[t] for t in ids], self.scheme, self.file_scheme)
@@ -285,7 +364,7 @@ class TaggingTask:
         data = self.splits[split] if isinstance(split, str) else split
         if data.tags is None:
             raise TextnnError("cannot evaluate sentences without gold tags; use `textnn predict` instead")
-        predicted, loss = self.predict(model, data)
+        predicted, loss = self.decode_tags(model, data)
         gold = [s.tags for s in data.sentences]
         scores = span_scores(gold, predicted, self.file_scheme)
         results: dict = {"loss": loss, "sentences": len(gold)}
@@ -300,25 +379,59 @@ class TaggingTask:
         return results
 
 
+    # --- commands ---------------------------------------------------------------------------------
+    def predict(self, model: torch.nn.Module, lines: Iterable[str], source: str, options: dict) -> Iterator[str]:
+        """Tags for raw text or CoNLL input, as CoNLL or JSONL lines.
+
+        options["input_format"]: text (one sentence per line, split by the run's data.tokenizer), conll
+        (columns read with the run's data.token_column / data.tag_column; a tag column, if present, is the
+        gold and is written beside the prediction), or auto (default: `conll.looks_like_conll` decides).
+        options["output_format"]: conll (`token [gold] predicted` per line) or jsonl (default; one object
+        per sentence: tokens, tags, spans [{type, start, end (exclusive), text}], and gold when the input
+        has it). Predicted tags are in the run's data.tag_scheme.
+        """
+        from textnn.data.conll import format_conll, looks_like_conll, parse_conll, sentences_from_text, span_records
+
+        input_format = options.get("input_format") or "auto"
+        output_format = options.get("output_format") or "jsonl"
+        if input_format not in ("auto", "text", "conll"):
+            raise TextnnError(f"--input-format {input_format!r}: choose auto, text or conll")
+        if output_format not in ("conll", "jsonl"):
+            raise TextnnError(f"--output-format {output_format!r}: choose conll or jsonl")
+        lines = list(lines)
+        data = self.config.data
+        if input_format == "conll" or (input_format == "auto" and looks_like_conll(lines)):
+            sentences = parse_conll(lines, source, token_column=data.token_column, tag_column=data.tag_column,
+                                    scheme=data.tag_scheme, require_tags=False)
+        else:
+            sentences = sentences_from_text(lines, self.tokenizer, source)
+        predicted, _ = self.decode_tags(model, self.encode(sentences))
+        if output_format == "conll":
+            yield format_conll(sentences, predicted).rstrip("\n")
+            return
+        for sentence, tags in zip(sentences, predicted):
+            row = {"tokens": list(sentence.tokens), "tags": tags,
+                   "spans": span_records(sentence.tokens, tags, data.tag_scheme)}
+            if sentence.tags is not None:
+                row["gold"] = list(sentence.tags)
+            yield json.dumps(row, ensure_ascii=False)
+
+    def report_sections(self, metrics: dict, split: str, run_path: Path) -> list[str]:
+        """conlleval's per-type breakdown."""
+        from textnn.metrics.spans import per_type_table
+
+        return [per_type_table(metrics["per_type"], markdown=True), ""] if "per_type" in metrics else []
+
+    def format_metrics(self, metrics: dict) -> list[str]:
+        from textnn.metrics.spans import per_type_table
+
+        lines = super().format_metrics({k: v for k, v in metrics.items() if k != "per_type"})
+        if "per_type" in metrics:
+            lines += ["per type:", *("  " + line for line in per_type_table(metrics["per_type"]).splitlines())]
+        return lines
+
+
 # --- reading (shared by training, evaluate and predict) ---------------------------------------------
-
-def check_data_config(config: Config) -> None:
-    """Reject data settings that tagging cannot honour, before any file is read."""
-    data = config.data
-    if data.format != "conll":
-        raise TextnnError(f"config key data.format: got {data.format!r}, but tagging reads CoNLL column files "
-                          f"(one token per line, blank line between sentences); set data.format=conll")
-    if not data.train:
-        raise TextnnError("config key data.train is empty; set it to the training CoNLL file")
-    if data.tokenizer not in ("word", "whitespace"):
-        raise TextnnError(f"config key data.tokenizer: got {data.tokenizer!r}; tagging splits raw prediction "
-                          f"input into words, so use word or whitespace")
-    for key, why in (("kfold", "give a dev file instead"),
-                     ("max_length", "sentences are tagged whole; set it to 0")):
-        if getattr(data, key):
-            raise TextnnError(f"config key data.{key}: got {getattr(data, key)!r}, which tagging does not "
-                              f"support; {why}")
-
 
 def read_sentences(config: Config, path: str, require_tags: bool = True) -> list[Sentence]:
     """Sentences of a CoNLL file read with the config's columns and scheme; the parse is cached."""

@@ -29,7 +29,6 @@ from tqdm import tqdm
 
 from textnn.config import TrainConfig
 from textnn.errors import TextnnError
-from textnn.metrics import HIGHER_IS_BETTER
 from textnn.runs import RunDir
 from textnn.training.checkpoint import load_checkpoint, load_weights, save_checkpoint, save_weights
 from textnn.training.optim import after_evaluation, build_optimizer, evaluation_weights, lr_factor, set_lr
@@ -50,6 +49,7 @@ class TrainResult:
     best_metric: float | None
     best_step: int | None
     metric_name: str
+    higher_is_better: bool = True  # direction of metric_name
     parameters: int = 0
     dev: dict = field(default_factory=dict)
     test: dict = field(default_factory=dict)
@@ -64,10 +64,13 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def is_better(metric: str, value: float, best: float | None) -> bool:
+def is_better(value: float, best: float | None, higher_is_better: bool) -> bool:
+    """Whether a dev score improves on the best so far; NaN never does."""
+    if math.isnan(value):
+        return False
     if best is None:
         return True
-    return value > best if HIGHER_IS_BETTER.get(metric, True) else value < best
+    return value > best if higher_is_better else value < best
 
 
 def say(message: str) -> None:
@@ -83,6 +86,7 @@ class Trainer:
         self.forward_model = torch.compile(self.model) if cfg.compile else self.model
         self.optimizer = build_optimizer(list(self.model.parameters()), cfg, self.device)
         self.metric = cfg.metric or task.default_metric
+        self.higher_is_better = task.higher_is_better(self.metric)
         self._interrupted = False
         self._best_dev: dict | None = None  # dev metrics of the saved best weights, from this process
         steps_per_epoch = math.ceil(len(task.train_batches(0)) / cfg.grad_accum)
@@ -221,7 +225,8 @@ class Trainer:
                              examples_per_second=state["examples"] / seconds,
                              tokens_per_second=state["tokens"] / seconds, best_metric=state["best"],
                              best_step=state["best_step"], metric_name=self.metric,
-                             parameters=sum(p.numel() for p in self.model.parameters()), dev=dev, test=test,
+                             higher_is_better=self.higher_is_better,
+                             parameters=self.model.num_parameters(), dev=dev, test=test,
                              stopped=stopped)
         run.set_status("finished", steps=result.steps, train_seconds=round(result.train_seconds, 2),
                        examples_per_second=round(result.examples_per_second, 1),
@@ -247,11 +252,11 @@ class Trainer:
                               f"choose one of {', '.join(k for k in metrics if isinstance(metrics[k], float))}")
         self.run.append_metrics({"split": "dev", "step": state["step"], "epoch": state["epoch"], **_scalars(metrics)})
         value = metrics[self.metric]
-        note = after_evaluation(self.optimizer, value, HIGHER_IS_BETTER.get(self.metric, True))
+        note = after_evaluation(self.optimizer, value, self.higher_is_better)
         if note:
             say(f"step {state['step']}: {note}")
         summary = " ".join(f"{k}={v:.4f}" for k, v in metrics.items() if isinstance(v, float))
-        if is_better(self.metric, value, state["best"]):
+        if is_better(value, state["best"], self.higher_is_better):
             state.update(best=value, best_step=state["step"], bad_evals=0)
             self._best_dev = metrics
             save_weights(self.model, self.run.weights_file)

@@ -1,10 +1,12 @@
-"""Shared harness for every text classifier, on its "tiny" preset, built through the registry.
+"""Shared harness for every text classifier, on its "tiny" preset, built through the registry as the
+classification task builds it: the family's encoder with a single-sentence or a pair head.
 
-Each classifier in `registry.TASK_MODELS["classification"]` is checked for: output shapes, a finite
-loss, a non-zero gradient on every trainable parameter (frozen ones get none and stay put), a safetensors
-save/load round trip, eval determinism (and train-mode randomness where the model has dropout), padding
-invariance for single and pair inputs, pretrained initialisation, and its family's own trick (Kim's
-max-norm, the LSTM forget-gate bias, DAN's word dropout). Invalid config values must raise TextnnError.
+Each classifier family (and an LM encoder whose per-token states are pooled) is checked for: output
+shapes, a finite loss, a non-zero gradient on every trainable parameter (frozen ones get none and stay
+put), a safetensors save/load round trip, eval determinism (and train-mode randomness where the model
+has dropout), padding invariance for single and pair inputs, pretrained initialisation, and its
+family's own trick (Kim's max-norm, the LSTM forget-gate bias, DAN's word dropout). Invalid config
+values must raise TextnnError.
 """
 
 from __future__ import annotations
@@ -18,18 +20,23 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from textnn.errors import TextnnError
+from textnn.models.base import InputSpec
 from textnn.modules.conv import MultiWidthConv
+from textnn.modules.heads import ClassifierHead, PairClassifierHead
 from textnn.modules.masking import word_dropout_mask
 from textnn.modules.pooling import last_valid, masked_max, masked_mean, masked_sum, pair_features
 from textnn.modules.rnn import RNNEncoder
-from textnn.registry import TASK_MODELS, model_entry
+from textnn.registry import model_entry
+from textnn.tasks.classification import Classifier, ClassificationHeadConfig
+
+CLASSIFIERS = ("bow", "cbow", "deep_cbow", "dan", "cnn", "rnn")
 
 VOCAB, CLASSES, PAD = 40, 3, 1  # a pad id other than 0 catches code that assumes 0
 
 # (model name, overrides of the tiny preset, id): every classifier, every CNN mode and every RNN
 # cell x direction x pooling.
 VARIANTS: list[tuple[str, dict, str]] = []
-for _name in TASK_MODELS["classification"]:
+for _name in CLASSIFIERS:
     if _name == "cnn":
         for _mode in ("rand", "static", "non-static", "multichannel"):
             VARIANTS.append((_name, {"mode": _mode}, f"cnn-{_mode}"))
@@ -41,20 +48,31 @@ for _name in TASK_MODELS["classification"]:
                                      f"rnn-{_cell}-{'bi' if _bi else 'uni'}-{_pool}"))
     else:
         VARIANTS.append((_name, {}, _name))
-VARIANTS.append(("rnn", {"mlp_hidden": 6, "num_layers": 1, "dropout": 0.0}, "rnn-mlp-1layer"))
+VARIANTS.append(("rnn", {"head": {"hidden": 6}, "num_layers": 1, "dropout": 0.0}, "rnn-mlp-1layer"))
 VARIANTS.append(("dan", {"num_layers": 0}, "dan-nbow"))
+# A language model's encoder gives per-token states only: the head pools them (head.pooling).
+VARIANTS.append(("rnn_lm", {"head": {"pooling": "last"}}, "rnn_lm-last"))
+VARIANTS.append(("gpt", {"head": {"pooling": "mean"}}, "gpt-mean"))
 
 variant = pytest.mark.parametrize("name,overrides", [pytest.param(n, o, id=i) for n, o, i in VARIANTS])
 
-HAS_DROPOUT = {"dan", "cnn", "rnn"}
-NO_VECTORS = {"bow"}
+HAS_DROPOUT = {"dan", "cnn", "rnn", "gpt"}
+NO_VECTORS = {"bow", "rnn_lm", "gpt"}
 
 
-def build(name: str, overrides: dict | None = None, pretrained: torch.Tensor | None = None, seed: int = 0):
-    config_cls, model_cls, presets = model_entry(name)
-    cfg = config_cls(**{**presets["tiny"], **(overrides or {})})
+def build(name: str, overrides: dict | None = None, pretrained: torch.Tensor | None = None, seed: int = 0,
+          pair: bool = False):
+    """(encoder config, Classifier) with the tiny preset; `overrides` may hold a "head" dict."""
+    config_cls, encoder_cls, presets = model_entry(name)
+    values = {**presets["tiny"], **(overrides or {})}
+    head_cfg = ClassificationHeadConfig(**{**presets["tiny"].get("head", {}), **values.pop("head", {})})
+    cfg = config_cls(**values)
     torch.manual_seed(seed)
-    return cfg, model_cls(cfg, vocab_size=VOCAB, num_classes=CLASSES, pad_id=PAD, pretrained=pretrained)
+    encoder = encoder_cls(cfg, InputSpec(vocab_size=VOCAB, pad_id=PAD, pretrained=pretrained))
+    head = (PairClassifierHead if pair else ClassifierHead)(
+        encoder.sentence_size or encoder.token_size, CLASSES, hidden=head_cfg.hidden, dropout=head_cfg.dropout,
+        max_norm=head_cfg.max_norm)
+    return cfg, Classifier(encoder, head, head_cfg.pooling)
 
 
 def batch(lengths: list[int], total: int | None = None, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -74,6 +92,7 @@ def vectors(dim: int, seed: int = 3) -> torch.Tensor:
 
 
 def embedding_params(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The word-embedding tables of a classifier's encoder."""
     return {n: p for n, p in model.named_parameters() if n.endswith("embedding.weight")}
 
 
@@ -83,27 +102,28 @@ def embedding_params(model: nn.Module) -> dict[str, torch.Tensor]:
 @variant
 def test_shapes_and_finite_loss(name, overrides):
     _, model = build(name, overrides)
+    _, pair_model = build(name, overrides, pair=True)
     ids, mask = batch([5, 2, 7])
     pair_ids, pair_mask = batch([3, 6, 1], seed=1)
     single = model(ids, mask)
-    pair = model(ids, mask, pair_ids, pair_mask)
+    pair = pair_model(ids, mask, pair_ids, pair_mask)
     assert single.logits.shape == (3, CLASSES) and pair.logits.shape == (3, CLASSES)
     loss = F.cross_entropy(single.logits, torch.tensor([0, 1, 2]))
     assert torch.isfinite(loss) and torch.isfinite(pair.logits).all()
 
 
 @variant
-def test_every_trainable_parameter_gets_a_gradient(name, overrides):
-    _, model = build(name, overrides)
+@pytest.mark.parametrize("pair", [False, True], ids=["single", "pair"])
+def test_every_trainable_parameter_gets_a_gradient(name, overrides, pair):
+    """No parameter is left unused (a head the run does not use does not exist), which DDP needs."""
+    _, model = build(name, overrides, pair=pair)
     model.train()
     torch.manual_seed(1)
     ids, mask = batch([5, 2, 7, 4], total=8)
     pair_ids, pair_mask = batch([3, 6, 1, 4], seed=1)
     labels = torch.tensor([0, 1, 2, 1])
-    # Single and pair inputs use different output layers: one backward through both reaches everything.
-    loss = F.cross_entropy(model(ids, mask).logits, labels) + \
-        F.cross_entropy(model(ids, mask, pair_ids, pair_mask).logits, labels)
-    loss.backward()
+    logits = model(ids, mask, pair_ids, pair_mask).logits if pair else model(ids, mask).logits
+    F.cross_entropy(logits, labels).backward()
     frozen = {n: p.detach().clone() for n, p in model.named_parameters() if not p.requires_grad}
     for n, p in model.named_parameters():
         if p.requires_grad:
@@ -116,19 +136,19 @@ def test_every_trainable_parameter_gets_a_gradient(name, overrides):
 
 
 @variant
-def test_safetensors_round_trip(name, overrides, tmp_path):
-    cfg, model = build(name, overrides, seed=0)
+@pytest.mark.parametrize("pair", [False, True], ids=["single", "pair"])
+def test_safetensors_round_trip(name, overrides, pair, tmp_path):
+    cfg, model = build(name, overrides, seed=0, pair=pair)
     model.eval()
     ids, mask = batch([5, 2, 7])
-    pair_ids, pair_mask = batch([3, 6, 1], seed=1)
+    pair_ids, pair_mask = batch([3, 6, 1], seed=1) if pair else (None, None)
     path = tmp_path / "model.safetensors"
-    save_file(model.state_dict(), str(path))
-    _, rebuilt = build(name, overrides, seed=123)  # different init, pretrained=None: as when a run is reloaded
+    save_file({k: v.contiguous().clone() for k, v in model.state_dict().items()}, str(path))
+    _, rebuilt = build(name, overrides, seed=123, pair=pair)  # different init, pretrained=None: as when a run is reloaded
     rebuilt.load_state_dict(load_file(str(path)))
     rebuilt.eval()
-    assert torch.equal(model(ids, mask).logits, rebuilt(ids, mask).logits)
-    assert torch.equal(model(ids, mask, pair_ids, pair_mask).logits,
-                       rebuilt(ids, mask, pair_ids, pair_mask).logits)
+    assert all(k.startswith(("encoder.", "head.")) for k in model.state_dict())
+    assert torch.equal(model(ids, mask, pair_ids, pair_mask).logits, rebuilt(ids, mask, pair_ids, pair_mask).logits)
 
 
 @variant
@@ -145,7 +165,7 @@ def test_eval_is_deterministic_and_train_dropout_is_not(name, overrides):
 @variant
 @pytest.mark.parametrize("pair", [False, True], ids=["single", "pair"])
 def test_padding_does_not_change_logits(name, overrides, pair):
-    _, model = build(name, overrides)
+    _, model = build(name, overrides, pair=pair)
     model.eval()
     lengths, pair_lengths = [5, 1, 3, 7, 2], [2, 6, 4, 1, 8]
     ids, mask = batch(lengths, total=10)  # padded beyond the longest row too
@@ -168,7 +188,7 @@ def test_pretrained_vectors_initialise_the_embeddings(name, overrides):
             build(name, overrides, pretrained=vectors(CLASSES))
         return
     config_cls, _, presets = model_entry(name)
-    cfg = config_cls(**{**presets["tiny"], **overrides})
+    cfg = config_cls(**{k: v for k, v in {**presets["tiny"], **overrides}.items() if k != "head"})
     if getattr(cfg, "mode", None) == "rand":
         with pytest.raises(TextnnError, match="rand"):
             build(name, overrides, pretrained=vectors(cfg.embedding_dim))
@@ -186,11 +206,12 @@ def test_pretrained_vectors_initialise_the_embeddings(name, overrides):
 
 
 def test_every_family_has_tiny_and_paper_presets():
-    for name in TASK_MODELS["classification"]:
+    for name in CLASSIFIERS:
         config_cls, model_cls, presets = model_entry(name)
         assert {"tiny", "paper"} <= set(presets), name
         for preset in presets.values():
-            config_cls(**preset)
+            config_cls(**{k: v for k, v in preset.items() if k != "head"})
+            ClassificationHeadConfig(**preset.get("head", {}))
         _, model = build(name)
         assert model.num_parameters() < 10_000, f"{name} tiny preset is not tiny"
 
@@ -211,27 +232,29 @@ def test_cnn_pretrained_modes_after_training(mode):
         opt.step()
         model.after_optimizer_step()
     keep = torch.arange(VOCAB) != PAD
-    trained = model.embedding.weight.detach()[keep]
+    trained = model.encoder.embedding.weight.detach()[keep]
     if mode == "static":
         assert torch.equal(trained, given[keep])
     else:
         assert not torch.equal(trained, given[keep])
     if mode == "multichannel":
-        assert torch.equal(model.static_embedding.weight.detach()[keep], given[keep])
+        assert torch.equal(model.encoder.static_embedding.weight.detach()[keep], given[keep])
 
 
-def test_cnn_max_norm_constraint():
-    _, model = build("cnn")
+@pytest.mark.parametrize("pair", [False, True], ids=["single", "pair"])
+def test_cnn_max_norm_constraint(pair):
+    _, model = build("cnn", pair=pair)
+    weight = model.head.output.weight  # [C, D] one row per class
     with torch.no_grad():
-        model.head.weight.mul_(50.0)
-        model.head.weight[0].fill_(0.01)  # one row inside the ball must not move
-        model.pair_head.weight.mul_(50.0)
-    small_row = model.head.weight[0].detach().clone()
+        weight.mul_(50.0)
+        weight[0].fill_(0.01)  # one row inside the ball must not move
+    small_row = weight[0].detach().clone()
     model.after_optimizer_step()
-    for head in (model.head, model.pair_head):
-        assert (head.weight.norm(dim=1) <= 3.0 + 1e-6).all()
-    assert torch.equal(model.head.weight[0], small_row)
-    assert torch.allclose(model.head.weight[1:].norm(dim=1), torch.tensor(3.0))
+    assert (weight.norm(dim=1) <= 3.0 + 1e-6).all()
+    assert torch.equal(weight[0], small_row)
+    assert torch.allclose(weight[1:].norm(dim=1), torch.tensor(3.0))
+    if pair:
+        return
     # and after real optimizer steps with a large learning rate
     opt = torch.optim.SGD(model.parameters(), lr=100.0)
     ids, mask = batch([5, 2, 7])
@@ -240,28 +263,29 @@ def test_cnn_max_norm_constraint():
         F.cross_entropy(model(ids, mask).logits, torch.tensor([0, 1, 2])).backward()
         opt.step()
         model.after_optimizer_step()
-        assert (model.head.weight.norm(dim=1) <= 3.0 + 1e-6).all()
+        assert (model.head.output.weight.norm(dim=1) <= 3.0 + 1e-6).all()
 
 
 def test_cnn_multichannel_adds_both_channels():
     _, model = build("cnn", {"mode": "multichannel"})
+    encoder = model.encoder
     with torch.no_grad():
-        model.embedding.weight.add_(torch.randn_like(model.embedding.weight))  # channels now differ
+        encoder.embedding.weight.add_(torch.randn_like(encoder.embedding.weight))  # channels now differ
     ids, mask = batch([5, 3])
-    x1, x2 = model.embedding(ids), model.static_embedding(ids)
-    conv = model.conv.convs[0]
+    x1, x2 = encoder.embedding(ids), encoder.static_embedding(ids)
+    conv = encoder.conv.convs[0]
     summed = F.conv1d(x1.transpose(1, 2), conv.weight) + F.conv1d(x2.transpose(1, 2), conv.weight) + \
         conv.bias.view(1, -1, 1)  # each filter on both channels, results added, one bias (Kim §2)
     windows = torch.tensor([[True] * 4, [True] * 2 + [False] * 2])  # width-2 windows of lengths 5 and 3
     expected = masked_max(F.relu(summed).transpose(1, 2), windows)
-    got = model.encode(ids, mask)[:, :conv.out_channels]
+    got = encoder(ids, mask).sentence[:, :conv.out_channels]
     torch.testing.assert_close(got, expected)
 
 
 @pytest.mark.parametrize("bidirectional", [False, True])
 def test_lstm_forget_gate_bias_sums_to_one(bidirectional):
     _, model = build("rnn", {"cell": "lstm", "bidirectional": bidirectional, "num_layers": 2})
-    lstm = model.encoder.rnn
+    lstm = model.encoder.rnn.rnn
     hidden = lstm.hidden_size
     names = [n for n, _ in lstm.named_parameters() if n.startswith("bias_ih")]
     assert len(names) == 2 * (2 if bidirectional else 1)
@@ -296,17 +320,18 @@ def test_dan_word_dropout_never_drops_every_token_and_is_off_in_eval():
     ("dan", "activation", "sigmoid"),
     ("cnn", "mode", "dynamic"),
     ("cnn", "filter_widths", [3, 0]),
-    ("cnn", "max_norm", -1.0),
     ("rnn", "cell", "tanh"),
     ("rnn", "pooling", "attention"),
     ("rnn", "dropout", -0.1),
     ("rnn", "hidden_size", 2.5),
 ])
 def test_invalid_config_value_raises_naming_the_field(name, field, value):
+    """(Head options are checked by the task's head config: tests/unit/test_heads.py.)"""
     config_cls, _, presets = model_entry(name)
     assert field in {f.name for f in dataclasses.fields(config_cls)}
+    tiny = {k: v for k, v in presets["tiny"].items() if k != "head"}
     with pytest.raises(TextnnError) as err:
-        config_cls(**{**presets["tiny"], field: value})
+        config_cls(**{**tiny, field: value})
     assert field in str(err.value) and repr(value) in str(err.value)
 
 

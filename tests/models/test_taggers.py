@@ -21,10 +21,15 @@ import torch.nn.functional as F
 
 from textnn import registry
 from textnn.errors import TextnnError
+from textnn.models.base import InputSpec
 from textnn.models.tagger import PRESETS as RNN_PRESETS, RNNTagger, RNNTaggerConfig
 from textnn.models.window_tagger import PRESETS as WINDOW_PRESETS, WindowTagger, WindowTaggerConfig
 from textnn.modules.char_encoders import CharCNN, CharLSTM
+from textnn.modules.heads import TaggerHead
+from textnn.tasks.tagging import Tagger, TaggingHeadConfig
 from textnn.training.checkpoint import load_weights, save_weights
+
+HEAD_KEYS = {"output", "constrained"}
 
 MODELS = {"rnn_tagger": (RNNTaggerConfig, RNNTagger, RNN_PRESETS),
           "window_tagger": (WindowTaggerConfig, WindowTagger, WINDOW_PRESETS)}
@@ -48,12 +53,17 @@ variant = pytest.mark.parametrize("name,overrides", [pytest.param(n, o, id=i) fo
 
 
 def build(name: str, overrides: dict | None = None, pretrained: torch.Tensor | None = None, seed: int = 0,
-          tags: list[str] = TAGS, scheme: str = "bioes"):
+          tags: list[str] = TAGS, scheme: str = "bioes") -> Tagger:
+    """The tagger as the tagging task builds it: the family's encoder and a TaggerHead; `overrides` may set
+    the head's `output` and `constrained` too."""
     config_cls, model_cls, presets = MODELS[name]
-    cfg = config_cls(**{**presets["tiny"], **(overrides or {})})
+    values = {**{k: v for k, v in presets["tiny"].items() if k != "head"}, **(overrides or {})}
+    head_cfg = TaggingHeadConfig(**{**presets["tiny"]["head"], **{k: values.pop(k) for k in HEAD_KEYS & set(values)}})
+    cfg = config_cls(**values)
     torch.manual_seed(seed)
-    return model_cls(cfg, vocab_size=VOCAB, num_chars=CHARS, num_casings=CASINGS, num_tags=len(tags), pad_id=PAD,
-                     pretrained=pretrained, tags=tags, scheme=scheme)
+    encoder = model_cls(cfg, InputSpec(vocab_size=VOCAB, pad_id=PAD, pretrained=pretrained, num_chars=CHARS,
+                                       num_casings=CASINGS))
+    return Tagger(encoder, TaggerHead(encoder.token_size, tags, scheme, head_cfg.output, head_cfg.constrained))
 
 
 def chunk_tags(length: int, rng: random.Random) -> list[str]:
@@ -116,9 +126,9 @@ def test_shapes_finite_loss_and_decoding(name, overrides):
     b = make_batch([5, 2, 7])
     emissions = run(model, b)
     assert emissions.shape == (3, 7, len(TAGS))
-    nll = model.nll(emissions, b["tags"], b["mask"])
+    nll = model.head.nll(emissions, b["tags"], b["mask"])
     assert nll.shape == (3,) and torch.isfinite(nll).all() and (nll > 0).all()
-    decoded = model.decode(emissions, b["mask"])
+    decoded = model.head.decode(emissions, b["mask"])
     assert decoded.shape == (3, 7) and decoded.dtype == torch.long
     assert decoded[~b["mask"]].eq(0).all() and decoded.min() >= 0 and decoded.max() < len(TAGS)
 
@@ -127,7 +137,7 @@ def test_shapes_finite_loss_and_decoding(name, overrides):
 def test_every_trainable_parameter_gets_a_gradient(name, overrides):
     model = build(name, overrides).train()
     b = make_batch([5, 2, 7, 4], total=8)
-    model.nll(run(model, b), b["tags"], b["mask"]).sum().backward()
+    model.head.nll(run(model, b), b["tags"], b["mask"]).sum().backward()
     frozen = {n: p.detach().clone() for n, p in model.named_parameters() if not p.requires_grad}
     assert bool(frozen) == bool(overrides.get("freeze_embeddings"))
     for n, p in model.named_parameters():
@@ -150,7 +160,7 @@ def test_safetensors_round_trip(name, overrides, tmp_path):
     save_weights(model, tmp_path / "model.safetensors")
     load_weights(other, tmp_path / "model.safetensors")
     assert torch.equal(run(model, b), run(other, b))
-    assert torch.equal(model.decode(run(model, b), b["mask"]), other.decode(run(other, b), b["mask"]))
+    assert torch.equal(model.head.decode(run(model, b), b["mask"]), other.head.decode(run(other, b), b["mask"]))
 
 
 @variant
@@ -170,8 +180,8 @@ def test_padding_does_not_change_emissions_loss_or_decoding(name, overrides):
     b = make_batch(lengths, total=10, char_total=9, seed=3)  # padded beyond the longest row and word
     with torch.no_grad():
         emissions = run(model, b)
-        nll = model.nll(emissions, b["tags"], b["mask"])
-        decoded = model.decode(emissions, b["mask"])
+        nll = model.head.nll(emissions, b["tags"], b["mask"])
+        decoded = model.head.decode(emissions, b["mask"])
         for row, n in enumerate(lengths):
             longest = int((b["chars"][row, :n] != 0).sum(-1).max())
             alone = {"words": b["words"][row:row + 1, :n], "chars": b["chars"][row:row + 1, :n, :longest],
@@ -179,9 +189,9 @@ def test_padding_does_not_change_emissions_loss_or_decoding(name, overrides):
                      "tags": b["tags"][row:row + 1, :n]}
             own = run(model, alone)
             torch.testing.assert_close(emissions[row:row + 1, :n], own, atol=1e-5, rtol=0)
-            torch.testing.assert_close(nll[row:row + 1], model.nll(own, alone["tags"], alone["mask"]),
+            torch.testing.assert_close(nll[row:row + 1], model.head.nll(own, alone["tags"], alone["mask"]),
                                        atol=1e-4, rtol=1e-5)
-            assert torch.equal(decoded[row:row + 1, :n], model.decode(own, alone["mask"]))
+            assert torch.equal(decoded[row:row + 1, :n], model.head.decode(own, alone["mask"]))
 
 
 def toy_chunks(count: int, seed: int) -> dict:
@@ -226,15 +236,15 @@ def test_training_a_few_steps_learns_a_toy_chunking_pattern(name, overrides):
     losses = []
     for _ in range(40):
         model.train()
-        loss = model.nll(run(model, b), b["tags"], b["mask"]).sum() / tokens
+        loss = model.head.nll(run(model, b), b["tags"], b["mask"]).sum() / tokens
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
     model.eval()
     with torch.no_grad():
-        final = float(model.nll(run(model, b), b["tags"], b["mask"]).sum() / tokens)
-        decoded = model.decode(run(model, b), b["mask"])
+        final = float(model.head.nll(run(model, b), b["tags"], b["mask"]).sum() / tokens)
+        decoded = model.head.decode(run(model, b), b["mask"])
     accuracy = float((decoded == b["tags"])[b["mask"]].float().mean())
     assert final < 0.25 * losses[0], (losses[0], final)
     assert accuracy > 0.8, accuracy
@@ -250,17 +260,18 @@ def test_window_layer_is_the_per_window_mlp_with_padding_words():
     b = make_batch([6, 2], total=7, seed=4)
     with torch.no_grad():
         got = run(model, b)
-        features = torch.cat([model.word_embedding(b["words"]), model.char_encoder(b["chars"]),
-                              model.casing_embedding(b["casing"])], dim=-1)  # [B, T, D]
-        conv = model.window_layer
+        encoder = model.encoder
+        features = torch.cat([encoder.word_embedding(b["words"]), encoder.char_encoder(b["chars"]),
+                              encoder.casing_embedding(b["casing"])], dim=-1)  # [B, T, D]
+        conv = encoder.window_layer
         hidden_size, dim, width = conv.weight.shape
         linear_weight = conv.weight.permute(0, 2, 1).reshape(hidden_size, width * dim)  # [H, W, D] -> [H, W*D]
         for row, n in enumerate([6, 2]):
-            padded = [model.padding_features] * 2 + list(features[row, :n]) + [model.padding_features] * 2
+            padded = [encoder.padding_features] * 2 + list(features[row, :n]) + [encoder.padding_features] * 2
             for t in range(n):
                 window = torch.cat(padded[t:t + width])  # [W*D], positions t-2 .. t+2
                 hidden = F.hardtanh(linear_weight @ window + conv.bias)
-                expected = model.scores(hidden)
+                expected = model.head.scores(hidden)
                 torch.testing.assert_close(got[row, t], expected, atol=1e-5, rtol=1e-5)
 
 
@@ -312,8 +323,8 @@ def test_constrained_crf_decodes_valid_bioes_even_from_random_weights(name):
         b = make_batch([7, 4, 9], seed=seed)
         for model in (constrained, free):
             with torch.no_grad():
-                model.scores.weight.normal_(std=2.0)  # strong, arbitrary emissions
-            decoded = model.decode(run(model, b), b["mask"])
+                model.head.scores.weight.normal_(std=2.0)  # strong, arbitrary emissions
+            decoded = model.head.decode(run(model, b), b["mask"])
             ok = [valid_bioes([TAGS[i] for i in decoded[r, :n]]) for r, n in enumerate([7, 4, 9])]
             if model is constrained:
                 assert all(ok)
@@ -328,18 +339,14 @@ def test_pretrained_vectors_initialise_the_word_embeddings(name):
     given = torch.randn(VOCAB, dim, generator=torch.Generator().manual_seed(3))
     model = build(name, pretrained=given)
     keep = torch.arange(VOCAB) != PAD
-    assert torch.equal(model.word_embedding.weight.detach()[keep], given[keep])
-    assert model.word_embedding.weight.detach()[PAD].eq(0).all()
+    assert torch.equal(model.encoder.word_embedding.weight.detach()[keep], given[keep])
+    assert model.encoder.word_embedding.weight.detach()[PAD].eq(0).all()
     with pytest.raises(TextnnError, match=f"model.word_dim={dim + 2}"):
         build(name, pretrained=torch.randn(VOCAB, dim + 2))
 
 
 @pytest.mark.parametrize("name", list(MODELS))
-def test_tag_names_must_fit_the_tags_and_scheme(name):
-    with pytest.raises(TextnnError, match="tag names"):
-        config_cls, model_cls, presets = MODELS[name]
-        model_cls(config_cls(**presets["tiny"]), vocab_size=VOCAB, num_chars=CHARS, num_casings=CASINGS,
-                  num_tags=len(TAGS) + 1, pad_id=PAD, pretrained=None, tags=TAGS, scheme="bioes")
+def test_tag_names_must_fit_the_scheme(name):
     with pytest.raises(TextnnError, match="E-PER"):
         build(name, {"output": "crf", "constrained": True}, scheme="bio")
     build(name, {"output": "softmax"}, scheme="bio")  # no constraints, so any tag names will do
@@ -350,20 +357,22 @@ def test_presets_build_and_follow_the_papers():
     for name, (config_cls, model_cls, presets) in MODELS.items():
         assert {"tiny", "paper"} <= set(presets), name
         for preset in presets.values():
-            config_cls(**preset)
+            config_cls(**{k: v for k, v in preset.items() if k != "head"})
+            TaggingHeadConfig(**preset["head"])
         assert build(name).num_parameters() < 5_000, f"{name} tiny preset is not tiny"
-    lample = RNNTaggerConfig(**RNN_PRESETS["paper"])
+    without_head = lambda preset: {k: v for k, v in preset.items() if k != "head"}  # noqa: E731
+    lample = RNNTaggerConfig(**without_head(RNN_PRESETS["paper"]))
     assert (lample.word_dim, lample.char_encoder, lample.char_dim, lample.char_hidden, lample.hidden_size,
-            lample.dropout, lample.output) == (100, "lstm", 25, 25, 100, 0.5, "crf")
-    ma_hovy = RNNTaggerConfig(**RNN_PRESETS["ma_hovy"])
+            lample.dropout, RNN_PRESETS["paper"]["head"]["output"]) == (100, "lstm", 25, 25, 100, 0.5, "crf")
+    ma_hovy = RNNTaggerConfig(**without_head(RNN_PRESETS["ma_hovy"]))
     assert (ma_hovy.char_encoder, ma_hovy.char_dim, ma_hovy.char_filters, ma_hovy.char_width, ma_hovy.hidden_size,
-            ma_hovy.dropout, ma_hovy.output) == ("cnn", 30, 30, 3, 200, 0.5, "crf")
-    collobert = WindowTaggerConfig(**WINDOW_PRESETS["paper"])
+            ma_hovy.dropout, RNN_PRESETS["ma_hovy"]["head"]["output"]) == ("cnn", 30, 30, 3, 200, 0.5, "crf")
+    collobert = WindowTaggerConfig(**without_head(WINDOW_PRESETS["paper"]))
     assert (collobert.window, collobert.word_dim, collobert.casing_dim, collobert.hidden_size) == (5, 50, 5, 300)
 
 
 def test_lstm_forget_gate_bias_sums_to_one():
-    lstm = build("rnn_tagger", {"cell": "lstm"}).encoder.rnn
+    lstm = build("rnn_tagger", {"cell": "lstm"}).encoder.rnn.rnn
     hidden = lstm.hidden_size
     for name in (n for n, _ in lstm.named_parameters() if n.startswith("bias_ih")):
         ih, hh = getattr(lstm, name), getattr(lstm, name.replace("bias_ih", "bias_hh"))
@@ -372,31 +381,34 @@ def test_lstm_forget_gate_bias_sums_to_one():
 
 @pytest.mark.parametrize("name,field,value", [
     ("rnn_tagger", "char_encoder", "gru"),
-    ("rnn_tagger", "output", "hmm"),
     ("rnn_tagger", "cell", "transformer"),
     ("rnn_tagger", "dropout", 1.0),
     ("rnn_tagger", "hidden_size", 0),
     ("rnn_tagger", "casing_dim", -1),
     ("rnn_tagger", "char_width", 2.5),
-    ("rnn_tagger", "constrained", "yes"),
     ("window_tagger", "window", 4),
     ("window_tagger", "window", 0),
     ("window_tagger", "word_dim", 0),
-    ("window_tagger", "output", "svm"),
     ("window_tagger", "dropout", -0.1),
 ])
 def test_invalid_config_value_raises_naming_the_field(name, field, value):
     config_cls, _, presets = MODELS[name]
     assert field in {f.name for f in dataclasses.fields(config_cls)}
+    tiny = {k: v for k, v in presets["tiny"].items() if k != "head"}
     with pytest.raises(TextnnError) as err:
-        config_cls(**{**presets["tiny"], field: value})
+        config_cls(**{**tiny, field: value})
     assert f"model.{field}" in str(err.value) and repr(value) in str(err.value)
+
+
+@pytest.mark.parametrize("field,value", [("output", "hmm"), ("output", "svm")])
+def test_invalid_head_value_raises_naming_the_field(field, value):
+    with pytest.raises(TextnnError) as err:
+        TaggingHeadConfig(**{field: value})
+    assert f"head.{field}" in str(err.value) and repr(value) in str(err.value)
 
 
 @pytest.mark.parametrize("name", list(MODELS))
 def test_registry_entry_points_to_these_classes(name):
-    if name not in registry.MODELS:
-        pytest.skip(f"{name} is not in registry.MODELS yet (added together with the tagging task)")
     config_cls, model_cls, presets = registry.model_entry(name)
     assert (config_cls, model_cls, presets) == MODELS[name]
 

@@ -9,8 +9,8 @@ predicted token an attention length of L tokens:
   positions per layer and `same_length`, so every position attends to exactly its last L positions.
 
 Here both are THE SAME model with the same weights: the vanilla evaluation is the Transformer-XL
-run with no memory over each window (`hidden_states(window, None)`, the output layer applied to the
-last position only). Per window that is exactly a vanilla Transformer's arithmetic, so the ratio
+run with no memory over each window (the encoder's states of `window` with no memory, the output
+layer applied to the last position only). Per window that is exactly a vanilla Transformer's arithmetic, so the ratio
 isolates what the memory saves: the recomputation. Both run in this one process on the same token
 stream (WikiText-2 valid when ../shared/data is present, else random ids), and both are timed in
 the steady state, on predictions whose context is a full L tokens.
@@ -46,7 +46,10 @@ import torch.nn.functional as F
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from textnn.models.base import InputSpec  # noqa: E402
 from textnn.models.transformer_xl import PRESETS, TransformerXL, TransformerXLConfig  # noqa: E402
+from textnn.modules.heads import LMHead  # noqa: E402
+from textnn.tasks.language_modeling import LanguageModel  # noqa: E402
 
 VALID = REPO.parent / "shared" / "data" / "wikitext2" / "valid.txt"
 WIKITEXT2_VOCAB = 33279  # whitespace tokens of WikiText-2 train + <pad>, <unk>, <eos> (the recipe's vocabulary)
@@ -95,7 +98,7 @@ def median(values: list[float]) -> float:
 
 
 @torch.inference_mode()
-def xl_pass(model: TransformerXL, stream: torch.Tensor, segment: int, timed_from: int) -> tuple[torch.Tensor, float, int]:
+def xl_pass(model: LanguageModel, stream: torch.Tensor, segment: int, timed_from: int) -> tuple[torch.Tensor, float, int]:
     """Read the stream in segments with the memory; per-token losses of targets stream[1:].
 
     Returns (losses [N-1], median seconds per predicted token over the segments that start at or
@@ -122,7 +125,7 @@ def xl_pass(model: TransformerXL, stream: torch.Tensor, segment: int, timed_from
 
 
 @torch.inference_mode()
-def vanilla_pass(model: TransformerXL, stream: torch.Tensor, length: int, count: int,
+def vanilla_pass(model: LanguageModel, stream: torch.Tensor, length: int, count: int,
                  batch: int) -> tuple[torch.Tensor, torch.Tensor, float]:
     """Al-Rfou et al.'s evaluation with the same weights and no memory.
 
@@ -141,8 +144,8 @@ def vanilla_pass(model: TransformerXL, stream: torch.Tensor, length: int, count:
     for start in range(0, count, batch):
         sync(device)
         began = CLOCK()
-        hidden, _ = model.hidden_states(windows[start:start + batch], None)  # [W, L, D]
-        losses.append(nll(model.decoder(hidden[:, -1]), targets[start:start + batch]))  # [W]
+        hidden = model.encoder(windows[start:start + batch], None).tokens  # [W, L, D]
+        losses.append(nll(model.head(hidden[:, -1]), targets[start:start + batch]))  # [W]
         sync(device)
         per_token.append((CLOCK() - began) / len(losses[-1]))
     return first, torch.cat(losses), median(per_token)
@@ -162,7 +165,7 @@ def device_info(device: torch.device) -> str:
     return f"CPU {cpu}, {torch.get_num_threads()} torch threads, torch {torch.__version__}"
 
 
-def load_model(args: argparse.Namespace, device: torch.device) -> tuple[TransformerXL, torch.Tensor, str]:
+def load_model(args: argparse.Namespace, device: torch.device) -> tuple[LanguageModel, torch.Tensor, str]:
     """A trained run's model and its own encoding of WikiText-2 valid, or a seeded random model."""
     if args.run:
         from textnn.experiment import load_run
@@ -174,7 +177,8 @@ def load_model(args: argparse.Namespace, device: torch.device) -> tuple[Transfor
         return model, ids.to(device), f"{args.run} on WikiText-2 valid, first {len(ids)} tokens"
     torch.manual_seed(args.seed)
     cfg = TransformerXLConfig(**PRESETS[args.preset])
-    model = TransformerXL(cfg, vocab_size=args.vocab_size, pad_id=0)
+    encoder = TransformerXL(cfg, InputSpec(vocab_size=args.vocab_size, pad_id=0))
+    model = LanguageModel(encoder, LMHead(encoder.token_size, args.vocab_size, tied=encoder.output_embedding()))
     stream, source = read_stream(args.tokens, args.vocab_size, args.seed)
     return model.to(device).eval(), stream.to(device), source + f", random {args.preset} weights"
 
@@ -203,18 +207,19 @@ def main() -> None:
     CLOCK, clock_name = pick_clock(device)
 
     model, stream, source = load_model(args, device)
-    base_cfg = model.cfg
+    encoder = model.encoder
+    base_cfg = encoder.cfg
     print(f"device: {device_info(device)}; timed with {clock_name}")
     print(f"data: {source}")
     print(f"model: {base_cfg.n_layers} layers, D {base_cfg.d_model}, {base_cfg.n_heads} heads x {base_cfg.d_head}, "
-          f"F {base_cfg.d_ff}, V {model.vocab_size}, {model.num_parameters():,} parameters; XL segment T={args.segment}, "
+          f"F {base_cfg.d_ff}, V {model.head.decoder.out_features}, {model.num_parameters():,} parameters; XL segment T={args.segment}, "
           f"1 stream; vanilla: {args.batch} windows per forward")
     for length in args.lengths:
         if len(stream) < 2 * length + args.vanilla_tokens + 1:
             print(f"L={length}: skipped, needs --tokens >= {2 * length + args.vanilla_tokens + 1}")
             continue
         # XL attends to exactly the last L positions at every layer (memory L, same_length); no clamp.
-        model.cfg = dataclasses.replace(base_cfg, eval_mem_len=length, same_length=True, clamp_len=0)
+        encoder.cfg = dataclasses.replace(base_cfg, eval_mem_len=length, same_length=True, clamp_len=0)
         count = args.vanilla_tokens
         xl_losses, xl_time, xl_tokens = xl_pass(model, stream, args.segment, timed_from=length)
         first, later, vanilla_time = vanilla_pass(model, stream, length, count, args.batch)
@@ -226,7 +231,7 @@ def main() -> None:
         print(f"        identical context (first {length} targets): max|dloss|={same_context:.1e};  "
               f"longer XL context (next {count}): mean loss xl={xl_later.mean().item():.4f} "
               f"vanilla={later.mean().item():.4f}, mean|dloss|={(xl_later - later).abs().mean().item():.1e}")
-    model.cfg = base_cfg
+    encoder.cfg = base_cfg
 
 
 if __name__ == "__main__":

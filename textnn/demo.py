@@ -34,7 +34,10 @@ import torch.nn.functional as F
 
 from textnn.config import config_from_dict
 from textnn.errors import TextnnError
+from textnn.models.base import InputSpec
 from textnn.models.rnn_lm import PRESETS, RNNLM, RNNLMConfig
+from textnn.modules.heads import LMHead
+from textnn.tasks.language_modeling import LanguageModel
 
 TEST_DIRS = {"test", "tests", "idle_test"}  # the stdlib's own test suites are left out
 SKIP_DIRS = {"site-packages", "dist-packages", "__pycache__"} | TEST_DIRS
@@ -121,7 +124,8 @@ def _seconds_per_step(cfg: RNNLMConfig, give_up_after: float = float("inf"), voc
 
     Returns inf as soon as a step takes longer than `give_up_after` seconds (3x that for the warm-up).
     """
-    model = RNNLM(cfg, vocab_size).to(device)
+    encoder = RNNLM(cfg, InputSpec(vocab_size=vocab_size))
+    model = LanguageModel(encoder, LMHead(encoder.token_size, vocab_size, tied=encoder.output_embedding())).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=LR)
     ids = torch.randint(1, vocab_size, (BATCH_SIZE, BPTT + 1), generator=torch.Generator().manual_seed(0)).to(device)
     times = []

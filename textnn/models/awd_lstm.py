@@ -10,16 +10,20 @@ tied to them, §4.4; Press & Wolf 2017, Inan et al. 2017) with the paper's regul
   final output (§4.2);
 - activation regularisation AR = alpha * mean(m * h_T^2) over the dropped final-layer outputs and
   temporal activation regularisation TAR = beta * mean((h_t - h_{t+1})^2) over the undropped ones
-  (§4.6), returned as `ModelOutput.regularizer` in training mode (the task adds it to the loss).
+  (§4.6), returned as `EncoderOutput.regularizer` in training mode (the task adds it to the loss).
 Its optimiser, NT-ASGD (§3), is `train.optimizer: ntasgd` (training/optim.py), and variable-length
 BPTT (§4.1) is `data.bptt_variable: true` (tasks/language_modeling.py).
 
+As an encoder, AWD-LSTM gives the final layer's outputs after the output locked dropout: what the
+output layer reads. The output layer is the task's `LMHead` (sharing `output_embedding()` when tied).
+
 The state is a list with one (h [1, B, H_l], c [1, B, H_l]) pair per layer. Initialisation follows
-the authors' code: embeddings uniform in [-0.1, 0.1], output bias 0, PyTorch's default LSTM init.
+the authors' code: embeddings uniform in [-0.1, 0.1], PyTorch's default LSTM init, and output bias 0
+(`LMHead` starts its bias at zero).
 """
 
 # B batch, T window length, V vocabulary size, E embedding dim, H hidden size, L layers,
-# H_l the size of layer l (H, and E for the last layer when tied)
+# H_l the size of layer l (H, and E for the last layer when tied), B' batch rows kept by reorder_state
 
 from __future__ import annotations
 
@@ -30,7 +34,7 @@ from torch import nn
 
 from textnn.config import check_model_field as _check
 from textnn.config import is_int, opt
-from textnn.models.base import ModelOutput, TextnnModel
+from textnn.models.base import Encoder, EncoderOutput, InputSpec, LayerGroups, TokenFeatures
 from textnn.modules.rnn import LockedDropout, WeightDrop, embedding_dropout, lstm_memory_cells
 
 State = list[tuple[torch.Tensor, torch.Tensor]] | None
@@ -69,18 +73,25 @@ class AWDLSTMConfig:
                    "a number >= 0")
 
 
-class AWDLSTM(TextnnModel):
-    """AWD-LSTM language model (see the module docstring).
+class AWDLSTM(Encoder):
+    """AWD-LSTM as an encoder (see the module docstring).
 
-    forward(ids [B, T], state) -> ModelOutput(logits [B, T, V], state, regularizer (training only))
-    step(ids [B, T], state)    -> (logits [B, V] of the last position, state)
-    memory_cells(ids [1, T])   -> L tensors [T, H_l]: every layer's memory cells c_t (for the cell view)
+    forward(ids [B, T], mask, state) -> EncoderOutput(tokens [B, T, H_L], state, regularizer (training only))
+    step(ids [B, T], state)          -> (tokens of the last position [B, H_L], state)
+    reorder_state(state, indices)    -> the state of the batch rows `indices`   (beam search)
+    memory_cells(ids [1, T])         -> L tensors [T, H_l]: every layer's memory cells c_t (for the cell view)
+
+    `mask` is not read: the LSTMs run left to right and stream padding only ever follows the real tokens.
     """
 
-    def __init__(self, cfg: AWDLSTMConfig, vocab_size: int, pad_id: int = 0) -> None:
+    config_class = AWDLSTMConfig
+    gives_tokens = True
+    causal = True
+
+    def __init__(self, cfg: AWDLSTMConfig, spec: InputSpec) -> None:
         super().__init__()
         self.cfg = cfg
-        self.embedding = nn.Embedding(vocab_size, cfg.embedding_dim)
+        self.embedding = nn.Embedding(spec.vocab_size, cfg.embedding_dim)
         sizes = [cfg.embedding_dim] + [cfg.hidden_size] * (cfg.num_layers - 1) \
             + [cfg.embedding_dim if cfg.tie_weights else cfg.hidden_size]  # L + 1 sizes: input, then each layer
         self.rnns = nn.ModuleList(
@@ -89,14 +100,21 @@ class AWDLSTM(TextnnModel):
         self.drop_input = LockedDropout(cfg.dropout_input)
         self.drop_hidden = LockedDropout(cfg.dropout_hidden)
         self.drop_output = LockedDropout(cfg.dropout)
-        self.decoder = nn.Linear(sizes[-1], vocab_size)
+        self.token_size = sizes[-1]
         with torch.no_grad():
             self.embedding.weight.uniform_(-INIT_RANGE, INIT_RANGE)
-            self.decoder.bias.zero_()
-        if cfg.tie_weights:
-            self.decoder.weight = self.embedding.weight  # [V, E]
 
-    def forward(self, ids: torch.Tensor, state: State = None) -> ModelOutput:
+    def output_embedding(self) -> nn.Parameter | None:
+        return self.embedding.weight if self.cfg.tie_weights else None  # [V, E]
+
+    def layer_groups(self) -> LayerGroups:
+        """The embedding, then one group per LSTM layer (ULMFiT's discriminative rates and gradual
+        unfreezing, Howard & Ruder 2018 §3.2-3.3, work layer by layer on this stack)."""
+        return [("embedding", [self.embedding]),
+                *((f"lstm{layer + 1}", [rnn]) for layer, rnn in enumerate(self.rnns))]
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor | None = None, state: State = None,
+                features: TokenFeatures | None = None) -> EncoderOutput:
         x = embedding_dropout(self.embedding.weight, ids, self.cfg.dropout_embedding, self.training)  # [B, T, E]
         x = self.drop_input(x)
         new_state = []
@@ -105,19 +123,20 @@ class AWDLSTM(TextnnModel):
             raw, layer_state = rnn(x, None if state is None else state[layer])  # [B, T, H_l]; (h, c) [1, B, H_l]
             new_state.append(layer_state)
             x = self.drop_hidden(raw) if layer < last else self.drop_output(raw)
-        logits = self.decoder(x)  # [B, T, V]
         regularizer = None
         if self.training and (self.cfg.alpha or self.cfg.beta):
             # §4.6: AR penalises large (dropped) outputs, TAR large changes between consecutive (raw) outputs.
             regularizer = self.cfg.alpha * x.pow(2).mean()
             if raw.size(1) > 1:
                 regularizer = regularizer + self.cfg.beta * (raw[:, 1:] - raw[:, :-1]).pow(2).mean()
-        return ModelOutput(logits=logits, state=new_state, regularizer=regularizer)
+        return EncoderOutput(tokens=x, state=new_state, regularizer=regularizer)  # tokens [B, T, H_L]
 
-    def step(self, ids: torch.Tensor, state: State = None) -> tuple[torch.Tensor, State]:
-        """The decoding interface of `generation.sampling.sample`: logits of the last position only."""
-        out = self.forward(ids, state)
-        return out.logits[:, -1], out.state  # [B, V]
+    @staticmethod
+    def reorder_state(state: State, indices: torch.Tensor) -> State:
+        """The state of the batch rows `indices` [B']: each layer's (h, c) [1, B, H_l] -> [1, B', H_l]."""
+        if state is None:
+            return None
+        return [(h.index_select(1, indices), c.index_select(1, indices)) for h, c in state]
 
     @torch.no_grad()
     def memory_cells(self, ids: torch.Tensor, state: State = None) -> list[torch.Tensor]:
@@ -154,3 +173,4 @@ PRESETS: dict[str, dict] = {
             "dropout_hidden": 0.2, "dropout_input": 0.65, "dropout_embedding": 0.1, "weight_drop": 0.5,
             "alpha": 2.0, "beta": 1.0},
 }
+AWDLSTM.presets = PRESETS

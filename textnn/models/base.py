@@ -97,6 +97,17 @@ class Encoder(nn.Module):
                 features: TokenFeatures | None = None) -> EncoderOutput:
         raise NotImplementedError
 
+    def step(self, ids: torch.Tensor, state: object = None) -> tuple[torch.Tensor, object]:
+        """Decoding with a causal encoder: read the new tokens ids [B, T'] after `state` (None = nothing
+        read yet); return the states of the LAST position [B, token_size] and the new state.
+
+        The default runs `forward` on the new tokens alone, which is exact for encoders whose state
+        holds all they need of the past (a recurrent state, a memory of ids or of hidden states);
+        an encoder with a key/value cache overrides it.
+        """
+        out = self(ids, torch.ones_like(ids, dtype=torch.bool), state)
+        return out.tokens[:, -1], out.state
+
     @classmethod
     def max_length(cls, cfg: object) -> int:
         """The longest input (tokens per window) encoders built from `cfg` can read; 0 = no limit.
@@ -106,6 +117,11 @@ class Encoder(nn.Module):
     def output_embedding(self) -> nn.Parameter | None:
         """The [V, token_size] matrix a language-model head shares (tied weights, Press & Wolf 2017), or None."""
         return None
+
+    def init_head(self, head: "Head") -> None:
+        """Initialise the head a task put on this encoder as the family's paper initialises its output
+        layers (GPT, Transformer-XL: N(0, 0.02)). Parameters the head shares with the encoder (a tied
+        output embedding) are left alone. The default keeps the head's own initialisation."""
 
     def after_optimizer_step(self) -> None:
         """Apply parameter constraints after each optimizer step. No-op by default."""
@@ -138,6 +154,7 @@ class EncoderWithHead(nn.Module):
         super().__init__()
         self.encoder = encoder
         self.head = head
+        encoder.init_head(head)
 
     def after_optimizer_step(self) -> None:
         self.encoder.after_optimizer_step()

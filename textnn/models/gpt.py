@@ -1,32 +1,39 @@
 """GPT: a decoder-only Transformer language model (Radford et al. 2018; GPT-2, Radford et al. 2019).
 
 Token embedding + learned position embedding -> dropout -> N pre-LN Transformer blocks with causal
-self-attention (modules/transformer.py) -> final LayerNorm -> linear map to vocabulary logits.
+self-attention (modules/transformer.py) -> final LayerNorm (-> linear map to vocabulary logits).
+
+As an encoder, GPT gives the final LayerNorm's output at every position; the linear map to the
+vocabulary is the task's `LMHead`, with no bias (`lm_bias = False`: GPT-2's output layer is the
+transposed token embedding alone) and sharing `output_embedding()` when tied.
 
 - Pre-LN blocks and the final LayerNorm: GPT-2 §2.3.
 - Initialisation N(0, 0.02) for every weight matrix and embedding (GPT-1 §4.1 "a simple weight
   initialization of N(0, 0.02) was sufficient"); the two projections that write into the residual
   stream in each block (attention output, second FFN layer) are further scaled by 1/sqrt(2 N)
   (GPT-2 §2.3: "scale the weights of residual layers at initialization by a factor of 1/sqrt(N)
-  where N is the number of residual layers"; a block holds two of them).
+  where N is the number of residual layers"; a block holds two of them). A head put on the encoder
+  gets the same N(0, 0.02) (`init_head`; an untied output layer, as nanoGPT initialises its lm_head).
 - `tie`: the output layer reuses the token embedding matrix (Press & Wolf 2017, "Using the Output
   Embedding to Improve Language Models"), as GPT-2 does.
 
-forward(ids [B, T], state) -> ModelOutput(logits [B, T, V], state=None). The model has no memory
-across windows: the incoming state is ignored and T may not exceed `context` (the number of learned
-positions). step(ids [B, T'], cache) -> (logits [B, V] of the last position, cache): the decoding
-interface of generation/sampling.py with a key/value cache (GPTCache), so each new token costs one
-position's work instead of a full forward.
+forward(ids [B, T], mask, state) -> EncoderOutput(tokens [B, T, D], state=None). The model has no
+memory across windows: the incoming state is ignored and T may not exceed `context` (the number of
+learned positions; `max_length`, which the language-modelling task checks data.bptt against before
+a run starts). step(ids [B, T'], cache) -> (states [B, D] of the last position, cache): the
+decoding interface with a key/value cache (GPTCache), so each new token costs one position's work
+instead of a full forward.
 
 Past the context: positions are absolute and learned, so cached keys cannot be shifted to new
 positions. When the cache would grow beyond `context`, `step` recomputes from scratch on the last
 context - 1 tokens read plus the new one (nanoGPT's `generate` crops to the last block_size tokens
-the same way), so cached decoding gives exactly the logits of a full forward over that window; from
+the same way), so cached decoding gives exactly the states of a full forward over that window; from
 then on each step costs one forward over `context` tokens.
 """
 
 # B batch, T tokens in the window, T' new tokens of a step, S cached positions, V vocabulary size,
-# D model dim (d_model), H heads, F feed-forward dim (d_ff), L layers, C context (max positions)
+# D model dim (d_model), H heads, F feed-forward dim (d_ff), L layers, C context (max positions),
+# B' batch rows kept by reorder_state
 
 from __future__ import annotations
 
@@ -38,8 +45,9 @@ from torch import nn
 
 from textnn.config import check_model_field as _check, is_int, opt
 from textnn.errors import TextnnError
-from textnn.models.base import ModelOutput, TextnnModel
+from textnn.models.base import Encoder, EncoderOutput, Head, InputSpec, LayerGroups, TokenFeatures
 from textnn.modules.attention import KVCache
+from textnn.modules.init import init_normal
 from textnn.modules.transformer import TransformerBlock
 
 INIT_STD = 0.02
@@ -84,35 +92,57 @@ class GPTCache:
         return self.tokens.size(1)
 
 
-class GPT(TextnnModel):
-    """Decoder-only Transformer LM; see the module docstring for the architecture and the papers."""
+class GPT(Encoder):
+    """Decoder-only Transformer encoder; see the module docstring for the architecture and the papers.
 
-    def __init__(self, cfg: GPTConfig, vocab_size: int, pad_id: int = 0) -> None:
+    `mask` is not read: attention is causal, so a real token never attends to the stream padding
+    that can only follow it.
+    """
+
+    config_class = GPTConfig
+    gives_tokens = True
+    causal = True
+    lm_bias = False  # GPT-2's output layer: logits = h W_e^T, no bias
+
+    def __init__(self, cfg: GPTConfig, spec: InputSpec) -> None:
         super().__init__()
         self.cfg = cfg
-        self.vocab_size = vocab_size
-        self.token_embedding = nn.Embedding(vocab_size, cfg.d_model)
+        self.token_embedding = nn.Embedding(spec.vocab_size, cfg.d_model)
         self.position_embedding = nn.Embedding(cfg.context, cfg.d_model)
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(
             TransformerBlock(cfg.d_model, cfg.n_heads, cfg.ff_size, dropout=cfg.dropout, bias=cfg.bias)
             for _ in range(cfg.n_layers))
         self.ln_final = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
-        self.lm_head = nn.Linear(cfg.d_model, vocab_size, bias=False)
+        self.token_size = cfg.d_model
         self._init_weights()
-        if cfg.tie:
-            self.lm_head.weight = self.token_embedding.weight  # [V, D]
+
+    @classmethod
+    def max_length(cls, cfg: GPTConfig) -> int:
+        return cfg.context
 
     def _init_weights(self) -> None:
-        for module in self.modules():
-            if isinstance(module, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(module.weight, mean=0.0, std=INIT_STD)
-                if getattr(module, "bias", None) is not None:
-                    nn.init.zeros_(module.bias)
+        init_normal(self.modules(), INIT_STD)
         residual_std = INIT_STD / math.sqrt(2 * self.cfg.n_layers)  # GPT-2 §2.3
         for block in self.blocks:
             nn.init.normal_(block.attn.out_proj.weight, mean=0.0, std=residual_std)
             nn.init.normal_(block.ff.proj.weight, mean=0.0, std=residual_std)
+
+    def init_head(self, head: Head) -> None:
+        """N(0, 0.02) weights and zero biases for the head's layers too, as for every layer of the
+        model (a tied output embedding is the token embedding, already initialised)."""
+        init_normal(head.modules(), INIT_STD, skip=self.parameters())
+
+    def output_embedding(self) -> nn.Parameter | None:
+        return self.token_embedding.weight if self.cfg.tie else None  # [V, D]
+
+    def layer_groups(self) -> LayerGroups:
+        """Both embeddings, then one group per block; the final LayerNorm belongs to the last block."""
+        groups: LayerGroups = [("embedding", [self.token_embedding, self.position_embedding])]
+        for index, block in enumerate(self.blocks):
+            last = index == len(self.blocks) - 1
+            groups.append((f"block{index + 1}", [block, self.ln_final] if last else [block]))
+        return groups
 
     # ----------------------------------------------------------------------------------------------
     def _embed(self, ids: torch.Tensor, offset: int) -> torch.Tensor:
@@ -124,21 +154,22 @@ class GPT(TextnnModel):
             raise TextnnError(f"GPT reads at most model.context = {self.cfg.context} tokens at once, got a window "
                               f"of {length}; lower data.bptt to <= {self.cfg.context} (or raise model.context)")
 
-    def forward(self, ids: torch.Tensor, state: object = None) -> ModelOutput:
-        """Next-token logits at every position: ids [B, T] -> logits [B, T, V]; `state` is ignored."""
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor | None = None, state: object = None,
+                features: TokenFeatures | None = None) -> EncoderOutput:
+        """Final states at every position: ids [B, T] -> tokens [B, T, D]; `state` is ignored."""
         self._check_length(ids.size(1))
         x = self._embed(ids, 0)  # [B, T, D]
         for block in self.blocks:
             x = block(x, causal=True).hidden
-        return ModelOutput(logits=self.lm_head(self.ln_final(x)), state=None)  # [B, T, V]
+        return EncoderOutput(tokens=self.ln_final(x), state=None)  # [B, T, D]
 
     @torch.no_grad()
-    def forward_with_attention(self, ids: torch.Tensor) -> tuple[ModelOutput, torch.Tensor]:
+    def forward_with_attention(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """`forward` computed on the explicit attention path, plus every attention map.
 
-        ids [B, T] -> (ModelOutput(logits [B, T, V]), attention [L, B, H, T, T]), where
-        attention[l, b, h, i, j] is how much position i attends to position j in head h of block l.
-        For visualisation; the logits equal `forward`'s up to float rounding.
+        ids [B, T] -> (states [B, T, D], attention [L, B, H, T, T]), where attention[l, b, h, i, j] is
+        how much position i attends to position j in head h of block l. For visualisation; the
+        states equal `forward`'s up to float rounding.
         """
         self._check_length(ids.size(1))
         x, maps = self._embed(ids, 0), []  # [B, T, D]
@@ -146,11 +177,11 @@ class GPT(TextnnModel):
             out = block(x, causal=True, need_weights=True)
             x = out.hidden
             maps.append(out.weights)  # [B, H, T, T]
-        return ModelOutput(logits=self.lm_head(self.ln_final(x))), torch.stack(maps)  # [L, B, H, T, T]
+        return self.ln_final(x), torch.stack(maps)  # [B, T, D], [L, B, H, T, T]
 
     # ----------------------------------------------------------------------------------------------
     def step(self, ids: torch.Tensor, state: GPTCache | None = None) -> tuple[torch.Tensor, GPTCache]:
-        """Read `ids` [B, T'] after the cached positions; return the last position's logits [B, V] and the cache.
+        """Read `ids` [B, T'] after the cached positions; return the last position's states [B, D] and the cache.
 
         A first call (state None) reads a whole prompt; later calls usually one token. When the cached
         positions plus the new ones would exceed `context`, the cache is rebuilt from the last
@@ -167,9 +198,18 @@ class GPT(TextnnModel):
             out = block(x, causal=True, cache=state.layers[index] if state is not None else None, use_cache=True)
             x = out.hidden
             layers.append(out.cache)
-        logits = self.lm_head(self.ln_final(x[:, -1]))  # [B, D] -> [B, V]: only the last position is needed
+        last = self.ln_final(x[:, -1])  # [B, D]: only the last position is needed
         tokens = torch.cat([history, ids], dim=1) if state is not None else ids  # [B, S + T']
-        return logits, GPTCache(layers=layers, tokens=tokens)
+        return last, GPTCache(layers=layers, tokens=tokens)
+
+    @staticmethod
+    def reorder_state(state: GPTCache | None, indices: torch.Tensor) -> GPTCache | None:
+        """The cache of the batch rows `indices` [B']: keys/values [B, H, S, Dh] -> [B', H, S, Dh], tokens [B', S]."""
+        if state is None:
+            return None
+        layers = [KVCache(keys=c.keys.index_select(0, indices), values=c.values.index_select(0, indices))
+                  for c in state.layers]
+        return GPTCache(layers=layers, tokens=state.tokens.index_select(0, indices))
 
 
 # ------------------------------------------------------------------------------------------- presets
@@ -195,3 +235,4 @@ PRESETS: dict[str, dict] = {
              "tie": True, "bias": True},
 }
 PRESETS["paper"] = dict(PRESETS["gpt2"])  # every family's "paper" preset: here GPT-2 small
+GPT.presets = PRESETS

@@ -10,6 +10,12 @@ gives the unnormalised log-probabilities of the next word, softmax-normalised. W
 context vectors inside x does not matter (it only permutes H's and W's columns); here the oldest
 word comes first.
 
+As an encoder, NPLM gives at every position the features eq. 1's output layer reads, z = [tanh(d +
+H x); x] (only the parts that exist: x alone when hidden_size is 0, the hidden layer alone when
+direct is false), and the language-modelling task's `LMHead` is ONE linear map over them:
+b + [U W] z = b + U tanh(d + H x) + W x, eq. 1 exactly. (The head starts from its own
+initialisation, one uniform range over [U W] and b = 0, where the paper's code drew U and W apart.)
+
 All positions of a window are computed at once: the window's embeddings are cut into the n-1-word
 contexts ending at every position with `Tensor.unfold` (a strided view, no Python loop over
 positions). The state carried to the next window is its last n-1 ids, so contexts cross window
@@ -20,7 +26,7 @@ the features and on the hidden layer) is not in the paper, which regularised wit
 """
 
 # B batch, T window length, V vocabulary size, E embedding dim (m in the paper), C context length
-# (n - 1), H hidden units (h)
+# (n - 1), H hidden units (h), Z features the head reads (H + C*E with both paths)
 
 from __future__ import annotations
 
@@ -31,7 +37,7 @@ from torch import nn
 
 from textnn.config import check_model_field as _check
 from textnn.config import is_int, opt
-from textnn.models.base import ModelOutput, TextnnModel
+from textnn.models.base import Encoder, EncoderOutput, InputSpec, LayerGroups, TokenFeatures
 from textnn.modules.embeddings import TokenEmbedding
 
 
@@ -57,25 +63,32 @@ class NPLMConfig:
                and 0.0 <= self.dropout < 1.0, "dropout", self.dropout, "a number in [0, 1)")
 
 
-class NPLM(TextnnModel):
-    """Bengio et al. (2003)'s feed-forward n-gram language model, in the language-model interface.
+class NPLM(Encoder):
+    """Bengio et al. (2003)'s feed-forward n-gram language model as an encoder (module docstring).
 
-    forward(ids [B, T], state) -> ModelOutput(logits [B, T, V], state = the last n-1 ids [B, C])
-    step(ids [B, T], state)    -> (logits [B, V] of the last position, state)
+    forward(ids [B, T], mask, state) -> EncoderOutput(tokens [B, T, Z], state = the last n-1 ids [B, C])
+    step(ids [B, T], state)          -> (features of the last position [B, Z], state)
+
+    `mask` is not read: each position's features depend on the C ids up to it and stream padding
+    only ever follows the real tokens.
     """
 
-    def __init__(self, cfg: NPLMConfig, vocab_size: int, pad_id: int = 0) -> None:
+    config_class = NPLMConfig
+    gives_tokens = True
+    causal = True
+
+    def __init__(self, cfg: NPLMConfig, spec: InputSpec) -> None:
         super().__init__()
         self.cfg = cfg
-        self.pad_id = pad_id
+        self.pad_id = spec.pad_id
         features = cfg.context_size * cfg.embedding_dim  # size of x
-        self.embedding = TokenEmbedding(vocab_size, cfg.embedding_dim, pad_id)  # C
+        self.embedding = TokenEmbedding(spec.vocab_size, cfg.embedding_dim, spec.pad_id)  # C
         self.drop = nn.Dropout(cfg.dropout)
         self.hidden = nn.Linear(features, cfg.hidden_size) if cfg.hidden_size else None  # H, d
-        self.output = nn.Linear(cfg.hidden_size, vocab_size) if cfg.hidden_size else None  # U, b
-        self.direct = nn.Linear(features, vocab_size, bias=self.output is None) if cfg.direct else None  # W
+        self.token_size = cfg.hidden_size + (features if cfg.direct else 0)  # Z
 
-    def forward(self, ids: torch.Tensor, state: torch.Tensor | None = None) -> ModelOutput:
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor | None = None, state: torch.Tensor | None = None,
+                features: TokenFeatures | None = None) -> EncoderOutput:
         batch, steps = ids.shape
         context = self.cfg.context_size
         if state is None:  # the stream starts here: nothing before it but padding
@@ -84,17 +97,24 @@ class NPLM(TextnnModel):
         emb = self.embedding(seq)  # [B, C+T, E]
         windows = emb.unfold(1, context, 1)[:, 1:]  # [B, T+1, E, C] -> [B, T, E, C]: the C tokens ending at each input
         x = self.drop(windows.transpose(2, 3).reshape(batch, steps, -1))  # [B, T, C, E] -> [B, T, C*E]
-        logits = 0
+        parts = []
         if self.hidden is not None:
-            logits = self.output(self.drop(torch.tanh(self.hidden(x))))  # b + U tanh(d + H x): [B, T, V]
-        if self.direct is not None:
-            logits = logits + self.direct(x)  # + W x
-        return ModelOutput(logits=logits, state=seq[:, -context:])  # state: [B, C]
+            parts.append(self.drop(torch.tanh(self.hidden(x))))  # tanh(d + H x): [B, T, H]
+        if self.cfg.direct:
+            parts.append(x)  # read by W
+        tokens = torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]  # [B, T, Z]
+        return EncoderOutput(tokens=tokens, state=seq[:, -context:])  # state: [B, C]
 
-    def step(self, ids: torch.Tensor, state: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """The decoding interface of `generation.sampling.sample`: logits of the last position only."""
-        out = self.forward(ids, state)
-        return out.logits[:, -1], out.state  # [B, V]
+    @staticmethod
+    def reorder_state(state: torch.Tensor | None, indices: torch.Tensor) -> torch.Tensor | None:
+        """The state of the batch rows `indices` [B'] (beam search): [B, C] -> [B', C]."""
+        return None if state is None else state.index_select(0, indices)
+
+    def layer_groups(self) -> LayerGroups:
+        groups: LayerGroups = [("embedding", [self.embedding])]
+        if self.hidden is not None:
+            groups.append(("hidden", [self.hidden]))
+        return groups
 
 
 PRESETS: dict[str, dict] = {
@@ -104,3 +124,4 @@ PRESETS: dict[str, dict] = {
     # direct connections.
     "paper": {"context_size": 4, "embedding_dim": 60, "hidden_size": 50, "direct": True, "dropout": 0.0},
 }
+NPLM.presets = PRESETS

@@ -1,4 +1,4 @@
-"""Recurrent language models: embedding -> stacked LSTM / GRU / Elman RNN -> softmax over the vocabulary.
+"""Recurrent language models: embedding -> stacked LSTM / GRU / Elman RNN (-> softmax over the vocabulary).
 
 The character-level LSTM of Karpathy, Johnson & Fei-Fei (2015), "Visualizing and Understanding
 Recurrent Networks" (§3: a stack of LSTM layers reading one character per step and predicting the
@@ -12,6 +12,10 @@ size differs from the hidden size, a linear projection H -> E sits before the ti
 (Press & Wolf 2017 also insert a projection before the tied output embedding). Registered as
 `rnn_lm`, and as `char_lstm_lm`, its older name.
 
+As an encoder, RNNLM gives the top layer's states after dropout (and after the projection when
+tied): what the output layer reads. The output layer itself is the task's `LMHead`, sharing
+`output_embedding()` when tied.
+
 `forward` runs the fused `nn.LSTM` (cuDNN on GPU) over a whole window. `cell_trace` recomputes the
 same recurrence one step at a time with the same weights, only to expose the memory cells c_t at
 every position for visualisation (Karpathy et al. 2015 §4.2); like `modules.rnn.lstm_memory_cells`,
@@ -24,7 +28,8 @@ continues the sequence exactly where the previous window stopped.
 """
 
 # B batch, T time steps (window length), V vocabulary size, E embedding dim, H hidden size,
-# L layers, G gates (4 for LSTM, 3 for GRU, 1 for the Elman RNN), O output features (E if tied, else H)
+# L layers, G gates (4 for LSTM, 3 for GRU, 1 for the Elman RNN), O output features (E if tied, else H),
+# B' batch rows kept by reorder_state
 
 from __future__ import annotations
 
@@ -36,7 +41,7 @@ from torch import nn
 
 from textnn.config import opt, check_model_field as _check
 from textnn.errors import TextnnError
-from textnn.models.base import ModelOutput, TextnnModel
+from textnn.models.base import Encoder, EncoderOutput, InputSpec, LayerGroups, TokenFeatures
 from textnn.modules.embeddings import TokenEmbedding
 from textnn.modules.rnn import CELLS, init_lstm_forget_bias
 
@@ -68,23 +73,30 @@ class RNNLMConfig:
         _check(isinstance(self.tie_weights, bool), "tie_weights", self.tie_weights, "true or false")
 
 
-class RNNLM(TextnnModel):
-    """Next-token language model: logits[b, t] scores the token that follows ids[b, t].
+class RNNLM(Encoder):
+    """Recurrent next-token encoder: tokens[b, t] is what the output layer reads to score ids[b, t + 1].
 
-    forward(ids [B, T], state) -> ModelOutput(logits [B, T, V], state)
-    step(ids [B, T], state)    -> (logits [B, V] of the last position, state)   (generation interface)
-    cell_trace(ids [1, T])     -> [T, L, H] memory cells c_t (LSTM) or hidden states h_t (GRU, RNN)
+    forward(ids [B, T], mask, state) -> EncoderOutput(tokens [B, T, O], state)
+    step(ids [B, T], state)          -> (tokens of the last position [B, O], state)   (generation)
+    reorder_state(state, indices)    -> the state of the batch rows `indices`          (beam search)
+    cell_trace(ids [1, T])           -> [T, L, H] memory cells c_t (LSTM) or hidden states h_t (GRU, RNN)
+
+    `mask` is not read: the recurrence runs left to right and stream padding only ever follows the
+    real tokens, so no real token's state depends on it.
 
     LSTM forget-gate biases start at 1 (Jozefowicz, Zaremba & Sutskever 2015, "An Empirical
     Exploration of Recurrent Network Architectures"); PyTorch's two bias vectors are set so that
     their sum is 1 (`modules.rnn.init_lstm_forget_bias`).
     """
 
-    def __init__(self, cfg: RNNLMConfig, vocab_size: int, pad_id: int = 0) -> None:
+    config_class = RNNLMConfig
+    gives_tokens = True
+    causal = True
+
+    def __init__(self, cfg: RNNLMConfig, spec: InputSpec) -> None:
         super().__init__()
         self.cfg = cfg
-        self.vocab_size = vocab_size
-        self.embedding = TokenEmbedding(vocab_size, cfg.embedding_dim, pad_id)
+        self.embedding = TokenEmbedding(spec.vocab_size, cfg.embedding_dim, spec.pad_id)
         self.drop = nn.Dropout(cfg.dropout)
         common = dict(input_size=cfg.embedding_dim, hidden_size=cfg.hidden_size, num_layers=cfg.num_layers,
                       batch_first=True, dropout=cfg.dropout if cfg.num_layers > 1 else 0.0)
@@ -98,23 +110,35 @@ class RNNLM(TextnnModel):
         # Tied weights read E features: with H != E, a projection brings the LSTM's output to E first.
         self.project = nn.Linear(cfg.hidden_size, cfg.embedding_dim, bias=False) \
             if cfg.tie_weights and cfg.embedding_dim != cfg.hidden_size else None
-        self.decoder = nn.Linear(cfg.embedding_dim if cfg.tie_weights else cfg.hidden_size, vocab_size)
-        if cfg.tie_weights:
-            self.decoder.weight = self.embedding.weight  # [V, E]
+        self.token_size = cfg.embedding_dim if cfg.tie_weights else cfg.hidden_size  # O
+
+    def output_embedding(self) -> nn.Parameter | None:
+        return self.embedding.weight if self.cfg.tie_weights else None  # [V, E]
+
+    def layer_groups(self) -> LayerGroups:
+        """The embedding, then the recurrent stack as one group: the fused module holds every layer's
+        weights in one `nn.LSTM` (or GRU, RNN), so its layers cannot be told apart as modules."""
+        return [("embedding", [self.embedding]),
+                ("rnn", [self.rnn] + ([self.project] if self.project is not None else []))]
 
     # ----------------------------------------------------------------------------------------------
-    def forward(self, ids: torch.Tensor, state: RNNState = None) -> ModelOutput:
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor | None = None, state: RNNState = None,
+                features: TokenFeatures | None = None) -> EncoderOutput:
         x = self.drop(self.embedding(ids))  # [B, T, E]
         out, state = self.rnn(x, state)  # [B, T, H]; state: (h, c) [L, B, H] each, or h [L, B, H]
         out = self.drop(out)
         if self.project is not None:
             out = self.project(out)  # [B, T, H] -> [B, T, E]
-        return ModelOutput(logits=self.decoder(out), state=state)  # [B, T, O] -> [B, T, V]
+        return EncoderOutput(tokens=out, state=state)  # [B, T, O]
 
-    def step(self, ids: torch.Tensor, state: RNNState = None) -> tuple[torch.Tensor, object]:
-        """The decoding interface of `generation.sampling.sample`: logits of the last position only."""
-        out = self.forward(ids, state)
-        return out.logits[:, -1], out.state  # [B, V]
+    @staticmethod
+    def reorder_state(state: RNNState, indices: torch.Tensor) -> RNNState:
+        """The state of the batch rows `indices` [B']: (h, c) or h, [L, B, H] -> [L, B', H]."""
+        if state is None:
+            return None
+        if isinstance(state, tuple):
+            return tuple(s.index_select(1, indices) for s in state)  # type: ignore[return-value]
+        return state.index_select(1, indices)
 
     def memory_cells(self, ids: torch.Tensor, state: RNNState = None) -> list[torch.Tensor]:
         """The LSTM memory cells c_t of each layer at every position: ids [1, T] -> L tensors [T, H].
@@ -219,3 +243,4 @@ PRESETS: dict[str, dict] = {
     "gluon_2x200": {"cell": "lstm", "embedding_dim": 200, "hidden_size": 200, "num_layers": 2, "dropout": 0.2,
                     "tie_weights": True},
 }
+RNNLM.presets = PRESETS

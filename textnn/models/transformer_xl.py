@@ -9,12 +9,15 @@ states carry no absolute position, attention scores use relative distances only 
 for N layers, and evaluation reuses the cache instead of recomputing a sliding window for every
 token (§3.2, last paragraphs; `benchmarks/xl_eval_speed.py` measures that speed-up here).
 
-State. `forward(ids, state)` takes and returns the memory: a list of N tensors [B, M, D], entry n
+State. `forward(ids, mask, state)` takes and returns the memory: a list of N tensors [B, M, D], entry n
 holding the INPUT of layer n (the embedding output for n = 0) at the newest M positions seen so
 far, detached. Passing it back with the next segment of the same streams continues them; with
 `state=None` a stream starts with no context. M is `mem_len` in training and `eval_mem_len` in
 eval mode (Dai et al. §3.2: "we set M equal to the segment length during training, and increase it
 by multiple times during evaluation"). `step` is the generation interface: the memory is its cache.
+
+As an encoder, Transformer-XL gives the final states (dropout applied) at every position of the
+segment; the output layer is the task's `LMHead`, sharing `output_embedding()` when tied.
 
 Choices, and why:
 - u and v (the global content and position biases of §3.3) are ONE pair shared by all layers, as in
@@ -22,8 +25,8 @@ Choices, and why:
 - Post-LN by default (`pre_ln: false`): it is the paper's block (LayerNorm after each residual sum)
   and the one its reported numbers were measured with. `pre_ln: true` normalises each sub-layer's
   input instead and adds a final LayerNorm, which trains without warmup on short budgets.
-- Initialisation and scale follow the authors' code: every weight matrix, the embedding included,
-  starts from N(0, 0.02), and embeddings are multiplied by sqrt(D) before the first layer
+- Initialisation and scale follow the authors' code: every weight matrix, the embedding and the
+  output layer included (`init_head`), starts from N(0, 0.02), and embeddings are multiplied by sqrt(D) before the first layer
   (`AdaptiveEmbedding.emb_scale`). A larger embedding init would hurt with tied weights: after a
   post-LN layer the state of position t still points along its own token's embedding e, so that
   token's logit starts near sqrt(D) * |e| (about 4 nats for D = 200 here; 14 with an N(0, 1/D) init).
@@ -33,7 +36,7 @@ Choices, and why:
 """
 
 # B batch (parallel streams), T segment length, M memory length, K = M + T keys, D d_model,
-# H heads, Dh head dim, F feed-forward dim, V vocabulary size, N layers
+# H heads, Dh head dim, F feed-forward dim, V vocabulary size, N layers, B' batch rows kept by reorder_state
 
 from __future__ import annotations
 
@@ -44,12 +47,14 @@ from torch import nn
 
 from textnn.config import check_model_field as _check, is_int, opt
 from textnn.errors import TextnnError
-from textnn.models.base import ModelOutput, TextnnModel
+from textnn.models.base import Encoder, EncoderOutput, Head, InputSpec, LayerGroups, TokenFeatures
 from textnn.modules.embeddings import TokenEmbedding
+from textnn.modules.init import init_normal
 from textnn.modules.relative_attention import (RelativeMultiHeadAttention, relative_causal_mask,
                                                relative_distances, sinusoid_encoding)
 
 Memory = list[torch.Tensor]  # N tensors [B, M, D]; None = no context yet
+INIT_STD = 0.02  # the authors' init_std
 
 
 def _int_at_least(key: str, value: object, low: int) -> None:
@@ -139,38 +144,65 @@ def _newest(x: torch.Tensor, n: int) -> torch.Tensor:
     return x[:, max(x.size(1) - n, 0):]
 
 
-class TransformerXL(TextnnModel):
-    """Next-token Transformer-XL: logits[b, t] scores the token that follows ids[b, t].
+class RelativeBiases(nn.Module):
+    """u and v of §3.3, the global content and position biases of the attention scores, ONE pair
+    shared by all layers (see the module docstring); N(0, 0.02) as the authors initialise them."""
 
-    forward(ids [B, T], state)       -> ModelOutput(logits [B, T, V], state = memory, N x [B, M, D])
-    hidden_states(ids [B, T], state) -> (final states [B, T, D] before the output layer, memory)
-    step(ids [B, T'], state)         -> (logits [B, V] of the last position, memory)  (generation)
+    def __init__(self, n_heads: int, d_head: int) -> None:
+        super().__init__()
+        self.content = nn.Parameter(torch.randn(n_heads, d_head) * INIT_STD)  # u [H, Dh]
+        self.position = nn.Parameter(torch.randn(n_heads, d_head) * INIT_STD)  # v [H, Dh]
+
+
+class TransformerXL(Encoder):
+    """Transformer-XL encoder: tokens[b, t] is what the output layer reads to score ids[b, t + 1].
+
+    forward(ids [B, T], mask, state) -> EncoderOutput(tokens [B, T, D], state = memory, N x [B, M, D])
+    step(ids [B, T'], state)         -> (states of the last position [B, D], memory)  (generation)
+    reorder_state(memory, indices)   -> the memory of the batch rows `indices`        (beam search)
+
+    `mask` is not read: attention is causal, and stream padding only ever follows the real tokens.
+    `step` (the Encoder's) reads the new tokens with the memory as its cache: each call attends to at
+    most `eval_mem_len` cached positions in eval mode, so generating past that length keeps a
+    fixed-cost sliding context, as Transformer-XL evaluates.
     """
 
-    def __init__(self, cfg: TransformerXLConfig, vocab_size: int, pad_id: int = 0) -> None:
+    config_class = TransformerXLConfig
+    gives_tokens = True
+    causal = True
+
+    def __init__(self, cfg: TransformerXLConfig, spec: InputSpec) -> None:
         super().__init__()
         self.cfg = cfg
-        self.vocab_size = vocab_size
-        self.embedding = TokenEmbedding(vocab_size, cfg.d_model, pad_id)
+        self.embedding = TokenEmbedding(spec.vocab_size, cfg.d_model, spec.pad_id)
         self.scale = cfg.d_model ** 0.5
         self.drop = nn.Dropout(cfg.dropout)
+        self.biases = RelativeBiases(cfg.n_heads, cfg.d_head)
         self.layers = nn.ModuleList(
             XLLayer(cfg.d_model, cfg.n_heads, cfg.d_head, cfg.d_ff, cfg.dropout, cfg.dropatt, cfg.pre_ln)
             for _ in range(cfg.n_layers))
-        # u and v of §3.3, shared by all layers (see the module docstring); N(0, 0.02) as the authors init them.
-        self.content_bias = nn.Parameter(torch.randn(cfg.n_heads, cfg.d_head) * 0.02)  # u [H, Dh]
-        self.position_bias = nn.Parameter(torch.randn(cfg.n_heads, cfg.d_head) * 0.02)  # v [H, Dh]
         self.final_norm = nn.LayerNorm(cfg.d_model) if cfg.pre_ln else nn.Identity()
-        self.decoder = nn.Linear(cfg.d_model, vocab_size)
-        for module in self.modules():
-            if isinstance(module, (nn.Linear, nn.Embedding)):  # the authors' init (module docstring)
-                nn.init.normal_(module.weight, std=0.02)
-            if isinstance(module, nn.Linear) and module.bias is not None:
-                nn.init.zeros_(module.bias)
+        self.token_size = cfg.d_model
+        init_normal(self.modules(), INIT_STD)  # the authors' init (module docstring)
         with torch.no_grad():
-            self.embedding.weight[pad_id].zero_()
-        if cfg.tie_weights:
-            self.decoder.weight = self.embedding.weight  # [V, D]
+            self.embedding.weight[spec.pad_id].zero_()
+
+    def init_head(self, head: Head) -> None:
+        """N(0, 0.02) weights and zero biases for the head too (an untied output layer, as the authors'
+        code initialises every Linear); a tied output embedding is the embedding, left alone."""
+        init_normal(head.modules(), INIT_STD, skip=self.parameters())
+
+    def output_embedding(self) -> nn.Parameter | None:
+        return self.embedding.weight if self.cfg.tie_weights else None  # [V, D]
+
+    def layer_groups(self) -> LayerGroups:
+        """The embedding with u and v (every layer reads them), then one group per layer; the final
+        LayerNorm (pre-LN) belongs to the last layer."""
+        groups: LayerGroups = [("embedding", [self.embedding, self.biases])]
+        for index, layer in enumerate(self.layers):
+            last = index == len(self.layers) - 1
+            groups.append((f"layer{index + 1}", [layer, self.final_norm] if last else [layer]))
+        return groups
 
     # ----------------------------------------------------------------------------------------------
     def memory_length(self) -> int:
@@ -192,10 +224,11 @@ class TransformerXL(TextnnModel):
                               f"same streams, or None to start them afresh")
         return list(state)
 
-    def hidden_states(self, ids: torch.Tensor, state: object = None) -> tuple[torch.Tensor, Memory | None]:
-        """Final hidden states [B, T, D] (dropout applied, before the output layer) and the new memory.
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor | None = None, state: object = None,
+                features: TokenFeatures | None = None) -> EncoderOutput:
+        """Final states [B, T, D] (dropout applied, what the output layer reads) and the new memory.
 
-        The evaluation benchmark uses this to project only the positions it scores.
+        The evaluation benchmark projects only the positions it scores from these.
         """
         batch, q_len = ids.shape
         keep = self.memory_length()
@@ -218,21 +251,15 @@ class TransformerXL(TextnnModel):
             if keep > 0:  # this layer's input at the newest M positions: the next segment's memory
                 seen = x if layer_memory is None else torch.cat([layer_memory, x], dim=1)  # [B, M+T, D]
                 new_memory.append(_newest(seen, keep).detach())  # [B, min(M+T, keep), D]
-            x = layer(x, layer_memory, pos, self.content_bias, self.position_bias, allowed)  # [B, T, D]
-        return self.drop(self.final_norm(x)), (new_memory or None)
+            x = layer(x, layer_memory, pos, self.biases.content, self.biases.position, allowed)  # [B, T, D]
+        return EncoderOutput(tokens=self.drop(self.final_norm(x)), state=new_memory or None)
 
-    def forward(self, ids: torch.Tensor, state: object = None) -> ModelOutput:
-        hidden, memory = self.hidden_states(ids, state)
-        return ModelOutput(logits=self.decoder(hidden), state=memory)  # [B, T, V]
-
-    def step(self, ids: torch.Tensor, state: object = None) -> tuple[torch.Tensor, object]:
-        """The decoding interface of `generation.sampling.sample`: the memory is the cache.
-
-        Each call attends to at most `eval_mem_len` cached positions (in eval mode), so generating
-        past that length keeps a fixed-cost sliding context, as Transformer-XL evaluates.
-        """
-        hidden, memory = self.hidden_states(ids, state)
-        return self.decoder(hidden[:, -1]), memory  # [B, V]
+    @staticmethod
+    def reorder_state(state: Memory | None, indices: torch.Tensor) -> Memory | None:
+        """The memory of the batch rows `indices` [B']: each layer's [B, M, D] -> [B', M, D]."""
+        if state is None:
+            return None
+        return [m.index_select(0, indices) for m in state]
 
 
 # ------------------------------------------------------------------------------------------- presets
@@ -259,3 +286,4 @@ PRESETS: dict[str, dict] = {
                          "dropout": 0.1, "dropatt": 0.0, "tie_weights": True, "pre_ln": False},
 }
 PRESETS["paper"] = PRESETS["paper_wt103_base"]  # every family's "paper" preset is its published setting
+TransformerXL.presets = PRESETS

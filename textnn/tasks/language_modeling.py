@@ -22,6 +22,12 @@ restart per row, as at an epoch start); a resume from an epoch boundary is exact
 `data.stateful: false`: independent windows from a random offset, shuffled (both seeded by
 (train.seed, epoch)), each from a zero state.
 
+Model: any registered encoder that is causal, gives per-token states and reads nothing beyond the
+token ids (`unusable_reason`), with an `LMHead` on top (tied to the encoder's input embedding
+when the family ties): `LanguageModel`. `model.init_from: RUN_DIR` starts from another run: its
+tokenizer and vocabulary are used as they are (a BPE is not retrained, the vocabulary not rebuilt
+from data.train), and its encoder weights are loaded by the caller.
+
 Evaluation reads the WHOLE stream in order: every token but the first is predicted exactly once.
 The stream is split into `streams` contiguous rows read side by side, each carrying its state from
 one window to the next, so a token's context is everything before it in its row; with `streams=1`
@@ -39,6 +45,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -46,7 +53,7 @@ import torch
 import torch.nn.functional as F
 
 from textnn import registry
-from textnn.config import Config
+from textnn.config import Config, DataConfig, _check, opt
 from textnn.data.readers import read_lines
 from textnn.data.streams import (EOS, LMBatch, StreamBatches, WindowBatches, batchify, bptt_lengths,
                                  document_tokens, read_file_stream, shuffled_windows, to_vocab_ids,
@@ -54,13 +61,77 @@ from textnn.data.streams import (EOS, LMBatch, StreamBatches, WindowBatches, bat
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.errors import TextnnError
+from textnn.models.base import EncoderWithHead, InputSpec, ModelOutput
+from textnn.modules.heads import LMHead
+from textnn.tasks.base import Task
 
-# B batch (parallel windows or rows), T window length (data.bptt), V vocabulary size, N stream length
+# B batch (parallel windows or rows), T window length (data.bptt), V vocabulary size, N stream length,
+# D encoder state size, B' batch rows kept by reorder_state, L layers, H heads
 
-__all__ = ["EOS", "EVAL_STREAMS", "EncodedStream", "LMBatch", "LanguageModelingTask", "WindowBatches"]
+__all__ = ["EOS", "EVAL_STREAMS", "AttentionLanguageModel", "EncodedStream", "LMBatch", "LanguageModel",
+           "LanguageModelingData", "LanguageModelingTask", "WindowBatches"]
 
 EVAL_STREAMS = 16
 SPECIALS = (PAD, UNK, EOS)
+
+
+@dataclass
+class LanguageModelingData(DataConfig):
+    """Data options of language modelling: plain-text streams cut into BPTT windows."""
+
+    format: str = opt("text", "text: each file is one token stream (the only format language modelling reads)")
+    bptt: int = opt(128, "tokens per training window")
+    bptt_variable: bool = opt(False, "variable-length BPTT (Merity et al. 2018, section 4.1): base bptt w.p. 0.95 else bptt/2, then N(base, 5); lr scaled by length/bptt")
+    stateful: bool = opt(True, "read the training stream as batch_size contiguous streams and carry the (detached) state across batches; false = independent shuffled windows")
+    holdout: float = opt(0.0, "when data.dev is empty, hold out this final fraction of data.train as dev (nanoGPT's Tiny Shakespeare split: 0.1)")
+    bpe_vocab_size: int = opt(8000, "tokenizer bpe: size of the BPE vocabulary trained on data.train")
+
+    # With model.init_from the tokenizer comes from the starting run, the BPE's size included.
+    TOKENIZATION = (*DataConfig.TOKENIZATION, "bpe_vocab_size")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check(self.bptt >= 1, "data.bptt", self.bptt, "an integer >= 1")
+        _check(0.0 <= self.holdout < 1.0, "data.holdout", self.holdout, "a fraction in [0, 1)")
+        _check(self.bpe_vocab_size >= 2, "data.bpe_vocab_size", self.bpe_vocab_size, "an integer >= 2")
+        if self.bptt_variable and not self.stateful:
+            raise TextnnError("config key data.bptt_variable: variable-length windows cut contiguous rows "
+                              "(Merity et al. 2018); set data.stateful=true or data.bptt_variable=false")
+
+
+class LanguageModel(EncoderWithHead):
+    """A causal encoder with an `LMHead`: logits[b, t] scores the token that follows ids[b, t].
+
+    forward(ids [B, T], state, mask) -> ModelOutput(logits [B, T, V], state, regularizer (training only))
+    step(ids [B, T], state)          -> (logits [B, V] of the last position, state)   (generation)
+    reorder_state(state, indices)    -> the state of the batch rows `indices` [B']   (beam search)
+
+    `mask` (True = real token) is handed to the encoder as it comes; a causal encoder needs none,
+    since the stream padding of the last row only ever follows real tokens (None is fine).
+    """
+
+    def forward(self, ids: torch.Tensor, state: object = None, mask: torch.Tensor | None = None) -> ModelOutput:
+        out = self.encoder(ids, mask, state)
+        return ModelOutput(logits=self.head(out.tokens), state=out.state,
+                           regularizer=out.regularizer)  # [B, T, D] -> [B, T, V]
+
+    def step(self, ids: torch.Tensor, state: object = None) -> tuple[torch.Tensor, object]:
+        """The decoding interface of `generation.sampling.sample`: the encoder's cache or recurrent state."""
+        last, state = self.encoder.step(ids, state)  # [B, D]
+        return self.head(last), state  # [B, V]
+
+    def reorder_state(self, state: object, indices: torch.Tensor) -> object:
+        return self.encoder.reorder_state(state, indices)
+
+
+class AttentionLanguageModel(LanguageModel):
+    """A language model whose encoder can also return its attention maps (GPT): the attention view."""
+
+    @torch.no_grad()
+    def forward_with_attention(self, ids: torch.Tensor) -> tuple[ModelOutput, torch.Tensor]:
+        """ids [B, T] -> (ModelOutput(logits [B, T, V]), attention [L, B, H, T, T]) on the explicit path."""
+        states, attention = self.encoder.forward_with_attention(ids)  # [B, T, D], [L, B, H, T, T]
+        return ModelOutput(logits=self.head(states)), attention
 
 
 class EncodedStream:
@@ -81,8 +152,12 @@ def _detach(state: object) -> object:
     return type(state)(_detach(s) for s in state)
 
 
-class LanguageModelingTask:
+class LanguageModelingTask(Task):
     """Next-token prediction on plain-text streams, in the trainer's task protocol (see the module doc)."""
+
+    data_config = LanguageModelingData
+    formats = ("text",)
+    metric_directions = {"loss": False, "perplexity": False, "bpc": False, "word_perplexity": False}
 
     def __init__(self, config: Config, tokenizer: Tokenizer, vocab: Vocab):
         self.config = config
@@ -98,27 +173,54 @@ class LanguageModelingTask:
         """Bits per character for character models, perplexity for word models (both lower = better)."""
         return "bpc" if self.tokenizer.kind == "char" else "perplexity"
 
+    # --- what the task can use ----------------------------------------------------------------------
+    @classmethod
+    def unusable_reason(cls, encoder_cls: type) -> str | None:
+        if not (encoder_cls.gives_tokens and encoder_cls.causal):
+            return ("a language model predicts each token from the ones before it: it needs a causal encoder "
+                    "that gives a state per token")
+        if encoder_cls.reads:
+            return f"it reads {', '.join(encoder_cls.reads)} besides the token ids, which a text stream does not give"
+        return None
+
+    @classmethod
+    def check_config(cls, config: Config) -> None:
+        """The common checks, then data.bptt against the longest window the encoder can read (GPT's
+        learned positions), so a too-long window fails here rather than at the first training step."""
+        super().check_config(config)
+        limit = registry.encoder_class(config.model_name).max_length(config.model)
+        if limit and config.data.bptt > limit:
+            raise TextnnError(f"config key data.bptt: got {config.data.bptt}, but {config.model_name} reads at most "
+                              f"{limit} tokens at once (model.context = {limit}); lower data.bptt to <= {limit} or "
+                              f"raise model.context")
+
+    @classmethod
+    def metrics_for(cls, config: Config) -> list[str]:
+        """loss and perplexity; bpc for character models, word_perplexity for BPE models."""
+        extra = {"char": ["bpc"], "bpe": ["word_perplexity"]}.get(config.data.tokenizer, [])
+        return ["loss", "perplexity", *extra]
+
     # --- building from data or from a run directory -----------------------------------------------
     @classmethod
     def from_data(cls, config: Config) -> "LanguageModelingTask":
-        """Read train/dev/test as token streams, build the vocabulary from train, encode every split."""
+        """Read train/dev/test as token streams and encode every split, with the vocabulary built from
+        train, or the tokenizer and vocabulary of the run in model.init_from."""
         data = config.data
-        if data.format != "text":
-            raise TextnnError(f"config key data.format: got {data.format!r}, but language_modeling reads "
-                              f"plain text files (one token stream per file); set data.format=text")
         if not data.train:
             raise TextnnError("config key data.train is empty; set it to the training text file")
-        if data.bptt_variable and not data.stateful:
-            raise TextnnError("config key data.bptt_variable: variable-length windows cut contiguous rows "
-                              "(Merity et al. 2018); set data.stateful=true or data.bptt_variable=false")
         holdout = data.holdout if not data.dev else 0.0
-        tokenizer = Tokenizer(data.tokenizer, data.lowercase) if data.tokenizer != "bpe" else \
-            _train_bpe(config, holdout)
+        vocab: Vocab | None = None
+        if config.init_from:
+            tokenizer, vocab = cls.load_text_pipeline(Path(config.init_from))
+        elif data.tokenizer == "bpe":
+            tokenizer = _train_bpe(config, holdout)
+        else:
+            tokenizer = Tokenizer(data.tokenizer, data.lowercase)
         stream = read_file_stream(data.train, tokenizer, data.encoding, cache=data.cache)
         cut = len(stream.ids) - int(round(len(stream.ids) * holdout))
-        if tokenizer.kind == "bpe":
+        if vocab is None and tokenizer.kind == "bpe":
             vocab = Vocab(tokenizer.vocabulary())
-        else:
+        elif vocab is None:
             counts = np.bincount(stream.ids[:cut], minlength=len(stream.types))
             specials = (PAD, UNK) if tokenizer.kind == "char" else SPECIALS
             vocab = vocab_from_counts(stream.types, counts, data.min_freq, data.max_vocab, specials)
@@ -141,8 +243,7 @@ class LanguageModelingTask:
 
     @classmethod
     def from_run(cls, run_path: Path, config: Config) -> "LanguageModelingTask":
-        tokenizer = Tokenizer.from_dict(json.loads((run_path / "tokenizer.json").read_text(encoding="utf-8")))
-        return cls(config, tokenizer, Vocab.load(run_path / "vocab.json"))
+        return cls(config, *cls.load_text_pipeline(run_path))
 
     def save(self, run_path: Path) -> None:
         """tokenizer.json (a BPE model included) and vocab.json: all a run needs to read text again."""
@@ -150,9 +251,14 @@ class LanguageModelingTask:
                                                  encoding="utf-8")
         self.vocab.save(run_path / "vocab.json")
 
-    def build_model(self) -> torch.nn.Module:
-        _, model_cls, _ = registry.model_entry(self.config.model_name)
-        return model_cls(self.config.model, vocab_size=len(self.vocab), pad_id=self.vocab.pad_id)
+    def build_model(self) -> LanguageModel:
+        """The registered encoder of config.model_name with an LMHead (tied when the family ties)."""
+        encoder_cls = registry.encoder_class(self.config.model_name)
+        encoder = encoder_cls(self.config.model, InputSpec(vocab_size=len(self.vocab), pad_id=self.vocab.pad_id))
+        head = LMHead(encoder.token_size, len(self.vocab), tied=encoder.output_embedding(), bias=encoder.lm_bias)
+        model_cls = AttentionLanguageModel if callable(getattr(encoder, "forward_with_attention", None)) \
+            else LanguageModel
+        return model_cls(encoder, head)
 
     # --- encoding and decoding ----------------------------------------------------------------------
     def encode_file(self, path: str, require_labels: bool = True) -> EncodedStream:
@@ -242,7 +348,7 @@ class LanguageModelingTask:
         the trainer's division by the count gives mean loss + regularizer.
         """
         state = self._state if batch.carry and not batch.reset else None
-        out = model(batch.ids, state)
+        out = model(batch.ids, state, batch.mask)  # a real target's input is real: padding fills both
         if batch.carry:
             self._state = _detach(out.state)
         total = self._nll(out.logits, batch)
@@ -271,7 +377,7 @@ class LanguageModelingTask:
         total, count, state = torch.zeros((), dtype=torch.float64, device=device), 0, None
         for batch in self.eval_batches(data, streams):
             batch = batch.to(device)
-            out = model(batch.ids, state)
+            out = model(batch.ids, state, batch.mask)
             state = _detach(out.state)
             total += self._nll(out.logits, batch).double()
             count += batch.count

@@ -97,13 +97,14 @@ def write_attention_view(model: torch.nn.Module, task, text: str, output_dir: st
                          title: str = "Attention") -> list[Path]:
     """Heatmaps of every head of every layer of `model` reading `text`: layer_<l>.png + index.html.
 
-    `task` supplies the run's tokenizer and vocabulary (`encode_document`, `vocab`). Returns the written
-    paths, index.html first.
+    `model` is a language model with `forward_with_attention` (tasks.language_modeling.AttentionLanguageModel);
+    at most the encoder's `max_length` tokens are drawn. `task` supplies the run's tokenizer and vocabulary
+    (`encode_document`, `vocab`). Returns the written paths, index.html first.
     """
     ids = list(task.encode_document(text))  # as the model read its training text (word models: <eos> per line)
     if not ids:
         raise TextnnError("the text to visualise is empty; give at least one token")
-    limit = min(MAX_TOKENS, getattr(model.cfg, "context", MAX_TOKENS))
+    limit = min(MAX_TOKENS, model.encoder.max_length(model.encoder.cfg) or MAX_TOKENS)
     if len(ids) > limit:
         raise TextnnError(f"the text is {len(ids)} tokens long; attention maps are drawn for at most {limit} "
                           f"tokens: give a shorter text")

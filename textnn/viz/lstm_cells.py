@@ -320,14 +320,14 @@ def write_cell_view(run_dir: str | Path, text: str, output_path: str | Path, tit
     value colours the characters it stands for. `find_cells` picks, for each text feature, the cell
     that follows it best over the whole text, plus `random_cells` others for comparison
     (Karpathy et al. 2015 §4.2); the page shows the `show_chars`-character `excerpt` of the text.
-    Works for any run whose model has `memory_cells` (rnn_lm / char_lstm_lm with cell lstm, awd_lstm).
+    Works for any run whose encoder has `memory_cells` (rnn_lm / char_lstm_lm with cell lstm, awd_lstm).
     """
     import torch
 
     from textnn.experiment import load_run
 
     config, task, model = load_run(run_dir)
-    if not hasattr(model, "memory_cells"):
+    if not hasattr(model.encoder, "memory_cells"):
         raise TextnnError(f"{run_dir}: model {config.model_name!r} is not an LSTM language model; the cell view "
                           f"reads runs of rnn_lm (model.cell=lstm) or awd_lstm")
     if not text.strip():
@@ -337,7 +337,7 @@ def write_cell_view(run_dir: str | Path, text: str, output_path: str | Path, tit
     # character stays what it was); other tokens show the text each one stands for.
     pieces = list(text) if task.tokenizer.kind == "char" else task.token_pieces(ids)
     with torch.no_grad():
-        layers = model.memory_cells(torch.tensor([ids], device=next(model.parameters()).device))  # L x [T, H_l]
+        layers = model.encoder.memory_cells(torch.tensor([ids], device=next(model.parameters()).device))  # L x [T, H_l]
     sizes = [layer.size(1) for layer in layers]
     per_token = torch.tanh(torch.cat(layers, dim=1)).cpu().numpy()  # [T, sum H_l]
     shown = "".join(pieces)

@@ -434,9 +434,10 @@ def explain(section: str = "") -> str:
     tasks = [section] if section in registry.TASKS else list(registry.TASKS) if section in ("", "data", "head") else []
     if section in ("", "data", *registry.TASKS):
         parts += ["[data] for every task", *describe(DataConfig, "data")]
+        common = {(f.name, f.default, f.metadata.get("doc")) for f in dataclasses.fields(DataConfig)}
         for task in tasks:
             own = [f for f in dataclasses.fields(registry.task_class(task).data_config)
-                   if f.name not in {g.name for g in dataclasses.fields(DataConfig)}]
+                   if (f.name, f.default, f.metadata.get("doc")) not in common]  # its own, or redefined
             parts += [f"[data] task {task}", *describe(registry.task_class(task).data_config, "data", own)]
     if section in ("", "head", *registry.TASKS):
         for task in tasks:

@@ -162,15 +162,15 @@ def test_presets_sit_under_explicit_values(tmp_path):
     tiny = PRESETS["tiny"]
     defaults = KimCNNConfig()
     raw = {**BASE, "model": {"name": "cnn", "preset": "tiny", "num_filters": tiny["num_filters"] + 3}}
-    config = load_config(write_yaml(tmp_path, raw), [f"model.dropout={tiny['dropout'] / 2}"])
+    config = load_config(write_yaml(tmp_path, raw), [f"model.num_filters={tiny['num_filters'] + 1}",
+                                                     f"model.mode={'static' if tiny['mode'] != 'static' else 'rand'}"])
     assert config.model_preset == "tiny"
-    assert config.model.num_filters == tiny["num_filters"] + 3  # the YAML beats the preset
-    assert config.model.dropout == tiny["dropout"] / 2  # the command line beats both
+    assert config.model.num_filters == tiny["num_filters"] + 1  # the command line beats the YAML and the preset
+    assert config.model.mode != tiny["mode"]  # the command line beats the preset
     assert config.model.embedding_dim == tiny["embedding_dim"] != defaults.embedding_dim  # the preset beats defaults
     assert config.model.filter_widths == list(tiny["filter_widths"])
-    # overriding from the command line beats a value the YAML gives explicitly
-    again = load_config(write_yaml(tmp_path, raw), [f"model.num_filters={tiny['num_filters'] + 5}"])
-    assert again.model.num_filters == tiny["num_filters"] + 5
+    again = load_config(write_yaml(tmp_path, raw))
+    assert again.model.num_filters == tiny["num_filters"] + 3  # the YAML beats the preset
 
 
 def test_a_preset_chosen_on_the_command_line(tmp_path):
@@ -178,20 +178,27 @@ def test_a_preset_chosen_on_the_command_line(tmp_path):
 
     config = load_config(write_yaml(tmp_path, BASE), ["model.preset=paper"])
     for key, value in PRESETS["paper"].items():
-        assert getattr(config.model, key) == value
+        if key != "head":
+            assert getattr(config.model, key) == value
+    # the preset's head options (Kim 2014: dropout 0.5, max-norm 3) reach the head section ...
+    assert (config.head.dropout, config.head.max_norm) == (PRESETS["paper"]["head"]["dropout"],
+                                                           PRESETS["paper"]["head"]["max_norm"])
+    # ... and values given in head: win over them
+    assert load_config(write_yaml(tmp_path, BASE), ["model.preset=paper", "head.dropout=0.1"]).head.dropout == 0.1
 
 
 # ------------------------------------------------------------------------------------------------ round trip
 
 
 def _every_model() -> list[tuple[str, str, str]]:
-    return [(task, model, preset) for task, models in registry.TASK_MODELS.items() for model in models
+    return [(task, model, preset) for task in registry.TASKS for model in registry.models_for(task)
             for preset in ["", *registry.model_entry(model)[2]]]
 
 
 @pytest.mark.parametrize("task,model,preset", _every_model())
 def test_saved_config_yaml_round_trips_to_an_equal_config(tmp_path, task, model, preset):
-    raw = {"name": "exp", "task": task, "data": {"train": "t.tsv", "lowercase": True, "max_vocab": 500},
+    data = {"train": "t.tsv", "lowercase": True, "max_vocab": 500, **({"bptt": 8} if task == "language_modeling" else {})}
+    raw = {"name": "exp", "task": task, "data": data,
            "model": {"name": model, "preset": preset}, "train": {"lr": "2e-4", "epochs": 3, "amp": False}}
     config = config_from_dict(raw, "exp.yaml")
     saved = tmp_path / "config.yaml"
@@ -219,8 +226,10 @@ def test_config_name_defaults_to_the_file_stem(tmp_path):
 
 
 def _sections() -> list[tuple[str, type]]:
-    return [("data", DataConfig), ("train", TrainConfig)] + [
-        ("model", registry.model_entry(name)[0]) for name in registry.MODELS]
+    tasks = [registry.task_class(task) for task in registry.TASKS]
+    return [("train", TrainConfig), *(("data", task.data_config) for task in tasks),
+            *(("head", task.head_config) for task in tasks)] + [
+        ("model", registry.model_entry(name)[0]) for name in registry.ENCODERS]
 
 
 def _line_for(text: str, key: str, doc: str) -> bool:
@@ -237,13 +246,20 @@ def test_explain_lists_every_field_of_every_section_with_its_doc():
             assert _line_for(text, f"{section}.{f.name}", doc), f"{section}.{f.name}"
             typ = getattr(hints[f.name], "__name__", str(hints[f.name]))
             assert any(line.split()[:2] == [f"{section}.{f.name}", typ] for line in text.splitlines())
-    for name in registry.MODELS:
+    for name in registry.ENCODERS:
         assert f"[model] name: {name} " in text
-    for task in registry.TASK_MODELS:
+    for task in registry.TASKS:
         assert task in text.splitlines()[0]
 
 
-@pytest.mark.parametrize("name", list(registry.MODELS))
+def test_explain_a_task_shows_its_own_data_and_head_options_only():
+    text = explain("tagging")
+    assert "data.tag_scheme" in text and "head.output" in text and "data.train" in text
+    assert "data.bptt" not in text and "data.text_pair_column" not in text and "head.max_norm" not in text
+    assert "[model]" not in text and "[train]" not in text
+
+
+@pytest.mark.parametrize("name", list(registry.ENCODERS))
 def test_explain_one_model_shows_its_fields_and_presets(name):
     config_cls, _, presets = registry.model_entry(name)
     text = explain(name)
@@ -254,6 +270,8 @@ def test_explain_one_model_shows_its_fields_and_presets(name):
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         assert f"default={default!r}" in text
     assert "[train]" not in text and "[data]" not in text
+    tasks = [task for task in registry.TASKS if name in registry.models_for(task)]
+    assert tasks and f"tasks: {', '.join(tasks)} " in header[0]
 
 
 def test_explain_a_section_and_an_unknown_name():

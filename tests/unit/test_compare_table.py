@@ -6,7 +6,7 @@ from textnn.experiment import CompareRow, format_table
 def row(metric: str, value: float, ci: tuple[float, float] | None = None) -> CompareRow:
     low, high = ci if ci else (None, None)
     return CompareRow(name=f"run-{metric}", model="m", metric=metric, value=value, ci_low=low, ci_high=high,
-                      parameters=1234, train_seconds=1.5, examples_per_second=10.0, run_dir="runs/x")
+                      higher_is_better=metric not in ("perplexity", "bpc", "loss"), parameters=1234, train_seconds=1.5, examples_per_second=10.0, run_dir="runs/x")
 
 
 def test_accuracy_is_shown_as_a_percentage_with_its_interval():

@@ -12,6 +12,7 @@ from textnn.config import config_from_dict
 from textnn.data.conll import MAX_WORD_CHARS
 from textnn.errors import TextnnError
 from textnn.models.base import ModelOutput
+from textnn.modules.heads import TaggerHead
 from textnn.tasks.tagging import CASINGS, TaggingTask, casing
 
 # Every word has one tag wherever it occurs, so a word -> tag lookup is a perfect tagger.
@@ -109,35 +110,32 @@ def test_train_batches_depend_only_on_seed_and_epoch(tmp_path):
 
 
 class LookupTagger(nn.Module):
-    """A stand-in model: each word id maps to a fixed tag id (emissions one-hot), no context."""
+    """A stand-in model: each word id maps to a fixed tag id (emissions one-hot), no context; a softmax
+    tagging head gives the likelihood and the decoding."""
 
-    def __init__(self, table: dict[int, int], vocab_size: int, num_tags: int):
+    def __init__(self, table: dict[int, int], vocab_size: int, tags: list[str]):
         super().__init__()
-        scores = torch.zeros(vocab_size, num_tags)
+        scores = torch.zeros(vocab_size, len(tags))
         for word, tag in table.items():
             scores[word, tag] = 10.0
         self.scores = nn.Parameter(scores)
+        self.head = TaggerHead(1, tags, "bioes", output="softmax")
 
-    def forward(self, words, chars, casing, mask):
-        return ModelOutput(logits=self.scores[words])  # [B, T, K]
-
-    def nll(self, emissions, tags, mask):
-        picked = torch.log_softmax(emissions, -1).gather(-1, tags.unsqueeze(-1)).squeeze(-1)  # [B, T]
-        return -(picked * mask).sum(1)
-
-    def decode(self, emissions, mask):
-        return emissions.argmax(-1).masked_fill(~mask, 0)
+    def forward(self, words, chars, casing, mask, tags=None):
+        emissions = self.scores[words]  # [B, T, K]
+        loss = self.head.nll(emissions, tags, mask).sum() if tags is not None else None
+        return ModelOutput(logits=emissions, loss=loss)
 
 
 def test_evaluation_converts_back_to_the_file_scheme(tmp_path):
     task = make_task(tmp_path)
     train = task.splits["train"]
     table = {int(w): int(t) for words, tags in zip(train.words, train.tags) for w, t in zip(words, tags)}
-    model = LookupTagger(table, len(task.vocab), len(task.tags))
+    model = LookupTagger(table, len(task.vocab), task.tags)
     dev = task.splits["dev"]
     # The lookup reproduces every bioes tag, so after conversion back to IOB1 every predicted chunk is
     # right; the gold XYZ chunk can never be predicted (the unknown word gets O): 4 of 5 gold chunks.
-    predicted, _ = task.predict(model, dev)
+    predicted, _ = task.decode_tags(model, dev)
     assert predicted[0] == ["I-PER", "O", "I-LOC", "B-LOC", "I-LOC", "O"]  # "Oslo New York": B- in IOB1
     metrics = task.evaluate(model, "dev", bootstrap_samples=50)
     assert (metrics["correct_spans"], metrics["gold_spans"], metrics["predicted_spans"]) == (4, 5, 4)
@@ -149,8 +147,8 @@ def test_evaluation_converts_back_to_the_file_scheme(tmp_path):
 
 
 @pytest.mark.parametrize("data, words", [
-    ({"format": "tsv"}, "set data.format=conll"),
-    ({"tokenizer": "char"}, "use word or whitespace"),
+    ({"format": "tsv"}, "reads conll"),
+    ({"tokenizer": "char"}, "word or whitespace"),
     ({"max_length": 5}, "data.max_length"),
 ])
 def test_unsupported_settings_are_refused(tmp_path, data, words):

@@ -104,7 +104,7 @@ def test_one_step_over_micro_batches_has_the_gradient_of_one_full_batch(task, tm
     assert accum_loss == pytest.approx(ref_loss, rel=1e-6)  # the mean per example over the whole step
     assert set(full_grads) == set(accum_grads) == set(ref_grads)
     trained = [name for name, g in ref_grads.items() if g is not None]
-    assert "embedding.weight" in trained and "head.weight" in trained
+    assert "encoder.embedding.weight" in trained and "head.net.1.weight" in trained
     for name, ref in ref_grads.items():
         if ref is None:  # e.g. the sentence-pair head of a single-sentence task
             assert full_grads[name] is None and accum_grads[name] is None

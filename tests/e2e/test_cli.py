@@ -273,7 +273,7 @@ def test_explain_lists_options_with_docs(ws, section):
     proc = ws.cli("explain", *([section] if section else []))
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    wanted_models = list(registry.MODELS) if section == "" else [section] if section in registry.MODELS else []
+    wanted_models = list(registry.ENCODERS) if section == "" else [section] if section in registry.ENCODERS else []
     expected = []
     if section in ("", "data"):
         expected += _field_lines(DataConfig, "data")
@@ -313,7 +313,7 @@ def test_pretrained_vectors_static_cnn_keeps_the_file_vectors(ws):
     assert coverage, proc.stderr
     assert (int(coverage[1]), int(coverage[2])) == (len(in_vocab), len(vocab))
 
-    embedding = load_file(str(run_dir / "model.safetensors"))["embedding.weight"]
+    embedding = load_file(str(run_dir / "model.safetensors"))["encoder.embedding.weight"]
     assert embedding.shape == (len(vocab), dim)
     for word in in_vocab:  # static mode: after training, still exactly the file's vectors
         torch.testing.assert_close(embedding[vocab.index(word)], torch.tensor(vectors[word], dtype=torch.float32),

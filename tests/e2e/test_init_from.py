@@ -1,0 +1,160 @@
+"""Runs that start from other runs (`model.init_from`): a language model's encoder under a classifier
+and a tagger head, the way a user does it, plus every error a user can cause on the way."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from conftest import write_sentiment_tsv
+from textnn.config import load_config
+from textnn.errors import TextnnError
+from textnn.registry import task_class
+from textnn.training.checkpoint import init_encoder_from
+
+LM_CONFIG = """task: language_modeling
+data: {{format: text, train: {train}, tokenizer: word, bptt: 8, holdout: 0.1}}
+model: {{name: rnn_lm, preset: tiny}}
+train: {{epochs: 1, batch_size: 4, lr: 0.01, progress: false, threads: 1}}
+"""
+CLASSIFIER_CONFIG = """task: classification
+data: {{format: tsv, train: {train}, dev: {dev}}}
+model: {{init_from: {lm}{extra}}}
+head: {{pooling: last}}
+train: {{epochs: 2, batch_size: 16, lr: 0.01, progress: false, threads: 1, bootstrap_samples: 0}}
+"""
+
+
+def cli(root: Path, *args, input: str | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TEXTNN_CACHE": str(root / "cache"), "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "textnn", *map(str, args)], cwd=root, env=env, input=input,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("init_from")
+    train = write_sentiment_tsv(root / "train.tsv", 160, seed=1)
+    dev = write_sentiment_tsv(root / "dev.tsv", 40, seed=2)
+    text = root / "text.txt"  # the sentences alone: the language model's training text
+    text.write_text("".join(line.split("\t")[0] + "\n" for line in train.read_text().splitlines()[1:]) * 3)
+    (root / "lm.yaml").write_text(LM_CONFIG.format(train=text))
+    proc = cli(root, "train", root / "lm.yaml", "--run-dir", root / "lm")
+    assert proc.returncode == 0, proc.stderr
+    return {"root": root, "train": train, "dev": dev, "lm": root / "lm"}
+
+
+def classifier_config(ws: dict, name: str, extra: str = "") -> Path:
+    path = ws["root"] / f"{name}.yaml"
+    path.write_text(CLASSIFIER_CONFIG.format(train=ws["train"], dev=ws["dev"], lm=ws["lm"], extra=extra))
+    return path
+
+
+def test_the_model_section_needs_nothing_but_the_starting_run(ws):
+    config = load_config(classifier_config(ws, "resolve"))
+    lm = load_config(ws["lm"] / "config.yaml")
+    assert config.model_name == "rnn_lm" and config.model == lm.model and config.init_from == str(ws["lm"])
+    assert (config.data.tokenizer, config.data.lowercase) == (lm.data.tokenizer, lm.data.lowercase)
+
+
+def test_encoder_weights_vocabulary_and_tokenizer_come_from_the_run(ws, capsys):
+    from textnn.experiment import _start_encoder
+
+    config = load_config(classifier_config(ws, "weights"))
+    task = task_class("classification").from_data(config)
+    assert task.vocab.itos == json.loads((ws["lm"] / "vocab.json").read_text())["tokens"]
+    model = task.build_model()
+    _start_encoder(model, config.init_from)
+    lm_weights = load_file(str(ws["lm"] / "model.safetensors"))
+    own = model.state_dict()
+    encoder_keys = [k for k in lm_weights if k.startswith("encoder.")]
+    assert encoder_keys and all(torch.equal(own[k], lm_weights[k]) for k in encoder_keys)
+    report = capsys.readouterr().err
+    assert f"loaded {len(encoder_keys)} encoder tensors" in report
+    assert "head.net.1.weight" in report  # new here: the classifier head
+    assert "head.decoder" in report  # left out: the language model's output layer
+
+
+def test_train_a_classifier_from_a_language_model_and_use_it_without_the_language_model(ws):
+    run = ws["root"] / "runs" / "from_lm"
+    proc = cli(ws["root"], "train", classifier_config(ws, "from_lm"), "--run-dir", run)
+    assert proc.returncode == 0, proc.stderr
+    assert "init_from" in proc.stderr and "dev: " in proc.stdout
+    saved = (run / "config.yaml").read_text()
+    assert "init_from:" in saved and "name: rnn_lm" in saved
+    shutil.copytree(ws["lm"], ws["root"] / "lm_kept")
+    shutil.rmtree(ws["lm"])  # a finished run stands on its own
+    try:
+        proc = cli(ws["root"], "evaluate", run, "--data", ws["dev"], "--json")
+        assert proc.returncode == 0, proc.stderr
+        assert 0.0 <= json.loads(proc.stdout)["accuracy"] <= 1.0
+        proc = cli(ws["root"], "predict", run, input="good great fine\n")
+        assert proc.returncode == 0 and json.loads(proc.stdout)["label"] in ("0", "1"), proc.stderr
+    finally:
+        shutil.copytree(ws["root"] / "lm_kept", ws["lm"])
+
+
+def test_a_tagger_can_start_from_the_same_language_model(ws):
+    conll = ws["root"] / "tags.conll"
+    conll.write_text("".join(f"{w} {'B-POS' if w in ('good', 'great') else 'O'}\n" + ("\n" if i % 5 == 4 else "")
+                             for i, w in enumerate("good movie the great plot was good fine a film".split() * 20)))
+    config = ws["root"] / "tagger.yaml"
+    config.write_text(f"task: tagging\ndata: {{format: conll, train: {conll}, dev: {conll}, tag_scheme: iob2}}\n"
+                      f"model: {{init_from: {ws['lm']}}}\nhead: {{output: softmax}}\n"
+                      f"train: {{epochs: 1, batch_size: 8, progress: false, threads: 1, bootstrap_samples: 0}}\n")
+    proc = cli(ws["root"], "train", config, "--run-dir", ws["root"] / "runs" / "tagger")
+    assert proc.returncode == 0, proc.stderr
+    assert "span_f1=" in proc.stdout
+
+
+@pytest.mark.parametrize("extra, words", [
+    (", hidden_size: 99", "model.hidden_size=99 differs from the run"),
+    (", name: cnn", "model.name='cnn' differs from the run"),
+])
+def test_values_beside_init_from_must_agree_with_the_run(ws, extra, words):
+    proc = cli(ws["root"], "train", classifier_config(ws, "clash", extra), "--run-dir", ws["root"] / "runs" / "clash")
+    assert proc.returncode == 2 and words in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    assert not (ws["root"] / "runs" / "clash").exists()
+
+
+def test_a_tokenization_option_beside_init_from_must_agree(ws):
+    proc = cli(ws["root"], "train", classifier_config(ws, "tok"), "data.lowercase=true", "--run-dir",
+               ws["root"] / "runs" / "tok")
+    lm_lowercase = load_config(ws["lm"] / "config.yaml").data.lowercase
+    if lm_lowercase:
+        pytest.skip("the language model lower-cases already")
+    assert proc.returncode == 2 and "data.lowercase" in proc.stderr, proc.stderr
+
+
+def test_init_from_names_what_is_not_a_run(ws, tmp_path):
+    hf = tmp_path / "hf"
+    hf.mkdir()
+    (hf / "config.json").write_text("{}")
+    for target, words in ((tmp_path / "missing", "no run there"), (hf, "Hugging Face")):
+        config = ws["root"] / "bad.yaml"
+        config.write_text(CLASSIFIER_CONFIG.format(train=ws["train"], dev=ws["dev"], lm=target, extra=""))
+        proc = cli(ws["root"], "train", config)
+        assert proc.returncode == 2 and words in proc.stderr, proc.stderr
+
+
+def test_a_shape_mismatch_names_the_parameter_and_both_shapes(ws, tmp_path):
+    config = load_config(classifier_config(ws, "shapes"))
+    model = task_class("classification").from_data(config).build_model()
+    weights = load_file(str(ws["lm"] / "model.safetensors"))
+    name = "encoder.embedding.weight"
+    weights[name] = torch.zeros(weights[name].shape[0] + 1, weights[name].shape[1])
+    path = tmp_path / "model.safetensors"
+    save_file(weights, str(path))
+    with pytest.raises(TextnnError) as err:
+        init_encoder_from(model, path)
+    message = str(err.value)
+    assert name in message and str(tuple(weights[name].shape)) in message
+    assert str(tuple(model.state_dict()[name].shape)) in message

@@ -1,0 +1,137 @@
+"""The task heads (modules/heads.py) against hand computation, and which encoder serves which task."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from textnn import registry
+from textnn.errors import TextnnError
+from textnn.modules.heads import (ClassifierHead, LMHead, MLMHead, PairClassifierHead, RegressionHead, SpanHead,
+                                  TaggerHead)
+from textnn.tasks.classification import ClassificationHeadConfig
+
+TAGS = ["O", "B-PER", "I-PER", "E-PER", "S-PER"]
+
+
+def test_classifier_head_is_dropout_then_linear_or_an_mlp():
+    torch.manual_seed(0)
+    x = torch.randn(3, 5)
+    linear = ClassifierHead(5, 4).eval()
+    torch.testing.assert_close(linear(x), x @ linear.output.weight.T + linear.output.bias)
+    mlp = ClassifierHead(5, 4, hidden=6).eval()
+    hidden_layer = mlp.net[1]
+    expected = torch.tanh(x @ hidden_layer.weight.T + hidden_layer.bias) @ mlp.output.weight.T + mlp.output.bias
+    torch.testing.assert_close(mlp(x), expected)
+    dropping = ClassifierHead(5, 4, dropout=0.5).train()
+    assert not torch.equal(dropping(x), dropping(x))
+
+
+def test_pair_head_reads_u_v_their_distance_and_product():
+    torch.manual_seed(0)
+    u, v = torch.randn(2, 3), torch.randn(2, 3)
+    head = PairClassifierHead(3, 2).eval()
+    assert head.output.weight.shape == (2, 12)
+    features = torch.cat([u, v, (u - v).abs(), u * v], dim=-1)
+    torch.testing.assert_close(head(u, v), features @ head.output.weight.T + head.output.bias)
+
+
+def test_max_norm_rescales_only_rows_outside_the_ball():
+    head = ClassifierHead(4, 3, max_norm=2.0)
+    with torch.no_grad():
+        head.output.weight.copy_(torch.tensor([[3.0, 4.0, 0.0, 0.0], [0.1, 0.0, 0.0, 0.0], [0.0, 0.0, 6.0, 8.0]]))
+    head.after_optimizer_step()
+    torch.testing.assert_close(head.output.weight.norm(dim=1), torch.tensor([2.0, 0.1, 2.0]))
+    torch.testing.assert_close(head.output.weight[0], torch.tensor([1.2, 1.6, 0.0, 0.0]))  # direction kept
+
+
+def test_regression_head_gives_one_value_per_sentence():
+    head = RegressionHead(4).eval()
+    x = torch.randn(5, 4)
+    out = head(x)
+    assert out.shape == (5,)
+    torch.testing.assert_close(out, (x @ head.output.weight.T + head.output.bias).squeeze(-1))
+
+
+def test_tagger_head_softmax_likelihood_is_the_sum_of_token_cross_entropies():
+    torch.manual_seed(0)
+    head = TaggerHead(6, TAGS, "bioes", output="softmax")
+    assert head.crf is None
+    states = torch.randn(2, 4, 6)
+    mask = torch.tensor([[True, True, True, False], [True, True, True, True]])
+    tags = torch.tensor([[0, 4, 1, 0], [1, 2, 3, 0]])
+    emissions = head(states)
+    expected = torch.stack([F.cross_entropy(emissions[b][mask[b]], tags[b][mask[b]], reduction="sum") for b in range(2)])
+    torch.testing.assert_close(head.nll(emissions, tags, mask), expected)
+    decoded = head.decode(emissions, mask)
+    assert torch.equal(decoded[mask], emissions.argmax(-1)[mask]) and decoded[0, 3] == 0
+
+
+def test_tagger_head_crf_constraints_follow_the_scheme():
+    free = TaggerHead(3, TAGS, "bioes", output="crf", constrained=False)
+    constrained = TaggerHead(3, TAGS, "bioes", output="crf", constrained=True)
+    assert free.crf is not None and constrained.crf is not None
+    with pytest.raises(TextnnError, match="E-PER"):
+        TaggerHead(3, TAGS, "bio", output="crf", constrained=True)  # E- is no BIO tag
+
+
+def test_lm_head_tied_shares_the_embedding_and_counts_once():
+    embedding = nn.Embedding(10, 4)
+    tied = LMHead(4, 10, tied=embedding.weight)
+    assert tied.decoder.weight is embedding.weight and torch.count_nonzero(tied.decoder.bias) == 0
+    model = nn.ModuleDict({"embedding": embedding, "head": tied})
+    assert sum(p.numel() for p in model.parameters()) == 10 * 4 + 10
+    untied = LMHead(4, 10, bias=False)
+    assert untied.decoder.bias is None and untied.decoder.weight is not embedding.weight
+
+
+def test_mlm_head_transforms_then_scores_with_the_tied_embedding():
+    torch.manual_seed(0)
+    embedding = nn.Embedding(12, 8)
+    head = MLMHead(8, 12, tied=embedding.weight).eval()
+    x = torch.randn(2, 3, 8)
+    h = F.layer_norm(F.gelu(head.transform(x)), (8,), head.norm.weight, head.norm.bias, eps=1e-12)
+    torch.testing.assert_close(head(x), h @ embedding.weight.T + head.decoder.decoder.bias)
+
+
+def test_span_head_never_points_outside_the_mask():
+    head = SpanHead(4)
+    states = torch.randn(2, 5, 4)
+    mask = torch.tensor([[True] * 3 + [False] * 2, [True] * 5])
+    start, end = head(states, mask)
+    assert start.shape == end.shape == (2, 5)
+    assert torch.isinf(start[0, 3:]).all() and torch.isinf(end[0, 3:]).all() and torch.isfinite(start[1]).all()
+    assert start[0].argmax() < 3
+
+
+@pytest.mark.parametrize("field, value", [("dropout", 1.0), ("hidden", -1), ("max_norm", -0.5), ("pooling", "attention")])
+def test_classification_head_options_are_checked(field, value):
+    with pytest.raises(TextnnError) as err:
+        ClassificationHeadConfig(**{field: value})
+    assert f"head.{field}" in str(err.value)
+
+
+def test_which_tasks_an_encoder_serves_follows_from_what_it_gives():
+    classifiers, taggers, lms = (registry.models_for(t) for t in ("classification", "tagging", "language_modeling"))
+    # sentence encoders classify; token encoders also tag; causal token encoders also model language
+    assert {"bow", "cnn", "dan", "rnn"} <= set(classifiers) and not {"bow", "cnn", "dan"} & set(taggers)
+    assert {"rnn_tagger", "window_tagger", "rnn"} <= set(taggers)
+    assert not {"rnn_tagger", "window_tagger"} & set(classifiers)  # they read characters classification lacks
+    assert set(lms) == {"nplm", "rnn_lm", "char_lstm_lm", "awd_lstm", "gpt", "transformer_xl"}
+    assert set(lms) <= set(classifiers) and set(lms) <= set(taggers)  # a language model fine-tunes to both
+    for name in registry.ENCODERS:
+        cls = registry.encoder_class(name)
+        assert cls.config_class is not None and {"tiny"} <= set(cls.presets), name
+
+
+def test_a_task_refuses_an_encoder_it_cannot_use_naming_why():
+    from textnn.config import config_from_dict
+
+    raw = {"task": "language_modeling", "data": {"format": "text", "train": "t.txt"}, "model": {"name": "cnn"}}
+    with pytest.raises(TextnnError, match="cnn cannot serve task language_modeling"):
+        config_from_dict(raw, "x.yaml")
+    raw = {"task": "tagging", "data": {"train": "t.conll"}, "model": {"name": "dan"}}
+    with pytest.raises(TextnnError, match="no per-token states"):
+        config_from_dict(raw, "x.yaml")

@@ -46,10 +46,8 @@ import torch.nn.functional as F
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from textnn.models.base import InputSpec  # noqa: E402
-from textnn.models.transformer_xl import PRESETS, TransformerXL, TransformerXLConfig  # noqa: E402
-from textnn.modules.heads import LMHead  # noqa: E402
-from textnn.tasks.language_modeling import LanguageModel  # noqa: E402
+from textnn.models.transformer_xl import PRESETS, TransformerXLConfig  # noqa: E402
+from textnn.tasks.language_modeling import LanguageModel, language_model  # noqa: E402
 
 VALID = REPO.parent / "shared" / "data" / "wikitext2" / "valid.txt"
 WIKITEXT2_VOCAB = 33279  # whitespace tokens of WikiText-2 train + <pad>, <unk>, <eos> (the recipe's vocabulary)
@@ -98,7 +96,8 @@ def median(values: list[float]) -> float:
 
 
 @torch.inference_mode()
-def xl_pass(model: LanguageModel, stream: torch.Tensor, segment: int, timed_from: int) -> tuple[torch.Tensor, float, int]:
+def xl_pass(model: LanguageModel, stream: torch.Tensor, segment: int,
+            timed_from: int) -> tuple[torch.Tensor, float, int]:
     """Read the stream in segments with the memory; per-token losses of targets stream[1:].
 
     Returns (losses [N-1], median seconds per predicted token over the segments that start at or
@@ -177,8 +176,7 @@ def load_model(args: argparse.Namespace, device: torch.device) -> tuple[Language
         return model, ids.to(device), f"{args.run} on WikiText-2 valid, first {len(ids)} tokens"
     torch.manual_seed(args.seed)
     cfg = TransformerXLConfig(**PRESETS[args.preset])
-    encoder = TransformerXL(cfg, InputSpec(vocab_size=args.vocab_size, pad_id=0))
-    model = LanguageModel(encoder, LMHead(encoder.token_size, args.vocab_size, tied=encoder.output_embedding()))
+    model = language_model("transformer_xl", cfg, args.vocab_size)
     stream, source = read_stream(args.tokens, args.vocab_size, args.seed)
     return model.to(device).eval(), stream.to(device), source + f", random {args.preset} weights"
 
@@ -212,7 +210,8 @@ def main() -> None:
     print(f"device: {device_info(device)}; timed with {clock_name}")
     print(f"data: {source}")
     print(f"model: {base_cfg.n_layers} layers, D {base_cfg.d_model}, {base_cfg.n_heads} heads x {base_cfg.d_head}, "
-          f"F {base_cfg.d_ff}, V {model.head.decoder.out_features}, {model.num_parameters():,} parameters; XL segment T={args.segment}, "
+          f"F {base_cfg.d_ff}, V {model.head.decoder.out_features}, {model.num_parameters():,} parameters; "
+          f"XL segment T={args.segment}, "
           f"1 stream; vanilla: {args.batch} windows per forward")
     for length in args.lengths:
         if len(stream) < 2 * length + args.vanilla_tokens + 1:

@@ -34,10 +34,8 @@ import torch.nn.functional as F
 
 from textnn.config import config_from_dict
 from textnn.errors import TextnnError
-from textnn.models.base import InputSpec
-from textnn.models.rnn_lm import PRESETS, RNNLM, RNNLMConfig
-from textnn.modules.heads import LMHead
-from textnn.tasks.language_modeling import LanguageModel
+from textnn.models.rnn_lm import PRESETS, RNNLMConfig
+from textnn.tasks.language_modeling import language_model
 
 TEST_DIRS = {"test", "tests", "idle_test"}  # the stdlib's own test suites are left out
 SKIP_DIRS = {"site-packages", "dist-packages", "__pycache__"} | TEST_DIRS
@@ -124,8 +122,7 @@ def _seconds_per_step(cfg: RNNLMConfig, give_up_after: float = float("inf"), voc
 
     Returns inf as soon as a step takes longer than `give_up_after` seconds (3x that for the warm-up).
     """
-    encoder = RNNLM(cfg, InputSpec(vocab_size=vocab_size))
-    model = LanguageModel(encoder, LMHead(encoder.token_size, vocab_size, tied=encoder.output_embedding())).to(device)
+    model = language_model("char_lstm_lm", cfg, vocab_size).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=LR)
     ids = torch.randint(1, vocab_size, (BATCH_SIZE, BPTT + 1), generator=torch.Generator().manual_seed(0)).to(device)
     times = []

@@ -1,9 +1,11 @@
-"""Model harness for GPT (models/gpt.py) on the "tiny" preset.
+"""Model harness for GPT (models/gpt.py) on the "tiny" preset, built as the language-modelling task
+builds it: the GPT encoder with a bias-free LMHead.
 
 Shapes, finite loss, a gradient for every parameter, a safetensors round trip, eval determinism,
 causality, the explicit attention path == the fused one, `step` with its key/value cache == the
 full forward, cached generation == generation by full recomputation (greedy and seeded sampling,
-past the context limit), GPT-2's initialisation, config checks and the preset sizes.
+past the context limit), GPT-2's initialisation (the head's included), config checks (data.bptt
+beyond the context fails when the config is read) and the preset sizes.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ from textnn.config import config_from_dict
 from textnn.errors import TextnnError
 from textnn.generation.sampling import sample
 from textnn.models.gpt import GPT, PRESETS, GPTConfig
-from textnn.models.rnn_lm import PRESETS as RNN_PRESETS, RNNLM, RNNLMConfig
-from textnn.registry import TASK_MODELS, model_entry
+from textnn.models.rnn_lm import PRESETS as RNN_PRESETS, RNNLMConfig
+from textnn.registry import model_entry
+from textnn.tasks.language_modeling import AttentionLanguageModel, LanguageModelingTask, language_model
 from tests.models.lm_checks import (assert_eval_deterministic_and_train_uses_dropout,
-                                    assert_save_load_round_trip)
+                                    assert_save_load_round_trip, build_lm)
 
 VOCAB, PAD = 23, 0
 VARIANTS = [pytest.param({}, id="tiny"), pytest.param({"tie": False}, id="untied"),
@@ -29,12 +32,11 @@ VARIANTS = [pytest.param({}, id="tiny"), pytest.param({"tie": False}, id="untied
             pytest.param({"n_layers": 1, "n_heads": 4}, id="1layer-4heads")]
 
 
-def build(overrides: dict | None = None, seed: int = 0) -> GPT:
-    torch.manual_seed(seed)
-    return GPT(GPTConfig(**{**PRESETS["tiny"], **(overrides or {})}), vocab_size=VOCAB, pad_id=PAD)
+def build(overrides: dict | None = None, seed: int = 0) -> AttentionLanguageModel:
+    return build_lm("gpt", overrides, VOCAB, seed=seed, pad_id=PAD)
 
 
-def sharpened(model: GPT, std: float = 0.4) -> GPT:
+def sharpened(model: AttentionLanguageModel, std: float = 0.4) -> AttentionLanguageModel:
     """The model with every parameter redrawn from N(0, std^2): at GPT's init scale a random model's
     next-token distribution is nearly uniform and its positions barely matter, so a wrong position or
     a missing token would rarely change a draw; with these weights it does."""
@@ -64,9 +66,10 @@ def test_shapes_finite_loss_and_every_parameter_gets_a_gradient(overrides):
 
 def test_tied_weights_share_one_matrix():
     tied, untied = build(), build({"tie": False})
-    assert tied.lm_head.weight is tied.token_embedding.weight
+    assert tied.head.decoder.weight is tied.encoder.token_embedding.weight
+    assert tied.head.decoder.bias is None and untied.head.decoder.bias is None  # GPT-2's output layer has none
     extra = sum(p.numel() for p in untied.parameters()) - sum(p.numel() for p in tied.parameters())
-    assert extra == VOCAB * tied.cfg.d_model
+    assert extra == VOCAB * tied.encoder.cfg.d_model
 
 
 @pytest.mark.parametrize("overrides", VARIANTS)
@@ -74,8 +77,8 @@ def test_save_load_round_trip(tmp_path, overrides):
     model, other = build(overrides, seed=0).eval(), build(overrides, seed=1).eval()
     x = ids(2, 9)
     assert_save_load_round_trip(model, other, x, tmp_path)
-    if model.cfg.tie:
-        assert other.lm_head.weight is other.token_embedding.weight
+    if model.encoder.cfg.tie:
+        assert other.head.decoder.weight is other.encoder.token_embedding.weight
 
 
 def test_eval_is_deterministic_and_train_mode_uses_dropout():
@@ -101,7 +104,7 @@ def test_explicit_attention_path_equals_the_fused_forward():
     x = ids(2, 11)
     out, attention = model.forward_with_attention(x)
     torch.testing.assert_close(out.logits, model(x).logits, rtol=1e-5, atol=1e-6)
-    cfg = model.cfg
+    cfg = model.encoder.cfg
     assert attention.shape == (cfg.n_layers, 2, cfg.n_heads, 11, 11)
     torch.testing.assert_close(attention.sum(-1), torch.ones(attention.shape[:-1]))
     assert attention.triu(1).abs().max() == 0
@@ -123,11 +126,11 @@ def test_step_with_the_cache_equals_the_forwards_logits():
         torch.testing.assert_close(logits, full[:, 13], rtol=1e-5, atol=1e-6)
 
 
-def full_recomputation(model: GPT):
+def full_recomputation(model: AttentionLanguageModel):
     """A step function without a cache: every call reruns the forward on the last `context` tokens."""
     def step(new: torch.Tensor, seen):
         seen = new if seen is None else torch.cat([seen, new], dim=1)  # [B, all tokens so far]
-        return model(seen[:, -model.cfg.context:]).logits[:, -1], seen
+        return model(seen[:, -model.encoder.cfg.context:]).logits[:, -1], seen
     return step
 
 
@@ -136,7 +139,7 @@ def full_recomputation(model: GPT):
                          ids=["greedy", "sampling", "top-k-top-p"])
 def test_cached_generation_equals_full_recomputation_past_the_context(decoding):
     model = sharpened(build()).eval()
-    context = model.cfg.context
+    context = model.encoder.cfg.context
     prompt = ids(3, 5, seed=2)
     steps = 3 * context  # well past the learned positions: the cache is rebuilt on the last window
     cached = sample(model.step, prompt, steps, **decoding)
@@ -150,7 +153,7 @@ def test_cached_generation_equals_full_recomputation_past_the_context(decoding):
 
 def test_step_past_the_context_keeps_the_last_window():
     model = build().eval()
-    context = model.cfg.context
+    context = model.encoder.cfg.context
     x = ids(1, context + 7)
     with torch.no_grad():
         logits, cache = model.step(x)  # a prompt longer than the context is cropped to its last window
@@ -165,18 +168,36 @@ def test_a_window_longer_than_the_context_names_data_bptt():
         model(ids(1, 17))
 
 
+def test_a_config_with_bptt_beyond_the_context_fails_when_it_is_read():
+    """Checked by the language-modelling task in config_from_dict, before any run directory exists."""
+    def config(bptt: int, **model):
+        return config_from_dict({"task": "language_modeling", "data": {"format": "text", "bptt": bptt},
+                                 "model": {"name": "gpt", "preset": "tiny", **model}}, "test")
+
+    with pytest.raises(TextnnError, match=r"data\.bptt: got 17.*model\.context"):
+        config(17)  # tiny: context 16
+    assert config(16).data.bptt == 16
+    assert config(40, context=40).model.context == 40
+    with pytest.raises(TextnnError, match=r"data\.bptt: got 128"):  # the default bptt
+        config_from_dict({"task": "language_modeling", "data": {"format": "text"},
+                          "model": {"name": "gpt", "preset": "nanogpt_cpu"}}, "test")  # context 64
+
+
 def test_initialisation_scales_the_residual_projections():
     torch.manual_seed(0)
-    cfg = GPTConfig(n_layers=8, n_heads=4, d_model=256, context=32)
-    model = GPT(cfg, vocab_size=500)
+    cfg = GPTConfig(n_layers=8, n_heads=4, d_model=256, context=32, tie=False)
+    model = language_model("gpt", cfg, 500)
+    encoder = model.encoder
     residual = 0.02 / math.sqrt(2 * cfg.n_layers)
-    for block in model.blocks:
+    for block in encoder.blocks:
         assert block.attn.out_proj.weight.std().item() == pytest.approx(residual, rel=0.05)
         assert block.ff.proj.weight.std().item() == pytest.approx(residual, rel=0.05)
         assert block.attn.in_proj.weight.std().item() == pytest.approx(0.02, rel=0.05)
         assert block.attn.in_proj.bias.abs().max() == 0
-    assert model.token_embedding.weight.std().item() == pytest.approx(0.02, rel=0.05)
-    assert model.position_embedding.weight.std().item() == pytest.approx(0.02, rel=0.05)
+    assert encoder.token_embedding.weight.std().item() == pytest.approx(0.02, rel=0.05)
+    assert encoder.position_embedding.weight.std().item() == pytest.approx(0.02, rel=0.05)
+    # The untied output layer too (nn.Linear's own init would give std 1/sqrt(3 * 256) = 0.036).
+    assert model.head.decoder.weight.std().item() == pytest.approx(0.02, rel=0.05)
 
 
 @pytest.mark.parametrize("field,value", [("n_layers", 0), ("n_heads", 0), ("d_model", 15), ("d_ff", -1),
@@ -188,11 +209,11 @@ def test_bad_config_values_name_the_field(field, value):
 
 def test_presets_resolve_through_the_registry():
     config_cls, model_cls, presets = model_entry("gpt")
-    assert (config_cls, model_cls) == (GPTConfig, GPT) and "gpt" in TASK_MODELS["language_modeling"]
+    assert (config_cls, model_cls) == (GPTConfig, GPT) and LanguageModelingTask.unusable_reason(GPT) is None
     assert {"tiny", "paper", "nanogpt_cpu", "small", "gpt2"} <= set(presets)
     for name in presets:
         config_cls(**presets[name])
-    config = config_from_dict({"task": "language_modeling", "data": {"format": "text"},
+    config = config_from_dict({"task": "language_modeling", "data": {"format": "text", "bptt": 64},
                                "model": {"name": "gpt", "preset": "nanogpt_cpu", "dropout": 0.1}}, "test")
     assert (config.model.n_layers, config.model.n_heads, config.model.d_model, config.model.context,
             config.model.dropout) == (4, 4, 128, 64, 0.1)
@@ -201,14 +222,14 @@ def test_presets_resolve_through_the_registry():
 def test_gpt2_preset_has_gpt2_small_size():
     """12 x 768 with a 50,257-token vocabulary and 1,024 positions: GPT-2 small's 124M parameters."""
     with torch.device("meta"):
-        model = GPT(GPTConfig(**PRESETS["gpt2"]), vocab_size=50257)
-    assert sum(p.numel() for p in model.parameters()) == pytest.approx(124.4e6, rel=0.002)
+        model = language_model("gpt", GPTConfig(**PRESETS["gpt2"]), 50257)
+    assert model.num_parameters() == pytest.approx(124.4e6, rel=0.002)
 
 
 def test_small_preset_matches_a_two_layer_200_unit_tied_lstm_on_wikitext2():
     vocab = 33279  # WikiText-2's 33,278 tokens with <eos>, plus <pad>
     with torch.device("meta"):
-        gpt = GPT(GPTConfig(**PRESETS["small"]), vocab_size=vocab)
-        lstm = RNNLM(RNNLMConfig(**RNN_PRESETS["gluon_2x200"]), vocab_size=vocab)
-    ours, theirs = (sum(p.numel() for p in m.parameters()) for m in (gpt, lstm))
+        gpt = language_model("gpt", GPTConfig(**PRESETS["small"]), vocab)
+        lstm = language_model("rnn_lm", RNNLMConfig(**RNN_PRESETS["gluon_2x200"]), vocab)
+    ours, theirs = gpt.num_parameters(), lstm.num_parameters()
     assert abs(ours - theirs) / theirs < 0.01

@@ -1,9 +1,12 @@
 """Shared harness for the language models on their tiny presets: nplm, rnn_lm (and a tied-projection
-variant), awd_lstm.
+variant), awd_lstm, each built through the registry as an encoder with an LMHead.
 
 Shapes, finite loss, a gradient for every parameter, a safetensors round trip, eval determinism,
 dropout in training, two windows with the carried state == one pass over both, `step` decoding ==
-the full forward's logits, preset resolution and config errors naming the field.
+the full forward's logits, preset resolution and config errors naming the field. For all five
+families (gpt and transformer_xl too): the model is the registered encoder with an LMHead over its
+states, a tied head shares the embedding parameter, `reorder_state` continues like decoding the
+reordered prompts from scratch, and the layer groups hold every parameter once, input first.
 """
 
 from __future__ import annotations
@@ -12,26 +15,108 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from textnn import registry
 from textnn.config import config_from_dict
 from textnn.errors import TextnnError
-from textnn.registry import TASK_MODELS, model_entry
-from textnn.training.checkpoint import load_weights, save_weights
+from textnn.models.base import Encoder
+from textnn.modules.heads import LMHead
+from textnn.registry import model_entry
+from textnn.tasks.language_modeling import LanguageModelingTask, language_model
+from tests.models.lm_checks import (assert_reordered_state_continues_like_reordered_prompts,
+                                    assert_save_load_round_trip, build_lm)
 
 VOCAB, PAD = 29, 0
 MODELS = [pytest.param("nplm", {}, id="nplm"), pytest.param("rnn_lm", {}, id="rnn_lm"),
           pytest.param("rnn_lm", {"tie_weights": True, "cell": "gru"}, id="rnn_lm-gru-tied-projected"),
           pytest.param("awd_lstm", {}, id="awd_lstm"),
           pytest.param("awd_lstm", {"tie_weights": False, "num_layers": 1}, id="awd_lstm-1layer-untied")]
+# Every language-model family, tied and untied where it can be either.
+FAMILIES = MODELS + [
+    pytest.param("nplm", {"hidden_size": 0}, id="nplm-direct-only"),
+    pytest.param("nplm", {"direct": False}, id="nplm-hidden-only"),
+    pytest.param("rnn_lm", {"cell": "rnn", "tie_weights": True, "embedding_dim": 16}, id="rnn_lm-elman-tied"),
+    pytest.param("gpt", {}, id="gpt"), pytest.param("gpt", {"tie": False}, id="gpt-untied"),
+    pytest.param("transformer_xl", {}, id="transformer_xl"),
+    pytest.param("transformer_xl", {"tie_weights": False}, id="transformer_xl-untied")]
 
 
 def build(name: str, overrides: dict, seed: int = 0):
-    config_cls, model_cls, presets = model_entry(name)
-    torch.manual_seed(seed)
-    return model_cls(config_cls(**{**presets["tiny"], **overrides}), vocab_size=VOCAB, pad_id=PAD)
+    return build_lm(name, overrides, VOCAB, seed=seed, pad_id=PAD)
 
 
 def ids(batch: int, length: int, seed: int = 0) -> torch.Tensor:
     return torch.randint(1, VOCAB, (batch, length), generator=torch.Generator().manual_seed(seed))
+
+
+# --- every family: an encoder with an LMHead ---------------------------------------------------------
+
+@pytest.mark.parametrize("name,overrides", FAMILIES)
+def test_the_model_is_the_registered_encoder_with_an_lm_head_over_its_states(name, overrides):
+    model = build(name, overrides).eval()
+    encoder, head = model.encoder, model.head
+    assert type(encoder) is registry.encoder_class(name) and isinstance(encoder, Encoder)
+    assert encoder.gives_tokens and encoder.causal and LanguageModelingTask.unusable_reason(type(encoder)) is None
+    assert isinstance(head, LMHead)
+    assert head.decoder.in_features == encoder.token_size and head.decoder.out_features == VOCAB
+    assert (head.decoder.bias is not None) == encoder.lm_bias == (name != "gpt")  # GPT-2 has no output bias
+    x = ids(2, 7)
+    states = encoder(x, torch.ones_like(x, dtype=torch.bool)).tokens
+    assert states.shape == (2, 7, encoder.token_size)
+    torch.testing.assert_close(model(x).logits, head(states), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("name,overrides", FAMILIES)
+def test_a_tied_head_shares_the_embedding_parameter_counted_once(name, overrides):
+    model = build(name, overrides)
+    tied = model.encoder.output_embedding()
+    weight = model.head.decoder.weight
+    encoder_params = list(model.encoder.parameters())
+    if tied is None:
+        assert all(weight is not p for p in encoder_params)
+        return
+    assert weight is tied and any(tied is p for p in encoder_params)
+    assert sum(1 for p in model.parameters() if p is tied) == 1
+    head_own = sum(p.numel() for p in model.head.parameters() if all(p is not q for q in encoder_params))
+    assert model.num_parameters() == sum(p.numel() for p in encoder_params) + head_own
+    # A step on the head's weight is a step on the embedding: one tensor, not two copies.
+    with torch.no_grad():
+        weight[3].add_(1.0)
+    assert torch.equal(tied[3], weight[3])
+
+
+@pytest.mark.parametrize("name,overrides", FAMILIES)
+@pytest.mark.parametrize("indices", [[2, 0, 1], [1, 1, 2], [2, 0]], ids=["permuted", "repeated", "fewer"])
+def test_reorder_state_continues_like_decoding_the_reordered_prompts(name, overrides, indices):
+    """14 more tokens after a 5-token prompt: past GPT's 16 learned positions (its cache is rebuilt
+    from the reordered tokens) and past the NPLM's context."""
+    model = build(name, overrides)
+    assert_reordered_state_continues_like_reordered_prompts(
+        model, ids(3, 5, seed=1), ids(len(indices), 14, seed=2), torch.tensor(indices))
+    assert model.reorder_state(None, torch.tensor(indices)) is None
+
+
+@pytest.mark.parametrize("name,overrides", FAMILIES)
+def test_layer_groups_hold_every_parameter_once_from_the_input_up(name, overrides):
+    model = build(name, overrides)
+    groups = model.layer_groups()
+    assert groups[0][0] == "embedding" and groups[-1] == ("head", [model.head])
+    seen = [id(p) for _, modules in groups[:-1] for m in modules for p in m.parameters()]
+    assert len(seen) == len(set(seen))
+    assert set(seen) == {id(p) for p in model.encoder.parameters()}
+
+
+class _Bidirectional(Encoder):
+    gives_tokens = True
+
+
+class _CharReader(Encoder):
+    gives_tokens = causal = True
+    reads = ("chars",)
+
+
+def test_the_task_refuses_encoders_that_are_not_causal_or_read_more_than_ids():
+    assert "causal" in LanguageModelingTask.unusable_reason(_Bidirectional)
+    assert "chars" in LanguageModelingTask.unusable_reason(_CharReader)
 
 
 @pytest.mark.parametrize("name,overrides", MODELS)
@@ -52,11 +137,9 @@ def test_shapes_finite_loss_and_every_parameter_gets_a_gradient(name, overrides)
 @pytest.mark.parametrize("name,overrides", MODELS)
 def test_save_load_round_trip(tmp_path, name, overrides):
     model, other = build(name, overrides, seed=0).eval(), build(name, overrides, seed=1).eval()
-    x = ids(2, 9)
-    assert not torch.allclose(model(x).logits, other(x).logits)
-    save_weights(model, tmp_path / "model.safetensors")
-    load_weights(other, tmp_path / "model.safetensors")
-    torch.testing.assert_close(model(x).logits, other(x).logits, rtol=0, atol=0)
+    assert_save_load_round_trip(model, other, ids(2, 9), tmp_path)
+    if model.encoder.output_embedding() is not None:
+        assert other.head.decoder.weight is other.encoder.output_embedding()  # still one tensor after loading
 
 
 @pytest.mark.parametrize("name,overrides", MODELS)
@@ -105,8 +188,10 @@ def test_nplm_reads_exactly_the_last_n_minus_1_tokens():
     for t in (3, 4, 5):  # position 3 is in the context of predictions 3, 4 and 5
         assert not torch.allclose(a[t], b[t])
     assert torch.equal(a[6:], b[6:])  # out of reach of a 3-token context
-    no_direct = build("nplm", {"direct": False})
-    assert no_direct.direct is None and build("nplm", {}).direct.weight.shape == (VOCAB, 3 * 8)
+    # One output layer over [tanh(d + H x); x]: U's H = 16 columns and W's C * E = 3 * 8 (eq. 1).
+    assert build("nplm", {}).head.decoder.weight.shape == (VOCAB, 16 + 3 * 8)
+    assert build("nplm", {"direct": False}).head.decoder.weight.shape == (VOCAB, 16)
+    assert build("nplm", {"hidden_size": 0}).head.decoder.weight.shape == (VOCAB, 3 * 8)
 
 
 def test_nplm_start_of_stream_context_is_the_zero_padding_embedding():
@@ -115,12 +200,11 @@ def test_nplm_start_of_stream_context_is_the_zero_padding_embedding():
     padded = torch.cat([torch.full((2, 3), PAD), x], dim=1)
     # Reading three pads first is the same as starting the stream: their embedding is the zero vector.
     torch.testing.assert_close(model(padded).logits[:, 3:], model(x).logits)
-    assert model.embedding.weight[PAD].abs().sum() == 0
+    assert model.encoder.embedding.weight[PAD].abs().sum() == 0
 
 
 @pytest.mark.parametrize("name", ["nplm", "rnn_lm", "awd_lstm"])
 def test_presets_resolve_through_the_registry_and_config(name):
-    assert name in TASK_MODELS["language_modeling"]
     config_cls, _, presets = model_entry(name)
     assert {"tiny", "paper"} <= set(presets)
     for preset in presets.values():
@@ -133,9 +217,8 @@ def test_presets_resolve_through_the_registry_and_config(name):
 def test_paper_presets_have_the_published_sizes():
     awd = model_entry("awd_lstm")[0](**model_entry("awd_lstm")[2]["paper"])
     assert (awd.embedding_dim, awd.hidden_size, awd.num_layers, awd.tie_weights) == (400, 1150, 3, True)
-    _, model_cls, presets = model_entry("awd_lstm")
-    model = model_cls(awd, vocab_size=33_279)  # WikiText-2 with <pad>: the paper's 33M parameters
-    assert 33.0e6 < sum(p.numel() for p in model.parameters()) < 34.0e6  # 33.56M: "33M" in Table 2
+    model = language_model("awd_lstm", awd, 33_279)  # WikiText-2 with <pad>: the paper's 33M parameters
+    assert 33.0e6 < model.num_parameters() < 34.0e6  # 33.56M: "33M" in Table 2
     gluon = model_entry("rnn_lm")[2]["gluon_2x200"]
     assert gluon == {"cell": "lstm", "embedding_dim": 200, "hidden_size": 200, "num_layers": 2, "dropout": 0.2,
                      "tie_weights": True}

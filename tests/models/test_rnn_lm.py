@@ -1,4 +1,5 @@
-"""Model harness for the recurrent language models (models/rnn_lm.py) on the "tiny" preset.
+"""Model harness for the recurrent language models (models/rnn_lm.py) on the "tiny" preset, built as
+the language-modelling task builds them: the RNNLM encoder with an LMHead.
 
 Shapes, finite loss, a gradient for every parameter, a safetensors round trip, eval determinism,
 state carrying (two halves == one pass), cached step decoding == full forward, the step-by-step
@@ -15,8 +16,9 @@ from textnn.config import config_from_dict
 from textnn.errors import TextnnError
 from textnn.models.rnn_lm import PRESETS, RNNLM, RNNLMConfig
 from textnn.registry import model_entry
+from textnn.tasks.language_modeling import LanguageModel
 from tests.models.lm_checks import (assert_eval_deterministic_and_train_uses_dropout,
-                                    assert_save_load_round_trip)
+                                    assert_save_load_round_trip, build_lm)
 
 VOCAB, PAD = 23, 0
 CELLS = ["lstm", "gru", "rnn"]
@@ -26,18 +28,17 @@ VARIANTS = [pytest.param({"cell": c}, id=c) for c in CELLS] + [
 ]
 
 
-def build(overrides: dict | None = None, seed: int = 0) -> RNNLM:
-    torch.manual_seed(seed)
-    return RNNLM(RNNLMConfig(**{**PRESETS["tiny"], **(overrides or {})}), vocab_size=VOCAB, pad_id=PAD)
+def build(overrides: dict | None = None, seed: int = 0) -> LanguageModel:
+    return build_lm("rnn_lm", overrides, VOCAB, seed=seed, pad_id=PAD)
 
 
 def ids(batch: int, length: int, seed: int = 0) -> torch.Tensor:
     return torch.randint(1, VOCAB, (batch, length), generator=torch.Generator().manual_seed(seed))
 
 
-def final_states(model: RNNLM, state) -> torch.Tensor:
+def final_states(model: LanguageModel, state) -> torch.Tensor:
     """The memory cells (LSTM) or hidden states (GRU, RNN) of a state: [L, B, H]."""
-    return state[1] if model.cfg.cell == "lstm" else state
+    return state[1] if model.encoder.cfg.cell == "lstm" else state
 
 
 @pytest.mark.parametrize("overrides", VARIANTS)
@@ -46,7 +47,7 @@ def test_shapes_finite_loss_and_every_parameter_gets_a_gradient(overrides):
     x = ids(3, 7)
     out = model(x)
     assert out.logits.shape == (3, 7, VOCAB)
-    layers, hidden = model.cfg.num_layers, model.cfg.hidden_size
+    layers, hidden = model.encoder.cfg.num_layers, model.encoder.cfg.hidden_size
     assert final_states(model, out.state).shape == (layers, 3, hidden)
     loss = F.cross_entropy(out.logits.reshape(-1, VOCAB), ids(3, 7, seed=1).reshape(-1))  # [B*T, V]
     assert torch.isfinite(loss)
@@ -57,7 +58,7 @@ def test_shapes_finite_loss_and_every_parameter_gets_a_gradient(overrides):
 
 def test_tied_weights_share_one_matrix():
     model = build({"embedding_dim": 16, "hidden_size": 16, "tie_weights": True})
-    assert model.decoder.weight is model.embedding.weight
+    assert model.head.decoder.weight is model.encoder.embedding.weight
     untied = build({"embedding_dim": 16})
     assert sum(p.numel() for p in model.parameters()) < sum(p.numel() for p in untied.parameters())
 
@@ -65,10 +66,10 @@ def test_tied_weights_share_one_matrix():
 def test_tied_weights_with_different_sizes_project_the_output_to_the_embedding_size():
     """Tiny: E = 8, H = 16; tying adds a bias-free H -> E projection before the shared [V, E] matrix."""
     model = build({"tie_weights": True})
-    assert model.decoder.weight is model.embedding.weight
-    assert model.project.weight.shape == (8, 16) and model.project.bias is None
+    assert model.head.decoder.weight is model.encoder.embedding.weight
+    assert model.encoder.project.weight.shape == (8, 16) and model.encoder.project.bias is None
     untied = build({})
-    assert untied.project is None
+    assert untied.encoder.project is None
     tied_count = sum(p.numel() for p in model.parameters())
     untied_count = sum(p.numel() for p in untied.parameters())
     assert tied_count == untied_count - VOCAB * 16 + 16 * 8  # the decoder's own [V, H] is gone, [E, H] added
@@ -79,8 +80,8 @@ def test_save_load_round_trip(tmp_path, overrides):
     model, other = build(overrides, seed=0).eval(), build(overrides, seed=1).eval()
     x = ids(2, 9)
     assert_save_load_round_trip(model, other, x, tmp_path)
-    if model.cfg.tie_weights:
-        assert other.decoder.weight is other.embedding.weight
+    if model.encoder.cfg.tie_weights:
+        assert other.head.decoder.weight is other.encoder.embedding.weight
 
 
 def test_eval_is_deterministic_and_train_mode_uses_dropout():
@@ -119,24 +120,24 @@ def test_cell_trace_equals_the_fused_recurrence(cell):
     """At every position, the traced cells equal the fused module's final state after that prefix."""
     model = build({"cell": cell, "dropout": 0.3}).eval()
     x = ids(1, 15)
-    trace = model.cell_trace(x)  # [T, L, H]
-    assert trace.shape == (15, model.cfg.num_layers, model.cfg.hidden_size)
+    trace = model.encoder.cell_trace(x)  # [T, L, H]
+    assert trace.shape == (15, model.encoder.cfg.num_layers, model.encoder.cfg.hidden_size)
     for t in range(15):
         fused = final_states(model, model(x[:, :t + 1]).state)[:, 0]  # [L, 1, H] -> [L, H]
         torch.testing.assert_close(trace[t], fused, rtol=1e-5, atol=1e-6)
     # ... and it continues from a carried state like the fused module does.
     head = model(x[:, :6]).state
-    torch.testing.assert_close(model.cell_trace(x[:, 6:], head), trace[6:], rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(model.encoder.cell_trace(x[:, 6:], head), trace[6:], rtol=1e-5, atol=1e-6)
     with pytest.raises(TextnnError, match=r"\[1, T\]"):
-        model.cell_trace(ids(2, 5))
+        model.encoder.cell_trace(ids(2, 5))
 
 
 def test_lstm_forget_gate_bias_sums_to_one():
     model = build({"cell": "lstm"})
-    hidden = model.cfg.hidden_size
-    for layer in range(model.cfg.num_layers):
-        b_ih = getattr(model.rnn, f"bias_ih_l{layer}")[hidden:2 * hidden]
-        b_hh = getattr(model.rnn, f"bias_hh_l{layer}")[hidden:2 * hidden]
+    hidden = model.encoder.cfg.hidden_size
+    for layer in range(model.encoder.cfg.num_layers):
+        b_ih = getattr(model.encoder.rnn, f"bias_ih_l{layer}")[hidden:2 * hidden]
+        b_hh = getattr(model.encoder.rnn, f"bias_hh_l{layer}")[hidden:2 * hidden]
         torch.testing.assert_close(b_ih + b_hh, torch.ones(hidden))
 
 

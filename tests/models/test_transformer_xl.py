@@ -1,4 +1,5 @@
-"""Transformer-XL (models/transformer_xl.py, modules/relative_attention.py) on the "tiny" preset.
+"""Transformer-XL (models/transformer_xl.py, modules/relative_attention.py) on the "tiny" preset, built
+as the language-modelling task builds it: the TransformerXL encoder with an LMHead.
 
 The model harness (shapes, finite loss, a gradient for every parameter, safetensors round trip,
 eval determinism), then what makes it Transformer-XL: a segment read with the memory of the
@@ -23,13 +24,14 @@ import torch.nn.functional as F
 from textnn.config import config_from_dict
 from textnn.errors import TextnnError
 from textnn.generation.sampling import sample
-from textnn.models.rnn_lm import RNNLM, RNNLMConfig
+from textnn.models.rnn_lm import RNNLMConfig
 from textnn.models.transformer_xl import PRESETS, TransformerXL, TransformerXLConfig
 from textnn.modules.relative_attention import (RelativeMultiHeadAttention, rel_shift, relative_causal_mask,
                                                relative_distances, sinusoid_encoding)
-from textnn.registry import TASK_MODELS, model_entry
+from textnn.registry import model_entry
+from textnn.tasks.language_modeling import LanguageModel, LanguageModelingTask, language_model
 from tests.models.lm_checks import (assert_eval_deterministic_and_train_uses_dropout,
-                                    assert_save_load_round_trip)
+                                    assert_save_load_round_trip, build_lm)
 
 VOCAB, PAD = 23, 0
 VARIANTS = [pytest.param({}, id="post-ln"), pytest.param({"pre_ln": True}, id="pre-ln"),
@@ -37,10 +39,8 @@ VARIANTS = [pytest.param({}, id="post-ln"), pytest.param({"pre_ln": True}, id="p
 TOL = dict(rtol=1e-5, atol=1e-5)
 
 
-def build(overrides: dict | None = None, seed: int = 0) -> TransformerXL:
-    torch.manual_seed(seed)
-    return TransformerXL(TransformerXLConfig(**{**PRESETS["tiny"], **(overrides or {})}), vocab_size=VOCAB,
-                         pad_id=PAD)
+def build(overrides: dict | None = None, seed: int = 0) -> LanguageModel:
+    return build_lm("transformer_xl", overrides, VOCAB, seed=seed, pad_id=PAD)
 
 
 def ids(batch: int, length: int, seed: int = 0) -> torch.Tensor:
@@ -54,8 +54,8 @@ def test_shapes_finite_loss_and_every_parameter_gets_a_gradient(overrides):
     model = build(overrides).train()
     first = model(ids(3, 7))
     assert first.logits.shape == (3, 7, VOCAB)
-    assert len(first.state) == model.cfg.n_layers
-    assert all(m.shape == (3, 7, model.cfg.d_model) and not m.requires_grad for m in first.state)
+    assert len(first.state) == model.encoder.cfg.n_layers
+    assert all(m.shape == (3, 7, model.encoder.cfg.d_model) and not m.requires_grad for m in first.state)
     out = model(ids(3, 5, seed=1), first.state)  # the second segment reads the first one's memory
     loss = F.cross_entropy(out.logits.reshape(-1, VOCAB), ids(3, 5, seed=2).reshape(-1))  # [B*T, V]
     assert torch.isfinite(loss)
@@ -67,8 +67,21 @@ def test_shapes_finite_loss_and_every_parameter_gets_a_gradient(overrides):
 
 def test_tied_weights_share_one_matrix():
     tied, untied = build(), build({"tie_weights": False})
-    assert tied.decoder.weight is tied.embedding.weight
-    assert tied.num_parameters() + VOCAB * tied.cfg.d_model == untied.num_parameters()
+    assert tied.head.decoder.weight is tied.encoder.embedding.weight
+    assert tied.num_parameters() + VOCAB * tied.encoder.cfg.d_model == untied.num_parameters()
+
+
+def test_every_weight_starts_from_the_authors_normal_init_the_heads_included():
+    """N(0, 0.02) for the embedding, every layer's matrices, u and v, and an untied output layer (whose
+    nn.Linear init would have std 1/sqrt(3 * 16) = 0.14); zero biases."""
+    torch.manual_seed(0)
+    model = language_model("transformer_xl", TransformerXLConfig(**{**PRESETS["tiny"], "tie_weights": False}), 2000)
+    encoder, head = model.encoder, model.head.decoder
+    for weight in (head.weight, encoder.embedding.weight[1:], encoder.layers[0].feed_forward.net[0].weight,
+                   torch.cat([encoder.biases.content, encoder.biases.position])):
+        assert weight.std().item() == pytest.approx(0.02, rel=0.25)
+    assert head.weight.std().item() == pytest.approx(0.02, rel=0.05)  # 32,000 draws
+    assert head.bias.abs().max() == 0 and encoder.layers[0].feed_forward.net[0].bias.abs().max() == 0
 
 
 @pytest.mark.parametrize("overrides", VARIANTS)
@@ -76,8 +89,8 @@ def test_save_load_round_trip(tmp_path, overrides):
     model, other = build(overrides, seed=0).eval(), build(overrides, seed=1).eval()
     x = ids(2, 9)
     assert_save_load_round_trip(model, other, x, tmp_path)
-    if model.cfg.tie_weights:
-        assert other.decoder.weight is other.embedding.weight
+    if model.encoder.cfg.tie_weights:
+        assert other.head.decoder.weight is other.encoder.embedding.weight
 
 
 def test_eval_is_deterministic_and_train_mode_uses_dropout():
@@ -219,14 +232,14 @@ def test_memory_length_follows_mem_len_in_training_and_eval_mem_len_in_eval():
     state = None
     for expected in (3, 4, 4):
         state = model(x, state).state
-        assert [m.size(1) for m in state] == [expected] * model.cfg.n_layers
+        assert [m.size(1) for m in state] == [expected] * model.encoder.cfg.n_layers
     model.eval()
     for expected in (7, 10, 10, 10):
         state = model(x, state).state
-        assert [m.size(1) for m in state] == [expected] * model.cfg.n_layers
+        assert [m.size(1) for m in state] == [expected] * model.encoder.cfg.n_layers
     # Layer 0's memory is the embedding output at the newest 10 positions, all read in eval mode.
     stream = torch.cat([x] * 4, dim=1)[:, -10:]
-    torch.testing.assert_close(state[0], model.embedding(stream) * model.cfg.d_model ** 0.5)
+    torch.testing.assert_close(state[0], model.encoder.embedding(stream) * model.encoder.cfg.d_model ** 0.5)
     # A memory longer than the current mode's M is cut to its newest M positions first.
     model.train()
     torch.manual_seed(5)
@@ -321,7 +334,7 @@ def test_same_length_needs_a_memory():
 def test_presets_resolve_through_the_registry():
     config_cls, model_cls, presets = model_entry("transformer_xl")
     assert (config_cls, model_cls) == (TransformerXLConfig, TransformerXL)
-    assert "transformer_xl" in TASK_MODELS["language_modeling"]
+    assert LanguageModelingTask.unusable_reason(TransformerXL) is None
     assert {"tiny", "small", "paper", "paper_wt103_base"} <= set(presets)
     for name in presets:
         config_cls(**presets[name])
@@ -334,9 +347,9 @@ def test_presets_resolve_through_the_registry():
 
 def test_small_preset_matches_the_two_layer_200_unit_tied_lstm_in_size():
     vocab = 33279  # WikiText-2 train, whitespace tokens + <pad>, <unk>, <eos>
-    xl = TransformerXL(TransformerXLConfig(**PRESETS["small"]), vocab_size=vocab, pad_id=0)
-    lstm = RNNLM(RNNLMConfig(embedding_dim=200, hidden_size=200, num_layers=2, tie_weights=True),
-                 vocab_size=vocab, pad_id=0)
+    xl = language_model("transformer_xl", TransformerXLConfig(**PRESETS["small"]), vocab)
+    lstm = language_model("rnn_lm", RNNLMConfig(embedding_dim=200, hidden_size=200, num_layers=2, tie_weights=True),
+                          vocab)
     assert abs(xl.num_parameters() - lstm.num_parameters()) / lstm.num_parameters() < 1e-3
 
 

@@ -9,9 +9,9 @@ from torch import nn
 
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
-from textnn.models.awd_lstm import PRESETS, AWDLSTM, AWDLSTMConfig
+from textnn.models.awd_lstm import PRESETS, AWDLSTMConfig
 from textnn.modules.rnn import LockedDropout, WeightDrop, embedding_dropout, lstm_memory_cells
-from textnn.tasks.language_modeling import LMBatch, LanguageModelingTask
+from textnn.tasks.language_modeling import LanguageModel, LMBatch, LanguageModelingTask, language_model
 
 
 def weight_dropped_lstm(p: float = 0.5, seed: int = 0) -> WeightDrop:
@@ -90,11 +90,11 @@ def test_embedding_dropout_drops_whole_word_types_and_scales_the_rest():
     torch.testing.assert_close(embedding_dropout(weight, ids, 0.5, training=False), F.embedding(ids, weight))
 
 
-def no_dropout_model(**overrides) -> AWDLSTM:
+def no_dropout_model(**overrides) -> LanguageModel:
     torch.manual_seed(0)
     values = {**PRESETS["tiny"], "dropout": 0.0, "dropout_hidden": 0.0, "dropout_input": 0.0,
               "dropout_embedding": 0.0, "weight_drop": 0.0, **overrides}
-    return AWDLSTM(AWDLSTMConfig(**values), vocab_size=17)
+    return language_model("awd_lstm", AWDLSTMConfig(**values), 17)
 
 
 def test_ar_and_tar_match_their_definitions():
@@ -102,8 +102,8 @@ def test_ar_and_tar_match_their_definitions():
     model = no_dropout_model(alpha=2.0, beta=1.0).train()
     ids = torch.randint(0, 17, (3, 8), generator=torch.Generator().manual_seed(1))
     out = model(ids)
-    x = model.embedding(ids)
-    for rnn in model.rnns:
+    x = model.encoder.embedding(ids)
+    for rnn in model.encoder.rnns:
         x, _ = rnn.module(x)  # the last layer's outputs [B, T, E]
     expected = 2.0 * x.pow(2).mean() + 1.0 * (x[:, 1:] - x[:, :-1]).pow(2).mean()
     torch.testing.assert_close(out.regularizer, expected)
@@ -140,8 +140,8 @@ def test_memory_cells_match_the_fused_lstm(with_state):
         out, (_, c_fused) = lstm(x[None, :t + 1], state)
         torch.testing.assert_close(c[t], c_fused[0, 0], rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(h[t], out[0, t], rtol=1e-5, atol=1e-6)
-    model = AWDLSTM(AWDLSTMConfig(**PRESETS["tiny"]), vocab_size=17).eval()
-    cells = model.memory_cells(torch.tensor([[3, 4, 5, 6]]))
+    model = language_model("awd_lstm", AWDLSTMConfig(**PRESETS["tiny"]), 17).eval()
+    cells = model.encoder.memory_cells(torch.tensor([[3, 4, 5, 6]]))
     assert [c.shape for c in cells] == [(4, 16), (4, 16), (4, 8)]
     final = model(torch.tensor([[3, 4, 5, 6]])).state
     for layer, c in enumerate(cells):

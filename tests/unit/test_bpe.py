@@ -89,3 +89,27 @@ def test_bpe_holdout_trains_merges_on_the_kept_part_only(tmp_path):
     config = bpe_config(tmp_path, holdout=0.2, dev="")
     task = LanguageModelingTask.from_data(config)
     assert task.has_split("dev") and len(task.splits["dev"].ids) > 1
+
+
+def test_init_from_reads_new_text_with_the_runs_bpe_without_training_another(tmp_path, monkeypatch):
+    from textnn.experiment import train
+    from textnn.tasks import language_modeling
+
+    config = bpe_config(tmp_path)
+    config.train.max_steps = 2
+    run, _ = train(config, tmp_path / "run")
+    saved = json.loads((run.path / "tokenizer.json").read_text(encoding="utf-8"))
+    (tmp_path / "new.txt").write_text("zyzzyva quokka zyzzyva quokka\n" * 50, encoding="utf-8")
+
+    def no_training(*args):
+        raise AssertionError("a BPE was trained")
+
+    monkeypatch.setattr(language_modeling, "_train_bpe", no_training)
+    task = LanguageModelingTask.from_data(config_from_dict({
+        "task": "language_modeling", "data": {"format": "text", "train": str(tmp_path / "new.txt"), "bptt": 8},
+        "model": {"init_from": str(run.path)}}, "test"))
+    assert task.tokenizer.to_dict() == saved
+    assert task.vocab.itos == LanguageModelingTask.from_run(run.path, config).vocab.itos
+    assert task.decode(task.splits["train"].ids.tolist()) == (tmp_path / "new.txt").read_text(encoding="utf-8")
+    # A BPE trained on this text would read each word as one or two pieces; the run's reads many.
+    assert len(task.encode_text("zyzzyva")) > 2

@@ -18,38 +18,40 @@ from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.errors import TextnnError
 from textnn.generation import filter_logits, generate_text
-from textnn.models.gpt import GPT, PRESETS, GPTConfig
-from textnn.models.rnn_lm import PRESETS as RNN_PRESETS, RNNLM, RNNLMConfig
-from textnn.tasks.language_modeling import EOS, LanguageModelingTask
+from textnn.models.gpt import PRESETS, GPTConfig
+from textnn.models.rnn_lm import PRESETS as RNN_PRESETS, RNNLMConfig
+from textnn.tasks.language_modeling import EOS, LanguageModel, LanguageModelingTask, language_model
 
 CHARS = "abcdefgh ."
 WORDS = "the cat sat on a mat".split()
 
 
 def char_task() -> LanguageModelingTask:
-    config = config_from_dict({"task": "language_modeling", "data": {"format": "text", "tokenizer": "char"},
+    config = config_from_dict({"task": "language_modeling", "data": {"format": "text", "tokenizer": "char",
+                                                                       "bptt": 16},
                                "model": {"name": "gpt", "preset": "tiny"}}, "test")
     return LanguageModelingTask(config, Tokenizer("char"), Vocab([PAD, UNK, "\n", *CHARS]))
 
 
 def word_task() -> LanguageModelingTask:
-    config = config_from_dict({"task": "language_modeling", "data": {"format": "text", "tokenizer": "whitespace"},
+    config = config_from_dict({"task": "language_modeling", "data": {"format": "text", "tokenizer": "whitespace",
+                                                                       "bptt": 16},
                                "model": {"name": "gpt", "preset": "tiny"}}, "test")
     return LanguageModelingTask(config, Tokenizer("whitespace"), Vocab([PAD, UNK, EOS, *WORDS]))
 
 
-def gpt(vocab_size: int, seed: int = 0) -> GPT:
+def gpt(vocab_size: int, seed: int = 0) -> LanguageModel:
     torch.manual_seed(seed)
-    model = GPT(GPTConfig(**{**PRESETS["tiny"], "context": 32}), vocab_size=vocab_size)
+    model = language_model("gpt", GPTConfig(**{**PRESETS["tiny"], "context": 32}), vocab_size)
     with torch.no_grad():  # a peaked distribution, so that seeds and prompts visibly matter
         for param in model.parameters():
             param.normal_(0.0, 0.4)
     return model.eval()
 
 
-def lstm(vocab_size: int) -> RNNLM:
+def lstm(vocab_size: int) -> LanguageModel:
     torch.manual_seed(0)
-    return RNNLM(RNNLMConfig(**RNN_PRESETS["tiny"]), vocab_size=vocab_size).eval()
+    return language_model("rnn_lm", RNNLMConfig(**RNN_PRESETS["tiny"]), vocab_size).eval()
 
 
 @pytest.mark.parametrize("make_model", [gpt, lstm], ids=["gpt", "lstm"])
@@ -140,13 +142,13 @@ def test_stop_at_eos_ends_each_sample_at_its_first_line_end():
     model = gpt(len(task.vocab))
     newline = task.vocab.stoi["\n"]
     with torch.no_grad():  # make line ends likely, so that every sample meets one
-        model.lm_head.weight = torch.nn.Parameter(model.lm_head.weight.detach().clone())
-        model.lm_head.weight[newline] *= 3
+        model.head.decoder.weight = torch.nn.Parameter(model.head.decoder.weight.detach().clone())
+        model.head.decoder.weight[newline] *= 3
     free = generate_text(model, task, "ab", max_tokens=60, seed=1, num_samples=4)
     stopped = generate_text(model, task, "ab", max_tokens=60, seed=1, num_samples=4, stop_at_eos=True)
     assert any("\n" in text for text in free.continuations)
     for long, short, count in zip(free.continuations, stopped.continuations, stopped.new_tokens):
-        assert "\n" not in short and count == len(short)
+        assert "\n" not in short and count == len(short) - 4 * short.count(UNK)  # <unk>: 1 token, 5 characters
         assert long.startswith(short) and (long == short or long[len(short)] == "\n")
 
 

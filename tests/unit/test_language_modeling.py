@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from textnn.config import config_from_dict
 from textnn.errors import TextnnError
+from textnn.data.vocab import UNK
 from textnn.tasks.language_modeling import EOS, LanguageModelingTask
 
 CODE = '''def add(a, b):
@@ -142,10 +143,9 @@ def test_loss_is_a_sum_over_count_targets(tmp_path):
 
 
 def test_bad_format_and_too_short_text_raise(tmp_path):
-    config = make_config(tmp_path)
-    config.data.format = "tsv"
-    with pytest.raises(TextnnError, match="data.format"):
-        LanguageModelingTask.from_data(config)
+    with pytest.raises(TextnnError, match="data.format.*text"):
+        config_from_dict({"task": "language_modeling", "data": {"format": "tsv"},
+                          "model": {"name": "char_lstm_lm", "preset": "tiny"}}, "test")
     with pytest.raises(TextnnError, match="data.bptt"):
         LanguageModelingTask.from_data(make_config(tmp_path, bptt=500, train_text="short text\n"))
 
@@ -162,3 +162,60 @@ def test_train_save_load_and_evaluate_through_the_experiment(tmp_path):
     assert task.vocab.itos == LanguageModelingTask.from_data(config).vocab.itos
     again = evaluate_run(run.path, config.data.dev)
     assert again["bpc"] == pytest.approx(result.dev["bpc"], rel=1e-6)
+
+
+def raw_config(data: dict | None = None, train: dict | None = None, model: dict | None = None) -> dict:
+    return {"task": "language_modeling", "data": data or {},
+            "model": model or {"name": "char_lstm_lm", "preset": "tiny"}, "train": train or {}}
+
+
+def test_stream_options_are_the_tasks_data_section_and_checked_when_read():
+    config = config_from_dict(raw_config(), "test")
+    assert config.data.format == "text" and (config.data.bptt, config.data.stateful) == (128, True)
+    for key, value in [("bptt", 0), ("holdout", 1.0), ("holdout", -0.1), ("bpe_vocab_size", 1)]:
+        with pytest.raises(TextnnError, match=f"data.{key}"):
+            config_from_dict(raw_config({key: value}), "test")
+    with pytest.raises(TextnnError, match="data.bptt_variable.*data.stateful"):
+        config_from_dict(raw_config({"bptt_variable": True, "stateful": False}), "test")
+
+
+@pytest.mark.parametrize("tokenizer,extra", [("char", ["bpc"]), ("word", []), ("whitespace", []),
+                                             ("bpe", ["word_perplexity"])])
+def test_reported_metrics_follow_the_tokenizer_and_train_metric_must_be_one_of_them(tokenizer, extra):
+    config = config_from_dict(raw_config({"tokenizer": tokenizer}), "test")
+    assert LanguageModelingTask.metrics_for(config) == ["loss", "perplexity", *extra]
+    task = LanguageModelingTask(config, None, None)
+    assert not any(task.higher_is_better(metric) for metric in LanguageModelingTask.metrics_for(config))
+    for metric in ("bpc", "word_perplexity"):
+        if metric in extra:
+            assert config_from_dict(raw_config({"tokenizer": tokenizer}, {"metric": metric}), "test").train.metric
+        else:
+            with pytest.raises(TextnnError, match=f"train.metric.*{metric}"):
+                config_from_dict(raw_config({"tokenizer": tokenizer}, {"metric": metric}), "test")
+
+
+def test_init_from_reads_new_text_with_the_runs_tokenizer_and_vocabulary(tmp_path):
+    """ULMFiT's second stage: a language model fine-tuned on new text starts from another run. Its
+    vocabulary is the run's (new words are <unk>), not one rebuilt from the new data.train; the
+    encoder weights load by name, and only the head's bias is new."""
+    from textnn.experiment import train
+    from textnn.training.checkpoint import init_encoder_from
+
+    (tmp_path / "first").mkdir()
+    first = make_config(tmp_path / "first", tokenizer="word", max_steps=2)
+    run, _ = train(first, tmp_path / "run")
+    (tmp_path / "new.txt").write_text("return zebra + self\n" * 40, encoding="utf-8")  # zebra: not in CODE
+    raw = {"task": "language_modeling", "data": {"format": "text", "train": str(tmp_path / "new.txt"), "bptt": 8},
+           "model": {"init_from": str(run.path)}, "train": {"progress": False}}
+    config = config_from_dict(raw, "test")
+    assert (config.model_name, config.data.tokenizer) == ("char_lstm_lm", "word")
+    task = LanguageModelingTask.from_data(config)
+    assert task.vocab.itos == LanguageModelingTask.from_run(run.path, first).vocab.itos
+    assert "zebra" not in task.vocab.stoi
+    assert task.vocab.decode(task.splits["train"].ids[:5].tolist()) == ["return", UNK, "+", "self", EOS]
+    raw["model"] = {"name": "char_lstm_lm", "preset": "tiny"}  # the same text read afresh has its own vocabulary
+    assert "zebra" in LanguageModelingTask.from_data(config_from_dict(raw, "test")).vocab.stoi
+    model = task.build_model()
+    report = init_encoder_from(model, run.weights_file)
+    assert report["loaded"] and all(name.startswith("encoder.") for name in report["loaded"])
+    assert report["new"] == ["head.decoder.bias", "head.decoder.weight"]  # tiny rnn_lm: untied

@@ -17,7 +17,7 @@ from textnn.data.streams import EOS, batchify, bptt_lengths, read_file_stream, t
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.errors import TextnnError
-from textnn.models.base import ModelOutput, TextnnModel
+from textnn.models.base import ModelOutput
 from textnn.runs import RunDir
 from textnn.tasks.language_modeling import LanguageModelingTask
 from textnn.training.trainer import Trainer
@@ -150,13 +150,13 @@ def test_stateful_epoch_reads_every_training_target_exactly_once_in_order(tmp_pa
 
 
 def test_variable_bptt_needs_stateful_rows(tmp_path):
-    with pytest.raises(TextnnError, match="data.bptt_variable"):
-        LanguageModelingTask.from_data(lm_config(tmp_path, word_text(30),
-                                                 data={"bptt_variable": True, "stateful": False}))
+    with pytest.raises(TextnnError, match="data.bptt_variable"):  # when the config is read
+        lm_config(tmp_path, word_text(30), data={"bptt_variable": True, "stateful": False})
 
 
-class StateRecorder(TextnnModel):
-    """Uniform logits plus a trainable bias; its state is the window's last ids times a parameter."""
+class StateRecorder(nn.Module):
+    """A language model's interface with uniform logits plus a trainable bias; its state is the
+    window's last ids times a parameter."""
 
     def __init__(self, vocab_size: int):
         super().__init__()
@@ -164,7 +164,7 @@ class StateRecorder(TextnnModel):
         self.scale = nn.Parameter(torch.ones(()))
         self.received: list[torch.Tensor | None] = []
 
-    def forward(self, ids: torch.Tensor, state=None) -> ModelOutput:
+    def forward(self, ids: torch.Tensor, state=None, mask=None) -> ModelOutput:
         self.received.append(state)
         logits = self.bias.expand(*ids.shape, -1)  # [B, T, V]
         return ModelOutput(logits=logits, state=ids[:, -1:].float() * self.scale)  # [B, 1], with a grad_fn
@@ -248,8 +248,10 @@ def test_holdout_split_is_evaluated_as_the_dev_set(tmp_path):
 def test_resume_from_an_epoch_boundary_is_exact_with_stateful_rows_variable_bptt_and_ntasgd(tmp_path):
     """The carried state restarts at every epoch start, so a run resumed there continues exactly.
 
-    With this seed NT-ASGD starts averaging at step 12 of the first epoch (of 22), so the averages
-    (optimizer state `ax`) cross the resume too.
+    With this seed NT-ASGD starts averaging at step 12 of the first epoch (of 21), so the averages
+    (optimizer state `ax`) cross the resume too. (A seed whose averaging would start at the first
+    run's final evaluation does not fit this test: that evaluation has no counterpart in the
+    uninterrupted run.)
     """
     from safetensors.torch import load_file
 
@@ -259,7 +261,7 @@ def test_resume_from_an_epoch_boundary_is_exact_with_stateful_rows_variable_bptt
         return lm_config(tmp_path, word_text(80), word_text(10, seed=1), data={"bptt_variable": True},
                          model={"name": "awd_lstm", "preset": "tiny"},
                          train={"epochs": epochs, "optimizer": "ntasgd", "lr": 2.0, "ntasgd_nonmono": 0,
-                                "eval_every": 4, "log_every": 1, "bootstrap_samples": 0, "seed": 3})
+                                "eval_every": 4, "log_every": 1, "bootstrap_samples": 0, "seed": 0})
 
     train(config(2), tmp_path / "whole")
     train(config(1), tmp_path / "split")

@@ -13,8 +13,8 @@ word comes first.
 As an encoder, NPLM gives at every position the features eq. 1's output layer reads, z = [tanh(d +
 H x); x] (only the parts that exist: x alone when hidden_size is 0, the hidden layer alone when
 direct is false), and the language-modelling task's `LMHead` is ONE linear map over them:
-b + [U W] z = b + U tanh(d + H x) + W x, eq. 1 exactly. (The head starts from its own
-initialisation, one uniform range over [U W] and b = 0, where the paper's code drew U and W apart.)
+b + [U W] z = b + U tanh(d + H x) + W x, eq. 1 exactly. (Only the initialisation differs from two
+separate output layers: the head draws [U W] from one uniform range, and b starts at 0.)
 
 All positions of a window are computed at once: the window's embeddings are cut into the n-1-word
 contexts ending at every position with `Tensor.unfold` (a strided view, no Python loop over

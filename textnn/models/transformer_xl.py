@@ -26,10 +26,11 @@ Choices, and why:
   and the one its reported numbers were measured with. `pre_ln: true` normalises each sub-layer's
   input instead and adds a final LayerNorm, which trains without warmup on short budgets.
 - Initialisation and scale follow the authors' code: every weight matrix, the embedding and the
-  output layer included (`init_head`), starts from N(0, 0.02), and embeddings are multiplied by sqrt(D) before the first layer
-  (`AdaptiveEmbedding.emb_scale`). A larger embedding init would hurt with tied weights: after a
-  post-LN layer the state of position t still points along its own token's embedding e, so that
-  token's logit starts near sqrt(D) * |e| (about 4 nats for D = 200 here; 14 with an N(0, 1/D) init).
+  output layer included (`init_head`), starts from N(0, 0.02), and embeddings are multiplied by
+  sqrt(D) before the first layer (`AdaptiveEmbedding.emb_scale`). A larger embedding init would
+  hurt with tied weights: after a post-LN layer the state of position t still points along its own
+  token's embedding e, so that token's logit starts near sqrt(D) * |e| (about 4 nats for D = 200
+  here; 14 with an N(0, 1/D) init).
   Dropout is applied to embeddings, position encodings, sub-layer outputs and the final states
   (their code); `dropatt` to the attention probabilities.
 - No adaptive softmax (the paper uses one on WT103): a plain, optionally tied, output layer.

@@ -69,7 +69,7 @@ from textnn.tasks.base import Task
 # D encoder state size, B' batch rows kept by reorder_state, L layers, H heads
 
 __all__ = ["EOS", "EVAL_STREAMS", "AttentionLanguageModel", "EncodedStream", "LMBatch", "LanguageModel",
-           "LanguageModelingData", "LanguageModelingTask", "WindowBatches"]
+           "LanguageModelingData", "LanguageModelingTask", "WindowBatches", "language_model"]
 
 EVAL_STREAMS = 16
 SPECIALS = (PAD, UNK, EOS)
@@ -86,7 +86,8 @@ class LanguageModelingData(DataConfig):
     holdout: float = opt(0.0, "when data.dev is empty, hold out this final fraction of data.train as dev (nanoGPT's Tiny Shakespeare split: 0.1)")
     bpe_vocab_size: int = opt(8000, "tokenizer bpe: size of the BPE vocabulary trained on data.train")
 
-    # With model.init_from the tokenizer comes from the starting run, the BPE's size included.
+    # The options that fix how text becomes ids (they come from the run in model.init_from): here
+    # also the size of the BPE.
     TOKENIZATION = (*DataConfig.TOKENIZATION, "bpe_vocab_size")
 
     def __post_init__(self) -> None:
@@ -150,6 +151,15 @@ def _detach(state: object) -> object:
     if isinstance(state, torch.Tensor):
         return state.detach()
     return type(state)(_detach(s) for s in state)
+
+
+def language_model(model_name: str, cfg: object, vocab_size: int, pad_id: int = 0) -> LanguageModel:
+    """The registered encoder `model_name` built from its config `cfg`, with an LMHead (sharing the
+    encoder's input embedding when the family ties; no bias where the family has none)."""
+    encoder = registry.encoder_class(model_name)(cfg, InputSpec(vocab_size=vocab_size, pad_id=pad_id))
+    head = LMHead(encoder.token_size, vocab_size, tied=encoder.output_embedding(), bias=encoder.lm_bias)
+    model_cls = AttentionLanguageModel if callable(getattr(encoder, "forward_with_attention", None)) else LanguageModel
+    return model_cls(encoder, head)
 
 
 class LanguageModelingTask(Task):
@@ -252,13 +262,7 @@ class LanguageModelingTask(Task):
         self.vocab.save(run_path / "vocab.json")
 
     def build_model(self) -> LanguageModel:
-        """The registered encoder of config.model_name with an LMHead (tied when the family ties)."""
-        encoder_cls = registry.encoder_class(self.config.model_name)
-        encoder = encoder_cls(self.config.model, InputSpec(vocab_size=len(self.vocab), pad_id=self.vocab.pad_id))
-        head = LMHead(encoder.token_size, len(self.vocab), tied=encoder.output_embedding(), bias=encoder.lm_bias)
-        model_cls = AttentionLanguageModel if callable(getattr(encoder, "forward_with_attention", None)) \
-            else LanguageModel
-        return model_cls(encoder, head)
+        return language_model(self.config.model_name, self.config.model, len(self.vocab), self.vocab.pad_id)
 
     # --- encoding and decoding ----------------------------------------------------------------------
     def encode_file(self, path: str, require_labels: bool = True) -> EncodedStream:

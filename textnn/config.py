@@ -355,7 +355,7 @@ def config_from_dict(raw: dict, origin: str, resolve_init: bool = True) -> Confi
         model_raw = _inherit(model_raw, start_model, "model", origin, init_from)
         start_data = start.get("data") or {}
         if isinstance(data_raw, dict):
-            tokenization = {k: start_data[k] for k in DataConfig.TOKENIZATION if k in start_data}
+            tokenization = {k: start_data[k] for k in task_cls.data_config.TOKENIZATION if k in start_data}
             data_raw = _inherit(data_raw, tokenization, "data", origin, init_from)
             if data_raw.get("vectors"):
                 raise TextnnError(f"{origin}: data.vectors and model.init_from are both set; the embeddings come "

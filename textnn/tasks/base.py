@@ -83,7 +83,7 @@ class Task:
     def evaluate_file(self, model, path: str, bootstrap_samples: int = 0, options: dict | None = None) -> dict:
         """Metrics on a labelled file (`textnn evaluate`); `options` are the task's own evaluation options."""
         if options:
-            raise TextnnError(f"{', '.join('--' + key for key in options)}: not an option of task "
+            raise TextnnError(f"{', '.join('--' + key for key in options)}: does not apply to task "
                               f"{self.config.task}")  # type: ignore[attr-defined]
         return self.evaluate(model, self.encode_file(path), bootstrap_samples=bootstrap_samples)  # type: ignore[attr-defined]
 

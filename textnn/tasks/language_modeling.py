@@ -53,7 +53,7 @@ import torch
 import torch.nn.functional as F
 
 from textnn import registry
-from textnn.config import Config, DataConfig, _check, opt
+from textnn.config import Config, DataConfig, check_key, opt
 from textnn.data.readers import read_lines
 from textnn.data.streams import (EOS, LMBatch, StreamBatches, WindowBatches, batchify, bptt_lengths,
                                  document_tokens, read_file_stream, shuffled_windows, to_vocab_ids,
@@ -92,9 +92,9 @@ class LanguageModelingData(DataConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check(self.bptt >= 1, "data.bptt", self.bptt, "an integer >= 1")
-        _check(0.0 <= self.holdout < 1.0, "data.holdout", self.holdout, "a fraction in [0, 1)")
-        _check(self.bpe_vocab_size >= 2, "data.bpe_vocab_size", self.bpe_vocab_size, "an integer >= 2")
+        check_key(self.bptt >= 1, "data.bptt", self.bptt, "an integer >= 1")
+        check_key(0.0 <= self.holdout < 1.0, "data.holdout", self.holdout, "a fraction in [0, 1)")
+        check_key(self.bpe_vocab_size >= 2, "data.bpe_vocab_size", self.bpe_vocab_size, "an integer >= 2")
         if self.bptt_variable and not self.stateful:
             raise TextnnError("config key data.bptt_variable: variable-length windows cut contiguous rows "
                               "(Merity et al. 2018); set data.stateful=true or data.bptt_variable=false")
@@ -365,6 +365,15 @@ class LanguageModelingTask(Task):
         flat = logits.float().reshape(-1, logits.size(-1))  # [B, T, V] -> [B*T, V]
         nll = F.cross_entropy(flat, batch.targets.reshape(-1), reduction="none")  # [B*T]
         return (nll * batch.mask.reshape(-1)).sum()  # mask [B, T] -> [B*T]
+
+    def evaluate_file(self, model: torch.nn.Module, path: str, bootstrap_samples: int = 0,
+                      options: dict | None = None) -> dict:
+        """`textnn evaluate` on a text file; options["streams"]: rows read side by side (1 = sequential)."""
+        options = dict(options or {})
+        streams = options.pop("streams", 0)
+        if options:
+            raise TextnnError(f"{', '.join('--' + key for key in options)}: not an option of language modelling")
+        return self.evaluate(model, self.encode_file(path), bootstrap_samples=bootstrap_samples, streams=streams)
 
     @torch.no_grad()
     def evaluate(self, model: torch.nn.Module, split: str | EncodedStream, bootstrap_samples: int = 0,

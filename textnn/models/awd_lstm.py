@@ -131,6 +131,12 @@ class AWDLSTM(TextnnModel):
             cells.append(c)
         return cells
 
+    def reorder_state(self, state: State, indices: torch.Tensor) -> State:
+        """The state of the batch rows `indices` [B'] (beam search): per layer (h, c) [1, B, H] -> [1, B', H]."""
+        if state is None:
+            return None
+        return [(h.index_select(1, indices), c.index_select(1, indices)) for h, c in state]
+
 
 PRESETS: dict[str, dict] = {
     # For tests: every regulariser on, small enough to run in milliseconds.

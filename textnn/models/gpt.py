@@ -171,6 +171,14 @@ class GPT(TextnnModel):
         tokens = torch.cat([history, ids], dim=1) if state is not None else ids  # [B, S + T']
         return logits, GPTCache(layers=layers, tokens=tokens)
 
+    def reorder_state(self, state: GPTCache | None, indices: torch.Tensor) -> GPTCache | None:
+        """The cache of the batch rows `indices` [B'] (beam search): keys/values [B, H, S, Dh] and tokens [B, S]."""
+        if state is None:
+            return None
+        layers = [KVCache(keys=kv.keys.index_select(0, indices), values=kv.values.index_select(0, indices))
+                  for kv in state.layers]
+        return GPTCache(layers=layers, tokens=state.tokens.index_select(0, indices))
+
 
 # ------------------------------------------------------------------------------------------- presets
 

@@ -96,6 +96,10 @@ class NPLM(TextnnModel):
         out = self.forward(ids, state)
         return out.logits[:, -1], out.state  # [B, V]
 
+    def reorder_state(self, state: torch.Tensor | None, indices: torch.Tensor) -> torch.Tensor | None:
+        """The state of the batch rows `indices` [B'] (beam search): the last ids [B, C] -> [B', C]."""
+        return None if state is None else state.index_select(0, indices)
+
 
 PRESETS: dict[str, dict] = {
     # For tests: a hidden layer and direct connections, so that every path is exercised.

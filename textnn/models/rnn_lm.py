@@ -193,6 +193,14 @@ class RNNLM(TextnnModel):
             torch.set_num_threads(threads)
         return trace
 
+    def reorder_state(self, state: RNNState, indices: torch.Tensor) -> RNNState:
+        """The state of the batch rows `indices` [B'] (beam search): (h, c) or h [L, B, H] -> [L, B', H]."""
+        if state is None:
+            return None
+        if isinstance(state, tuple):
+            return tuple(part.index_select(1, indices) for part in state)
+        return state.index_select(1, indices)
+
 
 # ------------------------------------------------------------------------------------------- presets
 

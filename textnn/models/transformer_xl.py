@@ -234,6 +234,10 @@ class TransformerXL(TextnnModel):
         hidden, memory = self.hidden_states(ids, state)
         return self.decoder(hidden[:, -1]), memory  # [B, V]
 
+    def reorder_state(self, state: Memory | None, indices: torch.Tensor) -> Memory | None:
+        """The memory of the batch rows `indices` [B'] (beam search): N tensors [B, M, D] -> [B', M, D]."""
+        return None if state is None else [m.index_select(0, indices) for m in state]
+
 
 # ------------------------------------------------------------------------------------------- presets
 

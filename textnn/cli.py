@@ -68,11 +68,20 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("run", help="run directory of a language model")
     p.add_argument("--prompt", default="", help="text to continue (default: empty = start of a new line)")
     p.add_argument("--max-tokens", type=int, default=200, help="new tokens per sample (default 200)")
-    p.add_argument("--temperature", type=float, default=1.0,
-                   help="< 1 sharper, > 1 flatter than the model's distribution (default 1)")
-    p.add_argument("--top-k", type=int, default=0, help="draw only from the k most likely tokens (0 = off)")
-    p.add_argument("--top-p", type=float, default=1.0, help="draw only from the nucleus of mass p (1 = off)")
+    p.add_argument("--temperature", type=float, default=None,
+                   help="sampling: < 1 sharper, > 1 flatter than the model's distribution (default 1)")
+    p.add_argument("--top-k", type=int, default=None, help="sampling: draw only from the k most likely tokens "
+                   "(default 0 = off)")
+    p.add_argument("--top-p", type=float, default=None, help="sampling: draw only from the nucleus of mass p "
+                   "(default 1 = off)")
     p.add_argument("--greedy", action="store_true", help="always take the most likely token (no sampling)")
+    p.add_argument("--beam", type=int, default=None, metavar="K",
+                   help="beam search keeping K live hypotheses, instead of sampling")
+    p.add_argument("--length-penalty", type=float, default=None, metavar="A",
+                   help="beam search: alpha of the GNMT length penalty ((5 + length) / 6) ** alpha "
+                        "(default 0.6; 0 = rank by log-probability)")
+    p.add_argument("--n-best", type=int, default=None, metavar="N",
+                   help="beam search: print the N best hypotheses with their scores (default 1)")
     p.add_argument("--seed", type=int, default=None, help="seed of the draws (default: random, printed)")
     p.add_argument("--num-samples", type=int, default=1, help="independent samples of the prompt (default 1)")
     p.add_argument("--stop-at-eos", action="store_true",
@@ -155,21 +164,37 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _decoding_config(args: argparse.Namespace):
+    """The one DecodingConfig the `generate` options describe; it checks their values and combinations."""
+    from textnn.generation.decoding import DecodingConfig
+
+    if args.beam is not None and args.greedy:
+        raise TextnnError("--beam and --greedy are two decoding methods: give one of them")
+    if args.beam is None and (args.length_penalty is not None or args.n_best is not None):
+        raise TextnnError("--length-penalty and --n-best apply to beam search: add --beam K")
+    given = {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p, "beam_size": args.beam,
+             "length_penalty": args.length_penalty, "n_best": args.n_best}
+    method = "beam" if args.beam is not None else "greedy" if args.greedy else "sample"
+    return DecodingConfig(method=method, max_tokens=args.max_tokens, stop_at_eos=args.stop_at_eos, seed=args.seed,
+                          **{name: value for name, value in given.items() if value is not None})
+
+
 def _generate(args: argparse.Namespace) -> int:
     from textnn.experiment import generate_run
 
-    result = generate_run(args.run, args.prompt, max_tokens=args.max_tokens,
-                          temperature=0.0 if args.greedy else args.temperature, top_k=args.top_k,
-                          top_p=args.top_p, seed=args.seed, num_samples=args.num_samples,
-                          stop_at_eos=args.stop_at_eos)
-    if args.seed is None and not args.greedy:
+    decoding = _decoding_config(args)
+    result = generate_run(args.run, args.prompt, decoding, num_samples=args.num_samples)
+    if args.seed is None and result.seed is not None:
         print(f"seed {result.seed} (repeat these samples with --seed {result.seed})", file=sys.stderr)
     if result.unknown_tokens:
         print(f"note: {result.unknown_tokens} of the prompt's {result.prompt_tokens} tokens are not in the "
               f"vocabulary and were read as <unk>", file=sys.stderr)
-    for number, text in enumerate(result.samples, start=1):
-        if len(result.samples) > 1:
-            print(f"=== sample {number} of {len(result.samples)} ===")
+    count = len(result.samples)
+    for number, (text, score) in enumerate(zip(result.samples, result.scores), start=1):
+        if count > 1 and decoding.method == "beam":
+            print(f"=== hypothesis {number} of {count} (score {score:.4f}) ===")
+        elif count > 1:
+            print(f"=== sample {number} of {count} ===")
         print(text)
     return 0
 

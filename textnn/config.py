@@ -239,8 +239,9 @@ def _origin_of(value: Any, origin: str) -> str:
     return "command line" if isinstance(value, CommandLineValue) else origin
 
 
-def build_dataclass(cls: type, values: dict, section: str, origin: str) -> Any:
-    """Instantiate `cls` from a dict, coercing each value and rejecting unknown keys."""
+def build_dataclass(cls: type, values: dict, section: str, origin: str, explain_as: str = "") -> Any:
+    """Instantiate `cls` from a dict, coercing each value and rejecting unknown keys (the error points to
+    `textnn explain <explain_as or section>`)."""
     if not isinstance(values, dict):
         raise TextnnError(f"{origin}: section '{section}' must be a mapping of keys to values, got {values!r}")
     hints = typing.get_type_hints(cls)
@@ -249,7 +250,8 @@ def build_dataclass(cls: type, values: dict, section: str, origin: str) -> Any:
     for key, value in values.items():
         if key not in names:
             raise TextnnError(f"{_origin_of(value, origin)}: unknown key {section}.{key}; "
-                              f"{_did_you_mean(key, names)}run `textnn explain {section}` to list the valid keys")
+                              f"{_did_you_mean(key, names)}run `textnn explain {explain_as or section}` to list "
+                              f"the valid keys")
         kwargs[key] = coerce(value, hints[key], f"{section}.{key}", _origin_of(value, origin))
     try:
         return cls(**kwargs)
@@ -389,8 +391,8 @@ def config_from_dict(raw: dict, origin: str, resolve_init: bool = True) -> Confi
     head_names = {f.name for f in dataclasses.fields(task_cls.head_config)}
     head_values = {**{k: v for k, v in preset_head.items() if k in head_names}, **head_raw}
     model = build_dataclass(encoder_cls.config_class, {**preset_values, **model_raw}, "model", origin)
-    data = build_dataclass(task_cls.data_config, data_raw, "data", origin)
-    head = build_dataclass(task_cls.head_config, head_values, "head", origin)
+    data = build_dataclass(task_cls.data_config, data_raw, "data", origin, explain_as=task)
+    head = build_dataclass(task_cls.head_config, head_values, "head", origin, explain_as=task)
     train = build_dataclass(TrainConfig, raw.get("train") or {}, "train", origin)
     config = Config(task=task, model_name=model_name, model_preset=preset, model=model, data=data,
                     train=train, head=head, name=str(raw.get("name") or ""), init_from=init_from)

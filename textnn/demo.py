@@ -164,7 +164,7 @@ def run_demo(minutes: float = 3.0, temperature: float = 0.8, run_dir: str | Path
              sample_chars: int = 600) -> dict:
     """Train the demo for `minutes`, print held-out bpc and a sample, write cells.html; return the numbers."""
     from textnn.experiment import load_run, train
-    from textnn.generation.sampling import sample
+    from textnn.generation import DecodingConfig, generate_text
     from textnn.runs import RunDir
     from textnn.training.checkpoint import atomic_write_text
     from textnn.viz.lstm_cells import write_cell_view
@@ -239,13 +239,9 @@ def run_demo(minutes: float = 3.0, temperature: float = 0.8, run_dir: str | Path
     print(f"held-out bpc: {dev['bpc']:.3f} (bits per character on {dev['tokens']:,} characters of "
           f"{corpus['dev_files']} held-out stdlib files; {result.steps} steps in {result.train_seconds:.0f} s)")
 
-    def step(ids: torch.Tensor, state: object) -> tuple[torch.Tensor, object]:
-        logits, state = model.step(ids, state)  # [B, V]
-        logits[:, task.vocab.pad_id] = float("-inf")  # padding is not text: never sample it
-        return logits, state
-
-    ids = sample(step, torch.tensor(task.encode_text(PROMPT)), sample_chars, temperature=temperature, seed=seed)
-    text = task.decode(ids.tolist())
+    drawing = {"method": "sample", "temperature": temperature} if temperature > 0 else {"method": "greedy"}  # 0: argmax
+    decoding = DecodingConfig(max_tokens=sample_chars, stop_at_eos=False, seed=seed, **drawing)
+    text = generate_text(model, task, PROMPT, decoding).samples[0]
     print(f"\nsample (temperature {temperature:g}, prompt {PROMPT!r}):\n{'-' * 72}\n{text}\n{'-' * 72}")
 
     # Cells: correlate every cell's tanh(c) with the text features over held-out code.

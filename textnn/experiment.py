@@ -18,6 +18,7 @@ import torch
 from textnn import registry
 from textnn.config import Config, load_config
 from textnn.errors import TextnnError
+from textnn.generation.decoding import DecodingConfig
 from textnn.runs import RunDir
 from textnn.training.checkpoint import init_encoder_from, load_weights
 from textnn.training.trainer import Trainer, TrainResult, TrainingInterrupted, resolve_device
@@ -111,23 +112,20 @@ def _load_decoder_run(run_dir: str | Path, command: str) -> tuple[Config, object
     """load_run for the commands that decode token by token; a run whose model cannot is refused by name."""
     config, task, model = load_run(run_dir)
     if not callable(getattr(model, "step", None)):
-        raise TextnnError(f"{run_dir}: `{command}` needs a model that generates text token by token (a language "
-                          f"model); this run is a {config.task} run (model {config.model_name})")
+        raise TextnnError(f"{run_dir}: `{command}` needs a language model run (a model that reads text token by "
+                          f"token); this run is a {config.task} run (model {config.model_name})")
     return config, task, model
 
 
-def generate_run(run_dir: str | Path, prompt: str = "", max_tokens: int = 200, temperature: float = 1.0,
-                 top_k: int = 0, top_p: float = 1.0, seed: int | None = None, num_samples: int = 1,
-                 stop_at_eos: bool = False):
-    """Continue `prompt` with a trained language model (any with a `step`); see generation/lm.py.
+def generate_run(run_dir: str | Path, prompt: str, decoding: DecodingConfig, num_samples: int = 1):
+    """Continue `prompt` with a trained language model as the `DecodingConfig` says; see generation/lm.py.
 
-    Returns a `textnn.generation.Generation` (the samples, the seed used, unknown prompt tokens).
+    Returns a `textnn.generation.Generation` (the samples or hypotheses, the seed used, unknown prompt tokens).
     """
     from textnn.generation.lm import generate_text
 
     _, task, model = _load_decoder_run(run_dir, "generate")
-    return generate_text(model, task, prompt, max_tokens=max_tokens, temperature=temperature, top_k=top_k,
-                         top_p=top_p, seed=seed, num_samples=num_samples, stop_at_eos=stop_at_eos)
+    return generate_text(model, task, prompt, decoding, num_samples=num_samples)
 
 
 def visualize_run(run_dir: str | Path, text: str, output_dir: str | Path | None = None) -> list[Path]:

@@ -97,21 +97,48 @@ def test_without_a_seed_the_drawn_seed_is_printed_and_repeats_the_samples(ws, ru
 
 def test_greedy_num_samples_and_stop_at_eos_match_the_library(ws, runs):
     from textnn.experiment import generate_run
+    from textnn.generation import DecodingConfig
 
     proc = ws.cli("generate", runs["gpt"], "--prompt", "the dog", "--greedy", "--max-tokens", 30, "--num-samples", 2)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    expected = generate_run(runs["gpt"], "the dog", max_tokens=30, temperature=0.0, num_samples=2)
+    expected = generate_run(runs["gpt"], "the dog", DecodingConfig(method="greedy", max_tokens=30, stop_at_eos=False),
+                            num_samples=2)
     assert proc.stdout == "".join(f"=== sample {i} of 2 ===\n{text}\n" for i, text in enumerate(expected.samples, 1))
     assert expected.samples[0] == expected.samples[1]  # greedy: no randomness between samples
 
     proc = ws.cli("generate", runs["rnn_lm"], "--prompt", "the", "--max-tokens", 200, "--num-samples", 3,
                   "--seed", 5, "--stop-at-eos", "--top-k", 5, "--top-p", 0.9, "--temperature", 0.8)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    expected = generate_run(runs["rnn_lm"], "the", max_tokens=200, temperature=0.8, top_k=5, top_p=0.9, seed=5,
-                            num_samples=3, stop_at_eos=True)
+    expected = generate_run(runs["rnn_lm"], "the", DecodingConfig(method="sample", max_tokens=200, temperature=0.8,
+                                                                  top_k=5, top_p=0.9, seed=5, stop_at_eos=True),
+                            num_samples=3)
     samples = re.split(r"=== sample \d of 3 ===\n", proc.stdout)[1:]
     assert [s.rstrip("\n") for s in samples] == expected.samples
     assert all("\n" not in text for text in expected.samples)  # each stops at its line end
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_beam_search_prints_its_best_text_or_its_n_best_hypotheses_as_the_library_finds_them(ws, runs, model):
+    from textnn.experiment import generate_run
+    from textnn.generation import DecodingConfig
+
+    proc = ws.cli("generate", runs[model], "--prompt", "the cat ", "--beam", 3, "--max-tokens", 40)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    expected = generate_run(runs[model], "the cat ", DecodingConfig(method="beam", beam_size=3, max_tokens=40,
+                                                                    stop_at_eos=False))
+    assert proc.stdout == expected.samples[0] + "\n" and len(expected.continuations[0]) == 40
+    assert proc.stderr == ""  # beam search draws nothing: no seed to announce
+
+    proc = ws.cli("generate", runs[model], "--prompt", "a dog", "--beam", 4, "--n-best", 3, "--length-penalty", 1.0,
+                  "--max-tokens", 60, "--stop-at-eos")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    expected = generate_run(runs[model], "a dog", DecodingConfig(method="beam", beam_size=4, n_best=3, max_tokens=60,
+                                                                 length_penalty=1.0, stop_at_eos=True))
+    headers = re.findall(r"^=== hypothesis (\d) of 3 \(score (-?\d+\.\d+)\) ===$", proc.stdout, re.MULTILINE)
+    assert [int(n) for n, _ in headers] == [1, 2, 3]
+    assert [float(score) for _, score in headers] == pytest.approx(expected.scores, abs=1e-4)
+    texts = re.split(r"=== hypothesis \d of 3 .*===\n", proc.stdout)[1:]
+    assert [text.rstrip("\n") for text in texts] == expected.samples and len(set(expected.samples)) == 3
 
 
 def test_visualize_gpt_writes_a_heatmap_per_layer_and_an_index(ws, runs):
@@ -155,6 +182,14 @@ def test_user_errors_exit_2_with_one_line(ws, runs):
         (("generate", runs["gpt"], "--prompt", "QXZ"), "none of the 3 token"),
         (("generate", runs["gpt"], "--top-p", 0), "top_p"),
         (("generate", ws.root / "runs" / "missing"), "not found"),
+        (("generate", runs["gpt"], "--beam", 0), "beam_size (--beam) must be an integer >= 1"),
+        (("generate", runs["gpt"], "--beam", 2, "--n-best", 3), "n_best (--n-best) must be an integer in [1, beam_size"),
+        (("generate", runs["gpt"], "--beam", 2, "--greedy"), "--beam and --greedy"),
+        (("generate", runs["gpt"], "--beam", 2, "--temperature", 0.7), "does not draw"),
+        (("generate", runs["gpt"], "--beam", 2, "--num-samples", 2), "--n-best"),
+        (("generate", runs["gpt"], "--n-best", 2), "add --beam K"),
+        (("generate", runs["gpt"], "--greedy", "--top-k", 5), "does not draw"),
+        (("generate", runs["gpt"], "--temperature", 0), "temperature (--temperature) must be a number > 0"),
         (("visualize", runs["gpt"], "--text", long_text), "at most 16"),
         (("visualize", ws.root / "runs" / "bow", "--text", "good"), "needs a language model run"),
         (("train", ws.config("gpt"), "data.bptt=32", "--run-dir", ws.root / "runs" / "too-long"), "lower data.bptt"),

@@ -62,3 +62,23 @@ def assert_reordered_state_continues_like_reordered_prompts(model: LanguageModel
             unordered, _ = model.step(more[:, :1], state)
             first, _ = model.step(more[:, :1], model.reorder_state(state, indices))
             assert not torch.allclose(unordered[moved], first[moved], atol=1e-4)
+
+
+class FullRecomputation:
+    """A decoder without a cache, on the protocol of generation/decoding.py: every step reruns the
+    model's forward on all tokens so far (on the last `window` of them, when given). Cached decoding
+    through the model's `step` and `reorder_state` must give the same outputs."""
+
+    def __init__(self, model: torch.nn.Module, window: int | None = None) -> None:
+        self.model, self.window = model, window
+
+    def start(self, batch: object) -> None:
+        return None
+
+    def step(self, tokens: torch.Tensor, seen: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        seen = tokens if seen is None else torch.cat([seen, tokens], dim=1)  # [B, all tokens so far]
+        window = seen if self.window is None else seen[:, -self.window:]
+        return self.model(window).logits[:, -1], seen  # [B, V]
+
+    def reorder(self, seen: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+        return seen[indices]

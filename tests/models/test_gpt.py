@@ -10,6 +10,7 @@ beyond the context fails when the config is read) and the preset sizes.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -18,12 +19,12 @@ import torch.nn.functional as F
 
 from textnn.config import config_from_dict
 from textnn.errors import TextnnError
-from textnn.generation.sampling import sample
+from textnn.generation import DecodingConfig, LMDecoder, decode
 from textnn.models.gpt import GPT, PRESETS, GPTConfig
 from textnn.models.rnn_lm import PRESETS as RNN_PRESETS, RNNLMConfig
 from textnn.registry import model_entry
 from textnn.tasks.language_modeling import AttentionLanguageModel, LanguageModelingTask, language_model
-from tests.models.lm_checks import (assert_eval_deterministic_and_train_uses_dropout,
+from tests.models.lm_checks import (FullRecomputation, assert_eval_deterministic_and_train_uses_dropout,
                                     assert_save_load_round_trip, build_lm)
 
 VOCAB, PAD = 23, 0
@@ -126,29 +127,22 @@ def test_step_with_the_cache_equals_the_forwards_logits():
         torch.testing.assert_close(logits, full[:, 13], rtol=1e-5, atol=1e-6)
 
 
-def full_recomputation(model: AttentionLanguageModel):
-    """A step function without a cache: every call reruns the forward on the last `context` tokens."""
-    def step(new: torch.Tensor, seen):
-        seen = new if seen is None else torch.cat([seen, new], dim=1)  # [B, all tokens so far]
-        return model(seen[:, -model.encoder.cfg.context:]).logits[:, -1], seen
-    return step
-
-
-@pytest.mark.parametrize("decoding", [{"temperature": 0.0}, {"temperature": 1.0, "seed": 3},
-                                      {"temperature": 0.9, "top_k": 5, "top_p": 0.9, "seed": 11}],
-                         ids=["greedy", "sampling", "top-k-top-p"])
+@pytest.mark.parametrize("decoding", [{"method": "greedy"}, {"method": "sample", "seed": 3},
+                                      {"method": "sample", "temperature": 0.9, "top_k": 5, "top_p": 0.9, "seed": 11},
+                                      {"method": "beam", "beam_size": 3, "n_best": 2}],
+                         ids=["greedy", "sampling", "top-k-top-p", "beam"])
 def test_cached_generation_equals_full_recomputation_past_the_context(decoding):
     model = sharpened(build()).eval()
     context = model.encoder.cfg.context
     prompt = ids(3, 5, seed=2)
-    steps = 3 * context  # well past the learned positions: the cache is rebuilt on the last window
-    cached = sample(model.step, prompt, steps, **decoding)
-    reference = sample(full_recomputation(model), prompt, steps, **decoding)
-    assert cached.shape == (3, 5 + steps)
-    assert torch.equal(cached, reference)
-    if decoding["temperature"] > 0:  # the seed matters: another one gives other text
-        other = sample(model.step, prompt, steps, **{**decoding, "seed": decoding["seed"] + 1})
-        assert not torch.equal(cached, other)
+    cfg = DecodingConfig(max_tokens=3 * context, **decoding)  # well past the learned positions: the cache is rebuilt
+    cached = [[h.tokens for h in row] for row in decode(LMDecoder(model), None, prompt, cfg)]
+    reference = [[h.tokens for h in row] for row in decode(FullRecomputation(model, context), None, prompt, cfg)]
+    assert all(len(tokens) == 3 * context for row in cached for tokens in row)
+    assert cached == reference
+    if decoding["method"] == "sample":  # the seed matters: another one gives other text
+        other = decode(LMDecoder(model), None, prompt, dataclasses.replace(cfg, seed=cfg.seed + 1))
+        assert [[h.tokens for h in row] for row in other] != cached
 
 
 def test_step_past_the_context_keeps_the_last_window():

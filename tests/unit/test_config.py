@@ -279,3 +279,19 @@ def test_explain_a_section_and_an_unknown_name():
     assert "[train]" in text and "[data]" not in text and "[model]" not in text
     with pytest.raises(TextnnError, match=r"nothing to explain for 'trian'; did you mean 'train'"):
         explain("trian")
+
+
+@pytest.mark.parametrize("task, key", [("classification", "bptt"), ("language_modeling", "text_pair_column"),
+                                       ("tagging", "kfold"), ("classification", "tag_scheme")])
+def test_a_data_option_of_another_task_is_an_unknown_key(task, key):
+    raw = {"task": task, "data": {"train": "t", key: "1"}, "model": {"name": "rnn", "preset": "tiny"}}
+    if task == "language_modeling":
+        raw["model"] = {"name": "rnn_lm", "preset": "tiny"}
+    with pytest.raises(TextnnError, match=f"unknown key data.{key}; .*textnn explain {task}"):
+        config_from_dict(raw, "x.yaml")
+
+
+def test_a_head_option_is_checked_by_the_tasks_head():
+    raw = {"task": "tagging", "data": {"train": "t"}, "model": {"name": "rnn_tagger"}, "head": {"pooling": "max"}}
+    with pytest.raises(TextnnError, match="unknown key head.pooling"):
+        config_from_dict(raw, "x.yaml")

@@ -8,6 +8,10 @@ sets of `filter_logits` are checked against their definitions on random score ve
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -17,7 +21,7 @@ from textnn.config import config_from_dict
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.errors import TextnnError
-from textnn.generation import filter_logits, generate_text
+from textnn.generation import DecodingConfig, filter_logits, generate_text
 from textnn.models.gpt import PRESETS, GPTConfig
 from textnn.models.rnn_lm import PRESETS as RNN_PRESETS, RNNLMConfig
 from textnn.tasks.language_modeling import EOS, LanguageModel, LanguageModelingTask, language_model
@@ -54,15 +58,21 @@ def lstm(vocab_size: int) -> LanguageModel:
     return language_model("rnn_lm", RNNLMConfig(**RNN_PRESETS["tiny"]), vocab_size).eval()
 
 
+def generate(model, task, prompt: str, num_samples: int = 1, **options):
+    """generate_text with the command line's defaults: sampling, an output does not stop at a line end."""
+    options = {"method": "sample", "stop_at_eos": False, **options}
+    return generate_text(model, task, prompt, DecodingConfig(**options), num_samples=num_samples)
+
+
 @pytest.mark.parametrize("make_model", [gpt, lstm], ids=["gpt", "lstm"])
 def test_same_seed_same_samples_other_seed_other_samples_global_rng_untouched(make_model):
     task = char_task()
     model = make_model(len(task.vocab))
     torch.manual_seed(1)
     before = torch.get_rng_state()
-    first = generate_text(model, task, "abc", max_tokens=40, seed=7, num_samples=3)
-    again = generate_text(model, task, "abc", max_tokens=40, seed=7, num_samples=3)
-    other = generate_text(model, task, "abc", max_tokens=40, seed=8, num_samples=3)
+    first = generate(model, task, "abc", max_tokens=40, seed=7, num_samples=3)
+    again = generate(model, task, "abc", max_tokens=40, seed=7, num_samples=3)
+    other = generate(model, task, "abc", max_tokens=40, seed=8, num_samples=3)
     assert torch.equal(torch.get_rng_state(), before)
     assert first.samples == again.samples and first.samples != other.samples
     assert len(first.samples) == 3 and len(set(first.samples)) > 1  # the samples of one call differ
@@ -75,8 +85,8 @@ def test_same_seed_same_samples_other_seed_other_samples_global_rng_untouched(ma
 def test_without_a_seed_one_is_drawn_and_reported():
     task = char_task()
     model = gpt(len(task.vocab))
-    result = generate_text(model, task, "ab", max_tokens=30)
-    repeat = generate_text(model, task, "ab", max_tokens=30, seed=result.seed)
+    result = generate(model, task, "ab", max_tokens=30)
+    repeat = generate(model, task, "ab", max_tokens=30, seed=result.seed)
     assert result.seed >= 0 and repeat.samples == result.samples
 
 
@@ -90,41 +100,45 @@ def test_greedy_is_the_argmax_chain_of_full_forwards():
             logits = model(torch.tensor([expected[-32:]])).logits[0, -1]  # [V]
             logits[task.vocab.pad_id] = float("-inf")
             expected.append(int(logits.argmax()))
-    result = generate_text(model, task, "bad cafe", max_tokens=20, temperature=0.0, num_samples=2)
+    result = generate(model, task, "bad cafe", max_tokens=20, method="greedy", num_samples=2)
     assert result.samples == [task.decode(expected)] * 2
 
 
-class PadFavouring(torch.nn.Module):
-    """Wraps a model so that padding is by far its most likely next token."""
+class Favouring(torch.nn.Module):
+    """Wraps a model so that `token` gets `bonus` more logit at every step."""
 
-    def __init__(self, inner: torch.nn.Module, pad_id: int):
+    def __init__(self, inner: torch.nn.Module, token: int, bonus: float):
         super().__init__()
-        self.inner, self.pad_id = inner, pad_id
+        self.inner, self.token, self.bonus = inner, token, bonus
 
     def step(self, ids: torch.Tensor, state):
         logits, state = self.inner.step(ids, state)
         logits = logits.clone()
-        logits[:, self.pad_id] += 100.0
+        logits[:, self.token] += self.bonus
         return logits, state
+
+    def reorder_state(self, state, indices: torch.Tensor):
+        return self.inner.reorder_state(state, indices)
 
 
 def test_padding_is_never_drawn():
     task = char_task()
-    model = PadFavouring(gpt(len(task.vocab)), task.vocab.pad_id)
+    model = Favouring(gpt(len(task.vocab)), task.vocab.pad_id, 100.0)  # padding: by far the most likely
     with torch.no_grad():
         assert int(model.step(torch.tensor([task.encode_text("abc")]), None)[0].argmax()) == task.vocab.pad_id
-    for temperature in (0.0, 1.0, 5.0):
-        result = generate_text(model, task, "abc", max_tokens=30, temperature=temperature, seed=0, num_samples=4)
+    for options in ({"method": "greedy"}, {"temperature": 1.0, "seed": 0}, {"temperature": 5.0, "seed": 0},
+                    {"method": "beam", "beam_size": 4, "n_best": 4}):
+        result = generate(model, task, "abc", max_tokens=30, num_samples=1 if "n_best" in options else 4, **options)
         assert result.new_tokens == [30] * 4 and all(PAD not in text for text in result.continuations)
 
 
 def test_empty_prompt_starts_a_new_line_and_is_not_returned():
     task = char_task()
     model = gpt(len(task.vocab))
-    result = generate_text(model, task, "", max_tokens=25, seed=3)
+    result = generate(model, task, "", max_tokens=25, seed=3)
     assert result.prompt_tokens == 0 and result.new_tokens == [25]
     # Same draws as continuing an explicit newline, minus that newline.
-    explicit = generate_text(model, task, "\n", max_tokens=25, seed=3)
+    explicit = generate(model, task, "\n", max_tokens=25, seed=3)
     assert explicit.samples[0] == "\n" + result.samples[0]
 
 
@@ -132,8 +146,8 @@ def test_a_prompt_of_unknown_tokens_only_is_refused_and_partly_unknown_is_counte
     task = char_task()
     model = gpt(len(task.vocab))
     with pytest.raises(TextnnError, match="none of the 3 token"):
-        generate_text(model, task, "XYZ", max_tokens=5, seed=0)
-    result = generate_text(model, task, "aXb", max_tokens=5, seed=0)
+        generate(model, task, "XYZ", max_tokens=5, seed=0)
+    result = generate(model, task, "aXb", max_tokens=5, seed=0)
     assert result.unknown_tokens == 1 and result.samples[0].startswith("aXb")
 
 
@@ -144,8 +158,8 @@ def test_stop_at_eos_ends_each_sample_at_its_first_line_end():
     with torch.no_grad():  # make line ends likely, so that every sample meets one
         model.head.decoder.weight = torch.nn.Parameter(model.head.decoder.weight.detach().clone())
         model.head.decoder.weight[newline] *= 3
-    free = generate_text(model, task, "ab", max_tokens=60, seed=1, num_samples=4)
-    stopped = generate_text(model, task, "ab", max_tokens=60, seed=1, num_samples=4, stop_at_eos=True)
+    free = generate(model, task, "ab", max_tokens=60, seed=1, num_samples=4)
+    stopped = generate(model, task, "ab", max_tokens=60, seed=1, num_samples=4, stop_at_eos=True)
     assert any("\n" in text for text in free.continuations)
     for long, short, count in zip(free.continuations, stopped.continuations, stopped.new_tokens):
         assert "\n" not in short and count == len(short) - 4 * short.count(UNK)  # <unk>: 1 token, 5 characters
@@ -155,7 +169,7 @@ def test_stop_at_eos_ends_each_sample_at_its_first_line_end():
 def test_word_models_join_prompt_and_continuation_with_a_space_and_lines_with_newlines():
     task = word_task()
     model = lstm(len(task.vocab))
-    result = generate_text(model, task, "the cat", max_tokens=30, seed=2)
+    result = generate(model, task, "the cat", max_tokens=30, seed=2)
     continuation = result.continuations[0]
     tokens = continuation.replace("\n", " ").split()
     assert tokens and set(tokens) <= set(WORDS) | {UNK}
@@ -167,13 +181,49 @@ def test_word_models_join_prompt_and_continuation_with_a_space_and_lines_with_ne
 def test_bad_arguments_raise(kwargs, message):
     task = char_task()
     with pytest.raises(TextnnError, match=message):
-        generate_text(gpt(len(task.vocab)), task, "ab", **kwargs)
+        generate(gpt(len(task.vocab)), task, "ab", **kwargs)
 
 
 def test_a_model_without_step_is_refused():
     task = char_task()
     with pytest.raises(TextnnError, match="step"):
-        generate_text(torch.nn.Linear(2, 2), task, "ab")
+        generate(torch.nn.Linear(2, 2), task, "ab")
+
+
+@pytest.mark.parametrize("make_model", [gpt, lstm], ids=["gpt", "lstm"])
+def test_beam_search_returns_its_n_best_lines_sorted_and_the_best_scores_at_least_greedys(make_model):
+    task = char_task()
+    # Line ends made likely, so that hypotheses finish at different lengths.
+    model = Favouring(make_model(len(task.vocab)), task.vocab.stoi["\n"], 0.5)
+    beam = generate(model, task, "ab", max_tokens=20, method="beam", beam_size=5, n_best=3, stop_at_eos=True)
+    best = generate(model, task, "ab", max_tokens=20, method="beam", beam_size=5, stop_at_eos=True)
+    greedy = generate(model, task, "ab", max_tokens=20, method="greedy", length_penalty=0.6, stop_at_eos=True)
+    assert len(beam.samples) == 3 and len(set(beam.samples)) == 3 and beam.seed is None
+    assert beam.scores == sorted(beam.scores, reverse=True)
+    assert best.samples == beam.samples[:1] and best.scores == beam.scores[:1]
+    assert best.scores[0] >= greedy.scores[0]
+    assert all("\n" not in text and text.startswith("ab") for text in beam.samples)
+
+
+def test_beam_search_refuses_several_samples_and_models_that_cannot_reorder_their_state():
+    task = char_task()
+    with pytest.raises(TextnnError, match="--n-best"):
+        generate(gpt(len(task.vocab)), task, "ab", method="beam", num_samples=2)
+
+    class NoReorder(torch.nn.Module):
+        def step(self, ids, state):
+            return torch.zeros(ids.size(0), len(task.vocab)), state
+
+    with pytest.raises(TextnnError, match="reorder_state"):
+        generate(NoReorder(), task, "ab", method="beam")
+
+
+def test_the_generation_module_imports_no_task():
+    """generation/lm.py reads the line-end token from the data layer; a task is only passed in."""
+    code = "import sys, textnn.generation.lm; print(any(m.startswith('textnn.tasks') for m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2], capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == "False"
 
 
 # --- keep sets of top-k and top-p ------------------------------------------------------------------

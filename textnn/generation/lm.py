@@ -1,8 +1,9 @@
-"""Text in, text out: continue a prompt with any trained language model through its `step` interface.
+"""Text in, text out: continue a prompt with any trained language model through the decoding interface.
 
-`generate_text` turns a prompt into token ids with the run's own tokenizer and vocabulary, draws
-`num_samples` continuations in one batch with `sampling.sample` (greedy, temperature, top-k, top-p,
-a seeded local generator, optional stop at the end of a line), and turns the ids back into text.
+`generate_text` turns a prompt into token ids with the run's own tokenizer and vocabulary, decodes it
+through `LMDecoder` (the model's `step` and `reorder_state` on the `decoding.Decoder` protocol) with
+the search its `DecodingConfig` names (greedy, sampling, beam search), and turns the ids back into
+text: `num_samples` draws in one batch when sampling, the `n_best` hypotheses with beam search.
 
 Decisions:
 - An empty prompt is allowed for every model: generation then starts as if a line had just ended
@@ -10,62 +11,86 @@ Decisions:
   training stream begins. The start token is not part of the returned text.
 - A prompt none of whose tokens is in the vocabulary is refused (the model would only see `<unk>`);
   a prompt with some unknown tokens is continued, and the number of unknown tokens is reported.
+- The line-end token is the stop id: with `stop_at_eos` an output ends at its first line end.
 - Padding is never drawn: it is not text, only filler for evaluation batches.
-- Without a seed one is drawn from the operating system and returned, so any sample can be repeated.
+- Sampling without a seed draws one from the operating system and returns it, so any sample can be repeated.
 """
 
-# N samples, T prompt tokens, M new tokens, V vocabulary size
+# N rows (samples), T prompt tokens, V vocabulary size
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
+from textnn.data.streams import EOS
 from textnn.data.vocab import PAD
 from textnn.errors import TextnnError
-from textnn.generation.sampling import sample
+from textnn.generation.decoding import DecodingConfig, decode
 
 
 @dataclass
 class Generation:
-    """The result of `generate_text`."""
+    """The result of `generate_text`: one entry per sample (sampling, greedy) or per hypothesis (beam)."""
 
     prompt: str
-    samples: list[str]  # prompt + continuation, one per sample
+    samples: list[str]  # prompt + continuation; beam search: its n_best hypotheses, best first
     continuations: list[str]  # the generated text alone
-    seed: int  # the seed used (given or drawn), to repeat the samples
+    seed: int | None  # sampling: the seed used (given or drawn), to repeat the samples; else None
     prompt_tokens: int  # tokens the prompt was read as (0 for an empty prompt)
     unknown_tokens: int  # prompt tokens outside the vocabulary (read as <unk>)
     new_tokens: list[int] = field(default_factory=list)  # tokens generated per sample, stop token excluded
+    scores: list[float] = field(default_factory=list)  # per sample: log-probability / length penalty
+
+
+class LMDecoder:
+    """A language model on the `decoding.Decoder` protocol: it reads no source, so the state starts empty.
+
+    `model` has `step(ids [B, T], state) -> (logits [B, V], state)` and, for beam search,
+    `reorder_state(state, indices [B']) -> state`.
+    """
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.model = model
+
+    def start(self, batch: object) -> None:
+        return None
+
+    def step(self, tokens: torch.Tensor, state: object) -> tuple[torch.Tensor, object]:
+        return self.model.step(tokens, state)
+
+    def reorder(self, state: object, indices: torch.Tensor) -> object:
+        return self.model.reorder_state(state, indices)
 
 
 def line_end_token(vocab) -> str | None:
     """The token that ends a line in the model's stream: `<eos>` (word models) or a newline (characters)."""
-    from textnn.tasks.language_modeling import EOS
-
     for token in (EOS, "\n"):
         if token in vocab.stoi:
             return token
     return None
 
 
-def generate_text(model: torch.nn.Module, task, prompt: str, max_tokens: int = 200, temperature: float = 1.0,
-                  top_k: int = 0, top_p: float = 1.0, seed: int | None = None, num_samples: int = 1,
-                  stop_at_eos: bool = False) -> Generation:
-    """Continue `prompt` `num_samples` times by up to `max_tokens` tokens each (temperature 0 = greedy).
+def generate_text(model: torch.nn.Module, task, prompt: str, decoding: DecodingConfig,
+                  num_samples: int = 1) -> Generation:
+    """Continue `prompt` as `decoding` says: `num_samples` samples (sampling, greedy) or n_best hypotheses (beam).
 
     `task` is the run's language-modelling task (tokenizer, vocabulary, `encode_text`, `decode`);
-    `model` any language model with `step(ids [B, T], state) -> (logits [B, V], state)`.
-    stop_at_eos: end each sample at the end of its first line (the line-end token is not returned).
+    `model` any language model with `step` (and `reorder_state` for beam search), see `LMDecoder`.
+    decoding.stop_at_eos: end each output at the end of its first line (the line-end token is not returned).
     """
     if not callable(getattr(model, "step", None)):
         raise TextnnError(f"model {type(model).__name__} has no `step` decoding interface; it cannot generate")
+    if decoding.method == "beam" and not callable(getattr(model, "reorder_state", None)):
+        raise TextnnError(f"model {type(model).__name__} has no `reorder_state`; beam search needs it to follow "
+                          f"its hypotheses: use greedy decoding or sampling")
     if not isinstance(num_samples, int) or num_samples < 1:
         raise TextnnError(f"num_samples must be an integer >= 1, got {num_samples!r}")
-    if not isinstance(max_tokens, int) or max_tokens < 0:
-        raise TextnnError(f"max_tokens must be an integer >= 0, got {max_tokens!r}")
+    if decoding.method == "beam" and num_samples != 1:
+        raise TextnnError(f"num_samples (--num-samples) = {num_samples}: beam search finds one best output per "
+                          f"prompt; ask for its n_best hypotheses (--n-best) instead")
     vocab = task.vocab
     line_end = line_end_token(vocab)
     ids = list(task.encode_text(prompt))
@@ -80,34 +105,26 @@ def generate_text(model: torch.nn.Module, task, prompt: str, max_tokens: int = 2
             raise TextnnError("the prompt is empty and the vocabulary has no line-end token to start from; "
                               "give a prompt")
         ids = [vocab.stoi[line_end]]
-    if stop_at_eos and line_end is None:
+    if decoding.stop_at_eos and line_end is None:
         raise TextnnError("stop_at_eos: the vocabulary has no line-end token (<eos> or a newline)")
-    if seed is None:
-        seed = int.from_bytes(os.urandom(4), "little") >> 1  # a non-negative 31-bit seed
-    stop_ids = [vocab.stoi[line_end]] if stop_at_eos else []
-
-    device = next(model.parameters()).device
-    pad_id = vocab.stoi.get(PAD)
-
-    def step(tokens: torch.Tensor, state: object) -> tuple[torch.Tensor, object]:
-        logits, state = model.step(tokens, state)  # [N, V]
-        if pad_id is not None:
-            logits = logits.clone()
-            logits[:, pad_id] = float("-inf")  # padding is not text: never draw it
-        return logits, state
+    if decoding.method == "sample" and decoding.seed is None:
+        decoding = replace(decoding, seed=int.from_bytes(os.urandom(4), "little") >> 1)  # 31 bits
+    stop_ids = [vocab.stoi[line_end]] if line_end is not None else []
+    banned_ids = [vocab.stoi[PAD]] if PAD in vocab.stoi else []  # padding is not text: never draw it
 
     model.eval()
-    batch = torch.tensor([ids] * num_samples, dtype=torch.long, device=device)  # [N, T]
-    out = sample(step, batch, max_tokens, temperature=temperature, top_k=top_k, top_p=top_p, seed=seed,
-                 stop_ids=stop_ids)  # [N, T + M]
-    continuations, counts = [], []
-    for row in out[:, len(ids):].tolist():
-        if stop_ids and stop_ids[0] in row:
-            row = row[:row.index(stop_ids[0])]
-        counts.append(len(row))
-        continuations.append(task.decode(row))
+    device = next(model.parameters()).device
+    rows = num_samples if decoding.method == "sample" else 1  # greedy: every sample is the same
+    prefix = torch.tensor([ids] * rows, dtype=torch.long, device=device)  # [N, T]
+    found = decode(LMDecoder(model), None, prefix, decoding, stop_ids=stop_ids, banned_ids=banned_ids)
+    hypotheses = [hypothesis for row in found for hypothesis in row]
+    if decoding.method == "greedy":
+        hypotheses = hypotheses * num_samples
+    continuations = [task.decode(h.tokens) for h in hypotheses]
     joiner = " " if task.tokenizer.kind in ("word", "whitespace") and prompt.strip() else ""
     samples = [prompt + (joiner if text and not text.startswith("\n") and not prompt[-1:].isspace() else "") + text
                for text in continuations]
-    return Generation(prompt=prompt, samples=samples, continuations=continuations, seed=seed,
-                      prompt_tokens=prompt_tokens, unknown_tokens=unknown, new_tokens=counts)
+    return Generation(prompt=prompt, samples=samples, continuations=continuations,
+                      seed=decoding.seed if decoding.method == "sample" else None, prompt_tokens=prompt_tokens,
+                      unknown_tokens=unknown, new_tokens=[len(h.tokens) for h in hypotheses],
+                      scores=[h.score for h in hypotheses])

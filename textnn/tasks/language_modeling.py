@@ -117,7 +117,8 @@ class LanguageModel(EncoderWithHead):
                            regularizer=out.regularizer)  # [B, T, D] -> [B, T, V]
 
     def step(self, ids: torch.Tensor, state: object = None) -> tuple[torch.Tensor, object]:
-        """The decoding interface of `generation.sampling.sample`: the encoder's cache or recurrent state."""
+        """One decoding step (`generation.decoding`, through `LMDecoder`): logits of the last position [B, V];
+        the state is the encoder's cache or recurrent state."""
         last, state = self.encoder.step(ids, state)  # [B, D]
         return self.head(last), state  # [B, V]
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
+import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,21 +119,31 @@ class TrainConfig:
     progress: bool = opt(True, "show a progress bar")
 
     def __post_init__(self) -> None:
+        # Every value is checked here, before any data is read or a run directory made: a value that
+        # torch would reject, or that would only fail mid-run (a NaN budget), must not leave a
+        # half-made run behind.
         _check(self.optimizer in OPTIMIZERS, "train.optimizer", self.optimizer, ", ".join(OPTIMIZERS))
         _check(self.scheduler in SCHEDULERS, "train.scheduler", self.scheduler, ", ".join(SCHEDULERS))
-        _check(self.lr > 0, "train.lr", self.lr, "a number > 0")
+        _check(math.isfinite(self.lr) and self.lr > 0, "train.lr", self.lr, "a finite number > 0")
         for name in ("epochs", "batch_size", "grad_accum"):
             _check(getattr(self, name) >= 1, f"train.{name}", getattr(self, name), "an integer >= 1")
         for name in ("max_steps", "eval_every", "patience", "checkpoint_every", "warmup_steps",
-                     "bootstrap_samples", "threads"):
+                     "bootstrap_samples", "threads", "ntasgd_nonmono"):
             _check(getattr(self, name) >= 0, f"train.{name}", getattr(self, name), "an integer >= 0")
-        _check(self.clip_norm >= 0, "train.clip_norm", self.clip_norm, "a number >= 0")
+        for name in ("weight_decay", "clip_norm", "max_minutes"):
+            value = getattr(self, name)
+            _check(math.isfinite(value) and value >= 0, f"train.{name}", value, "a finite number >= 0")
+        for name in ("momentum", "adadelta_rho"):
+            value = getattr(self, name)
+            _check(0 <= value <= 1, f"train.{name}", value, "a number in [0, 1]")
+        _check(bool(DEVICE.fullmatch(self.device)), "train.device", self.device, "auto, cpu, cuda or cuda:N")
         _check(self.log_every >= 1, "train.log_every", self.log_every, "an integer >= 1")
 
 
 OPTIMIZERS = ("sgd", "adam", "adamw", "adadelta", "ntasgd")
 TAG_SCHEMES = ("iob1", "iob2", "bio", "bioes")
 SCHEDULERS = ("constant", "linear", "triangular")
+DEVICE = re.compile(r"auto|cpu|cuda(:[0-9]+)?")
 
 
 @dataclass
@@ -165,7 +177,8 @@ class Config:
 
 def _check(ok: bool, key: str, value: Any, expected: str) -> None:
     if not ok:
-        raise TextnnError(f"config key {key}: got {value!r}, expected {expected}")
+        raise TextnnError(f"config key {key}: got {value!r}, expected {expected}; fix the value "
+                          f"(`textnn explain {key.split('.')[0]}` lists the options)")
 
 
 def check_model_field(ok: bool, key: str, value: Any, expected: str) -> None:

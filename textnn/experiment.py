@@ -33,9 +33,10 @@ def seed_everything(seed: int) -> None:
 def train(config: Config, run_dir: str | Path | None = None, resume: bool = False) -> tuple[RunDir, TrainResult]:
     """Train `config` into a run directory (default runs/<config name>) and write its report.
 
-    All data is read and checked before the run directory is made, so a bad file or config never
-    leaves behind a directory that looks like a run.
+    All data is read and checked, and the device found, before the run directory is made, so a bad
+    file, config or device never leaves behind a directory that looks like a run.
     """
+    resolve_device(config.train.device)  # a GPU that is not there fails here, before data is read
     run = RunDir(run_dir or Path("runs") / config.name)
     if config.train.threads:
         torch.set_num_threads(config.train.threads)

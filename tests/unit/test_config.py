@@ -112,6 +112,13 @@ def test_values_are_checked_after_coercion(tmp_path):
         load_config(write_yaml(tmp_path, BASE), ["data.kfold=5", "data.fold=5"])
 
 
+@pytest.mark.parametrize("override", ["train.ntasgd_nonmono=-1", "train.weight_decay=inf", "train.device=cuda0"])
+def test_training_options_are_checked_when_the_config_is_read(tmp_path, override):
+    key, _, value = override.partition("=")
+    with pytest.raises(TextnnError, match=rf"config key {key}: got .*{value}.*; fix the value"):
+        load_config(write_yaml(tmp_path, BASE), [override])
+
+
 # ------------------------------------------------------------------------------------------------ errors
 
 

@@ -57,10 +57,16 @@ class TrainResult:
 
 
 def resolve_device(name: str) -> torch.device:
+    """The torch device `train.device` names (auto, cpu, cuda, cuda:N); an absent GPU is a TextnnError."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise TextnnError(f"config key train.device: '{name}' requested but CUDA is not available; use cpu")
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise TextnnError(f"config key train.device: '{name}' requested but CUDA is not available; use cpu")
+        index = int(name.partition(":")[2] or 0)
+        if index >= torch.cuda.device_count():
+            raise TextnnError(f"config key train.device: '{name}' requested but this machine has "
+                              f"{torch.cuda.device_count()} GPU(s); use cuda:0 .. cuda:{torch.cuda.device_count() - 1}")
     return torch.device(name)
 
 

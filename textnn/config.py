@@ -95,8 +95,12 @@ class TrainConfig:
     ntasgd_nonmono: int = opt(5, "ntasgd: start averaging once dev has not improved on the best of all but the last N evaluations")
     lr: float = opt(1e-3, "peak learning rate")
     weight_decay: float = opt(0.0, "weight decay (decoupled for adamw, L2 otherwise)")
+    no_decay: bool = opt(False, "no weight decay on biases, norm weights (every parameter with fewer than 2 dimensions) and embedding tables")
     momentum: float = opt(0.0, "sgd momentum")
     adadelta_rho: float = opt(0.95, "adadelta decay rate (Zeiler 2012; Kim 2014 used 0.95)")
+    layer_lr_decay: float = opt(1.0, "discriminative learning rates: the layer group k levels below the head trains at lr * decay^k (ULMFiT: 1/2.6 = 0.3846, Howard & Ruder 2018 section 3.2; BERT fine-tuning e.g. 0.95); 1 = off")
+    unfreeze: int = opt(0, "gradual unfreezing (Howard & Ruder 2018 section 3.3): only the head trains at first, and one more layer group from the top joins every N train.unfreeze_unit; 0 = off")
+    unfreeze_unit: str = opt("epoch", "what train.unfreeze counts: epoch or step")
     scheduler: str = opt("constant", "constant, linear (warmup then linear decay to 0) or triangular (slanted triangular, Howard & Ruder 2018)")
     warmup_steps: int = opt(0, "linear: steps of linear warmup; triangular: steps of the rising edge (0 = 10% of training)")
     epochs: int = opt(10, "passes over the training data")
@@ -128,7 +132,7 @@ class TrainConfig:
         for name in ("epochs", "batch_size", "grad_accum"):
             _check(getattr(self, name) >= 1, f"train.{name}", getattr(self, name), "an integer >= 1")
         for name in ("max_steps", "eval_every", "patience", "checkpoint_every", "warmup_steps",
-                     "bootstrap_samples", "threads", "ntasgd_nonmono"):
+                     "bootstrap_samples", "threads", "ntasgd_nonmono", "unfreeze"):
             _check(getattr(self, name) >= 0, f"train.{name}", getattr(self, name), "an integer >= 0")
         for name in ("weight_decay", "clip_norm", "max_minutes"):
             value = getattr(self, name)
@@ -136,6 +140,9 @@ class TrainConfig:
         for name in ("momentum", "adadelta_rho"):
             value = getattr(self, name)
             _check(0 <= value <= 1, f"train.{name}", value, "a number in [0, 1]")
+        _check(0 < self.layer_lr_decay <= 1, "train.layer_lr_decay", self.layer_lr_decay,
+               "a number in (0, 1]; 1 = the same learning rate for every layer")
+        _check(self.unfreeze_unit in ("epoch", "step"), "train.unfreeze_unit", self.unfreeze_unit, "epoch or step")
         _check(bool(DEVICE.fullmatch(self.device)), "train.device", self.device, "auto, cpu, cuda or cuda:N")
         _check(self.log_every >= 1, "train.log_every", self.log_every, "an integer >= 1")
 

@@ -32,7 +32,8 @@ from textnn.errors import TextnnError
 from textnn.metrics import HIGHER_IS_BETTER
 from textnn.runs import RunDir
 from textnn.training.checkpoint import load_checkpoint, load_weights, save_checkpoint, save_weights
-from textnn.training.optim import after_evaluation, build_optimizer, evaluation_weights, lr_factor, set_lr
+from textnn.training.optim import (after_evaluation, build_optimizer, evaluation_weights, freeze_layers, lr_factor,
+                                   set_lr)
 
 
 
@@ -87,10 +88,11 @@ class Trainer:
         self.device = resolve_device(cfg.device)
         self.model = model.to(self.device)
         self.forward_model = torch.compile(self.model) if cfg.compile else self.model
-        self.optimizer = build_optimizer(list(self.model.parameters()), cfg, self.device)
+        self.optimizer = build_optimizer(self.model, cfg, self.device)
         self.metric = cfg.metric or task.default_metric
         self._interrupted = False
         self._best_dev: dict | None = None  # dev metrics of the saved best weights, from this process
+        self.base_lr = cfg.lr  # of the last step, before each parameter group's own scale
         steps_per_epoch = math.ceil(len(task.train_batches(0)) / cfg.grad_accum)
         if steps_per_epoch == 0:
             raise TextnnError("the training data gave no batches; check data.train")
@@ -105,7 +107,7 @@ class Trainer:
             return torch.autocast("cuda", dtype=torch.bfloat16)
         return nullcontext()
 
-    def _train_step(self, group: list, step: int) -> float:
+    def _train_step(self, group: list, step: int, epoch: int = 0) -> float:
         """One optimizer step over a group of micro-batches; returns the mean loss per term."""
         self.model.train()
         total = sum(batch.count for batch in group)
@@ -116,9 +118,11 @@ class Trainer:
                 loss = self.task.loss(self.forward_model, batch)
             (loss / total).backward()
             loss_sum += float(loss.detach())
+        freeze_layers(self.optimizer, step, epoch, self.cfg)  # gradual unfreezing: before clipping
         if self.cfg.clip_norm:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
-        set_lr(self.optimizer, self.cfg.lr * lr_factor(step, self.total_steps, self.cfg) * group[0].lr_scale)
+        self.base_lr = self.cfg.lr * lr_factor(step, self.total_steps, self.cfg) * group[0].lr_scale
+        set_lr(self.optimizer, self.base_lr)  # each parameter group scales it (training/optim.py)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.model.after_optimizer_step()
@@ -159,7 +163,7 @@ class Trainer:
                 groups = [batches[i:i + cfg.grad_accum] for i in range(0, len(batches), cfg.grad_accum)]
                 for group in groups[state["batch_in_epoch"] // cfg.grad_accum:]:
                     step_started = time.perf_counter()
-                    loss = self._train_step(group, state["step"])
+                    loss = self._train_step(group, state["step"], state["epoch"])
                     state["step_seconds"] += time.perf_counter() - step_started
                     if not math.isfinite(loss):
                         raise TextnnError(f"training loss became {loss} at step {state['step'] + 1}; "
@@ -177,7 +181,7 @@ class Trainer:
                     bar.update(1)
                     if state["step"] % cfg.log_every == 0:
                         run.append_metrics({"split": "train", "step": state["step"], "epoch": state["epoch"],
-                                            "loss": loss, "lr": self.optimizer.param_groups[0]["lr"],
+                                            "loss": loss, "lr": self.base_lr,
                                             "tokens_per_s": speed, "seconds": round(state["seconds"], 2)})
                     evaluated = False
                     if cfg.eval_every and state["step"] % cfg.eval_every == 0 and has_dev:

@@ -109,6 +109,7 @@ class TrainConfig:
     batch_size: int = opt(32, "examples per micro-batch (language models: parallel streams)")
     grad_accum: int = opt(1, "micro-batches per optimizer step; the loss is normalised over all of them")
     clip_norm: float = opt(0.0, "clip the global gradient norm to this value; 0 = off")
+    max_bad_steps: int = opt(5, "a step whose training loss is not finite is skipped; stop after this many in a row")
     eval_every: int = opt(0, "evaluate on dev every N optimizer steps; 0 = at the end of each epoch")
     metric: str = opt("", "dev metric for early stopping and best checkpoint; empty = the task's default")
     patience: int = opt(0, "stop after this many evaluations without improvement; 0 = never")
@@ -129,7 +130,7 @@ class TrainConfig:
         _check(self.optimizer in OPTIMIZERS, "train.optimizer", self.optimizer, ", ".join(OPTIMIZERS))
         _check(self.scheduler in SCHEDULERS, "train.scheduler", self.scheduler, ", ".join(SCHEDULERS))
         _check(math.isfinite(self.lr) and self.lr > 0, "train.lr", self.lr, "a finite number > 0")
-        for name in ("epochs", "batch_size", "grad_accum"):
+        for name in ("epochs", "batch_size", "grad_accum", "max_bad_steps"):
             _check(getattr(self, name) >= 1, f"train.{name}", getattr(self, name), "an integer >= 1")
         for name in ("max_steps", "eval_every", "patience", "checkpoint_every", "warmup_steps",
                      "bootstrap_samples", "threads", "ntasgd_nonmono", "unfreeze"):

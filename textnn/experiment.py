@@ -20,6 +20,7 @@ from textnn.config import Config, load_config
 from textnn.errors import TextnnError
 from textnn.metrics import HIGHER_IS_BETTER
 from textnn.runs import RunDir
+from textnn.training.budget import check_resume_budget
 from textnn.training.checkpoint import load_weights
 from textnn.training.trainer import Trainer, TrainResult, TrainingInterrupted, resolve_device
 
@@ -43,6 +44,8 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
     seed_everything(config.train.seed)
     task = registry.task_class(config.task).from_data(config)
     model = task.build_model()
+    if resume:
+        check_resume_budget(run, config, task)
     run.create(config, resume)
     task.save(run.path)
     trainer = Trainer(task, model, config.train, run)
@@ -268,7 +271,8 @@ def write_report(run: RunDir, config: Config, result: TrainResult, task) -> None
     lines = [f"# Run {run.path.name}", "",
              f"- task: {config.task}, model: {config.model_name} (preset: {config.model_preset or 'none'})",
              f"- parameters: {result.parameters:,}",
-             f"- steps: {result.steps}, epochs completed: {result.epochs_completed}, stopped: {result.stopped}",
+             f"- steps: {result.steps}, epochs completed: {result.epochs_completed}, stopped: {result.stopped}"
+             + (f", {result.skipped_steps} skipped for a non-finite loss" if result.skipped_steps else ""),
              f"- training time: {result.train_seconds:.1f} s, {result.examples_per_second:,.0f} examples/s, "
              f"{result.tokens_per_second:,.0f} tokens/s",
              f"- date: {time.strftime('%Y-%m-%d %H:%M')}, device: {config.train.device}", ""]

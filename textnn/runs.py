@@ -22,7 +22,10 @@ from textnn.errors import TextnnError
 from textnn.training.checkpoint import atomic_write_text
 
 # train options that may differ on --resume: they bound or display the run, they do not change it.
+# (A new budget may still be refused: training/budget.check_resume_budget.)
 RESUMABLE_CHANGES = {"epochs", "max_steps", "max_minutes", "progress", "device", "threads"}
+# metrics.jsonl splits written once, at the end of a run, from the best weights.
+FINAL_SPLITS = ("dev_final", "test")
 
 
 class RunDir:
@@ -90,8 +93,10 @@ class RunDir:
         return [json.loads(line) for line in self.metrics_file.read_text(encoding="utf-8").splitlines() if line]
 
     def truncate_metrics(self, after_step: int) -> None:
-        """On resume: forget records written after the checkpoint, since they will be produced again."""
-        kept = [r for r in self.read_metrics() if r.get("step", 0) <= after_step]
+        """On resume: forget records written after the checkpoint, since they will be produced again,
+        and the final results of a finished run (`dev_final`, `test`): the resumed run writes its own."""
+        kept = [r for r in self.read_metrics()
+                if r.get("step", 0) <= after_step and r.get("split") not in FINAL_SPLITS]
         atomic_write_text(self.metrics_file, "".join(json.dumps(r) + "\n" for r in kept))
 
 

@@ -113,7 +113,7 @@ def test_values_are_checked_after_coercion(tmp_path):
 
 
 @pytest.mark.parametrize("override", ["train.layer_lr_decay=0", "train.layer_lr_decay=1.5", "train.unfreeze=-1",
-                                      "train.unfreeze_unit=epochs",
+                                      "train.unfreeze_unit=epochs", "train.max_bad_steps=0",
                                       "train.ntasgd_nonmono=-1", "train.weight_decay=inf", "train.device=cuda0"])
 def test_training_options_are_checked_when_the_config_is_read(tmp_path, override):
     key, _, value = override.partition("=")

@@ -199,11 +199,17 @@ class ClassificationTask:
             return [len(s) for s in split.ids]
         return [len(a) + len(b) for a, b in zip(split.ids, split.pair_ids)]
 
-    def train_batches(self, epoch: int) -> list[ClassificationBatch]:
-        split = self.splits["train"]
+    def _train_order(self, epoch: int) -> list[list[int]]:
         seed = self.config.train.seed * 100_003 + epoch  # a new, reproducible order every epoch
-        order = bucket_batches(self._lengths(split), self.config.train.batch_size, shuffle=True, seed=seed)
-        return self._batches(split, order)
+        return bucket_batches(self._lengths(self.splits["train"]), self.config.train.batch_size, shuffle=True,
+                              seed=seed)
+
+    def train_batches(self, epoch: int) -> list[ClassificationBatch]:
+        return self._batches(self.splits["train"], self._train_order(epoch))
+
+    def num_train_batches(self, epoch: int) -> int:
+        """len(train_batches(epoch)) without padding a single batch (the trainer plans every epoch)."""
+        return len(self._train_order(epoch))
 
     def eval_batches(self, split: EncodedSplit, batch_size: int = 0) -> list[ClassificationBatch]:
         order = bucket_batches(self._lengths(split), batch_size or max(64, self.config.train.batch_size), shuffle=False)

@@ -224,6 +224,10 @@ class LanguageModelingTask:
         lengths = bptt_lengths(inputs.size(1), data.bptt, data.bptt_variable, train.seed, epoch)
         return StreamBatches(inputs, targets, mask, lengths, data.bptt, scale_lr=data.bptt_variable)
 
+    def num_train_batches(self, epoch: int) -> int:
+        """Windows in this epoch (they differ from epoch to epoch with variable BPTT or stateless windows)."""
+        return len(self.train_batches(epoch))  # cheap: the batches are built on access
+
     def eval_batches(self, data: EncodedStream, streams: int = 0) -> StreamBatches:
         """The stream as `streams` contiguous rows side by side (`batchify`), cut into windows of data.bptt."""
         bptt = self.config.data.bptt

@@ -112,6 +112,12 @@ def save_checkpoint(path: str | Path, model: torch.nn.Module, optimizer: torch.o
     atomic_write_bytes(path, save(tensors, metadata=metadata))
 
 
+def read_trainer_state(path: str | Path) -> dict:
+    """The trainer state of a checkpoint (step, epoch, ...) alone, without loading any tensor."""
+    with safe_open(str(path), framework="pt") as handle:
+        return json.loads((handle.metadata() or {})["trainer"])
+
+
 def _check_groups(path: Path, saved: list[dict], current: list[dict]) -> None:
     """Refuse a checkpoint whose optimizer groups are not this optimizer's (names and sizes, in order)."""
     def layout(groups: list[dict]) -> list[tuple]:

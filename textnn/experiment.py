@@ -44,7 +44,8 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
     seed_everything(config.train.seed)
     task = registry.task_class(config.task).from_data(config)
     model = task.build_model()
-    if resume:
+    if resume:  # before run.create rewrites config.yaml: a refused resume changes nothing
+        run.check_resume(config)
         check_resume_budget(run, config, task)
     run.create(config, resume)
     task.save(run.path)

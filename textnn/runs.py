@@ -38,19 +38,24 @@ class RunDir:
     checkpoint_file = property(lambda self: self.path / "checkpoint" / "last.safetensors")
     metrics_file = property(lambda self: self.path / "metrics.jsonl")
 
+    def check_resume(self, config: Config) -> None:
+        """Refuse to continue the run here with `config` unless it has a checkpoint and the same config,
+        but for the options that may change (RESUMABLE_CHANGES)."""
+        if not self.checkpoint_file.is_file():
+            raise TextnnError(f"{self.path}: nothing to resume (no checkpoint/last.safetensors); "
+                              f"run without --resume")
+        saved, wanted = _flatten(self.load_config().to_dict()), _flatten(config.to_dict())
+        for key in sorted(set(saved) | set(wanted)):
+            section, _, name = key.partition(".")
+            if key != "name" and saved.get(key) != wanted.get(key) and not (
+                    section == "train" and name in RESUMABLE_CHANGES):
+                raise TextnnError(f"{self.config_file}: cannot resume with {key}={wanted.get(key)!r} "
+                                  f"(the run was started with {saved.get(key)!r}); use a new --run-dir")
+
     def create(self, config: Config, resume: bool) -> None:
         """Make the directory for a new run, or check that `config` may continue the one here."""
         if resume:
-            if not self.checkpoint_file.is_file():
-                raise TextnnError(f"{self.path}: nothing to resume (no checkpoint/last.safetensors); "
-                                  f"run without --resume")
-            saved, wanted = _flatten(self.load_config().to_dict()), _flatten(config.to_dict())
-            for key in sorted(set(saved) | set(wanted)):
-                section, _, name = key.partition(".")
-                if key != "name" and saved.get(key) != wanted.get(key) and not (
-                        section == "train" and name in RESUMABLE_CHANGES):
-                    raise TextnnError(f"{self.config_file}: cannot resume with {key}={wanted.get(key)!r} "
-                                      f"(the run was started with {saved.get(key)!r}); use a new --run-dir")
+            self.check_resume(config)
         elif self.path.exists() and any(self.path.iterdir()):
             raise TextnnError(f"{self.path}: run directory already exists and is not empty; pass --resume to "
                               f"continue it, --run-dir to choose another, or delete it")

@@ -66,6 +66,8 @@ def test_a_larger_budget_continues_a_constant_schedule_exactly(files, capsys):
     # stopped at step 9 (mid-epoch) and evaluated there; a longer run evaluates at epoch ends only
     (["train.epochs=3", "train.max_steps=9"], ["train.max_steps=15"], "dev evaluation outside its schedule"),
     (["train.epochs=3"], ["train.epochs=1"], "already past that budget"),
+    # another change is refused for itself, before any budget is looked at
+    (["train.epochs=2"], ["train.batch_size=4", "train.epochs=4"], "the run was started with 8"),
 ])
 def test_a_budget_the_run_cannot_honour_exactly_is_refused_and_nothing_changes(files, capsys, first, resumed,
                                                                                   reason):

@@ -34,15 +34,14 @@ BUDGET = ("epochs", "max_steps", "max_minutes")
 
 def check_resume_budget(run: RunDir, config: Config, task) -> None:
     """Refuse a --resume with a new budget (train.epochs, max_steps, max_minutes) unless the run can go
-    on exactly as if it had been started with it; call it before `run.create` rewrites config.yaml.
+    on exactly as if it had been started with it. Call it after `run.check_resume(config)` (every
+    other option is the run's own) and before `run.create` rewrites config.yaml.
 
     Refused: a budget the run is already past; a schedule that spans the planned steps (linear,
     triangular) when their number changes, since every later step's learning rate would change; and
     more training for a run that ended with an evaluation outside its schedule (stopped by
     max_steps or max_minutes between evaluations), which a longer run would not have made.
     """
-    if not (run.checkpoint_file.is_file() and run.config_file.is_file()):
-        return  # not resumable at all: run.create says why
     saved, wanted = run.load_config().train, config.train
     changed = [key for key in BUDGET if getattr(saved, key) != getattr(wanted, key)]
     if not changed:

@@ -124,7 +124,8 @@ def freeze_layers(optimizer: torch.optim.Optimizer, step: int, epoch: int, cfg: 
     Call it after backward and before clipping (the clipped norm is that of what will be updated).
     A torch optimizer skips a parameter whose gradient is None altogether: no update, no weight
     decay, no momentum or Adam moments, no step count. So a frozen layer stays bit-identical and
-    its optimizer state empty until it first trains, as if it only then joined; a learning rate of 0
+    its optimizer state empty until it first trains (NT-ASGD's running average of the weights aside),
+    as if it only then joined; a learning rate of 0
     alone would not do that (Adam's moments and SGD's momentum would still take in its gradients).
     The groups themselves never change, so the optimizer state has the same layout at every step
     and a checkpoint from any step loads exactly. requires_grad is left alone: DDP fixes the set of

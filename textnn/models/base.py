@@ -29,15 +29,5 @@ class TextnnModel(nn.Module):
     def after_optimizer_step(self) -> None:
         """Apply parameter constraints after each optimizer step (e.g. Kim 2014's max-norm). No-op by default."""
 
-    def layer_groups(self) -> list[tuple[str, list[nn.Module]]]:
-        """Named groups of modules from the input up (embeddings first, the head last).
-
-        The trainer gives each group its own learning rate and unfreezes them one at a time from the
-        top (training/optim.py). Default: one group per direct child module that has parameters, in
-        registration order.
-        """
-        return [(name, [child]) for name, child in self.named_children()
-                if next(child.parameters(), None) is not None]
-
     def num_parameters(self, trainable_only: bool = False) -> int:
         return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
+import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,8 +85,12 @@ class TrainConfig:
     ntasgd_nonmono: int = opt(5, "ntasgd: start averaging once dev has not improved on the best of all but the last N evaluations")
     lr: float = opt(1e-3, "peak learning rate")
     weight_decay: float = opt(0.0, "weight decay (decoupled for adamw, L2 otherwise)")
+    no_decay: bool = opt(False, "no weight decay on biases, norm weights (every parameter with fewer than 2 dimensions) and embedding tables")
     momentum: float = opt(0.0, "sgd momentum")
     adadelta_rho: float = opt(0.95, "adadelta decay rate (Zeiler 2012; Kim 2014 used 0.95)")
+    layer_lr_decay: float = opt(1.0, "discriminative learning rates: the layer group k levels below the head trains at lr * decay^k (ULMFiT: 1/2.6 = 0.3846, Howard & Ruder 2018 section 3.2; BERT fine-tuning e.g. 0.95); 1 = off")
+    unfreeze: int = opt(0, "gradual unfreezing (Howard & Ruder 2018 section 3.3): only the head trains at first, and one more layer group from the top joins every N train.unfreeze_unit; 0 = off")
+    unfreeze_unit: str = opt("epoch", "what train.unfreeze counts: epoch or step")
     scheduler: str = opt("constant", "constant, linear (warmup then linear decay to 0) or triangular (slanted triangular, Howard & Ruder 2018)")
     warmup_steps: int = opt(0, "linear: steps of linear warmup; triangular: steps of the rising edge (0 = 10% of training)")
     epochs: int = opt(10, "passes over the training data")
@@ -93,6 +99,7 @@ class TrainConfig:
     batch_size: int = opt(32, "examples per micro-batch (language models: parallel streams)")
     grad_accum: int = opt(1, "micro-batches per optimizer step; the loss is normalised over all of them")
     clip_norm: float = opt(0.0, "clip the global gradient norm to this value; 0 = off")
+    max_bad_steps: int = opt(5, "a step whose training loss is not finite is skipped; stop after this many in a row")
     eval_every: int = opt(0, "evaluate on dev every N optimizer steps; 0 = at the end of each epoch")
     metric: str = opt("", "dev metric for early stopping and best checkpoint; empty = the task's default")
     patience: int = opt(0, "stop after this many evaluations without improvement; 0 = never")
@@ -107,20 +114,33 @@ class TrainConfig:
     progress: bool = opt(True, "show a progress bar")
 
     def __post_init__(self) -> None:
+        # Every value is checked here, before any data is read or a run directory made: a value that
+        # torch would reject, or that would only fail mid-run (a NaN budget), must not leave a
+        # half-made run behind.
         _check(self.optimizer in OPTIMIZERS, "train.optimizer", self.optimizer, ", ".join(OPTIMIZERS))
         _check(self.scheduler in SCHEDULERS, "train.scheduler", self.scheduler, ", ".join(SCHEDULERS))
-        _check(self.lr > 0, "train.lr", self.lr, "a number > 0")
-        for name in ("epochs", "batch_size", "grad_accum"):
+        _check(math.isfinite(self.lr) and self.lr > 0, "train.lr", self.lr, "a finite number > 0")
+        for name in ("epochs", "batch_size", "grad_accum", "max_bad_steps"):
             _check(getattr(self, name) >= 1, f"train.{name}", getattr(self, name), "an integer >= 1")
         for name in ("max_steps", "eval_every", "patience", "checkpoint_every", "warmup_steps",
-                     "bootstrap_samples", "threads"):
+                     "bootstrap_samples", "threads", "ntasgd_nonmono", "unfreeze"):
             _check(getattr(self, name) >= 0, f"train.{name}", getattr(self, name), "an integer >= 0")
-        _check(self.clip_norm >= 0, "train.clip_norm", self.clip_norm, "a number >= 0")
+        for name in ("weight_decay", "clip_norm", "max_minutes"):
+            value = getattr(self, name)
+            _check(math.isfinite(value) and value >= 0, f"train.{name}", value, "a finite number >= 0")
+        for name in ("momentum", "adadelta_rho"):
+            value = getattr(self, name)
+            _check(0 <= value <= 1, f"train.{name}", value, "a number in [0, 1]")
+        _check(0 < self.layer_lr_decay <= 1, "train.layer_lr_decay", self.layer_lr_decay,
+               "a number in (0, 1]; 1 = the same learning rate for every layer")
+        _check(self.unfreeze_unit in ("epoch", "step"), "train.unfreeze_unit", self.unfreeze_unit, "epoch or step")
+        _check(bool(DEVICE.fullmatch(self.device)), "train.device", self.device, "auto, cpu, cuda or cuda:N")
         _check(self.log_every >= 1, "train.log_every", self.log_every, "an integer >= 1")
 
 
 OPTIMIZERS = ("sgd", "adam", "adamw", "adadelta", "ntasgd")
 SCHEDULERS = ("constant", "linear", "triangular")
+DEVICE = re.compile(r"auto|cpu|cuda(:[0-9]+)?")
 
 
 @dataclass
@@ -160,7 +180,8 @@ class Config:
 
 def _check(ok: bool, key: str, value: Any, expected: str) -> None:
     if not ok:
-        raise TextnnError(f"config key {key}: got {value!r}, expected {expected}")
+        raise TextnnError(f"config key {key}: got {value!r}, expected {expected}; fix the value "
+                          f"(`textnn explain {key.split('.')[0]}` lists the options)")
 
 
 def check_key(ok: bool, key: str, value: Any, expected: str) -> None:

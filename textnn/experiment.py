@@ -20,6 +20,7 @@ from textnn.config import Config, load_config
 from textnn.errors import TextnnError
 from textnn.generation.decoding import DecodingConfig
 from textnn.runs import RunDir
+from textnn.training.budget import check_resume_budget
 from textnn.training.checkpoint import init_encoder_from, load_weights
 from textnn.training.trainer import Trainer, TrainResult, TrainingInterrupted, resolve_device
 
@@ -33,15 +34,19 @@ def seed_everything(seed: int) -> None:
 def train(config: Config, run_dir: str | Path | None = None, resume: bool = False) -> tuple[RunDir, TrainResult]:
     """Train `config` into a run directory (default runs/<config name>) and write its report.
 
-    All data is read and checked before the run directory is made, so a bad file or config never
-    leaves behind a directory that looks like a run.
+    All data is read and checked, and the device found, before the run directory is made, so a bad
+    file, config or device never leaves behind a directory that looks like a run.
     """
+    resolve_device(config.train.device)  # a GPU that is not there fails here, before data is read
     run = RunDir(run_dir or Path("runs") / config.name)
     if config.train.threads:
         torch.set_num_threads(config.train.threads)
     seed_everything(config.train.seed)
     task = registry.task_class(config.task).from_data(config)
     model = task.build_model()
+    if resume:  # before run.create rewrites config.yaml: a refused resume changes nothing
+        run.check_resume(config)
+        check_resume_budget(run, config, task)
     if config.init_from and not resume:
         _start_encoder(model, config.init_from)
     run.create(config, resume)
@@ -210,7 +215,8 @@ def write_report(run: RunDir, config: Config, result: TrainResult, task) -> None
              f"- task: {config.task}, model: {config.model_name} (preset: {config.model_preset or 'none'})"
              + (f", started from {config.init_from}" if config.init_from else ""),
              f"- parameters: {result.parameters:,}",
-             f"- steps: {result.steps}, epochs completed: {result.epochs_completed}, stopped: {result.stopped}",
+             f"- steps: {result.steps}, epochs completed: {result.epochs_completed}, stopped: {result.stopped}"
+             + (f", {result.skipped_steps} skipped for a non-finite loss" if result.skipped_steps else ""),
              f"- training time: {result.train_seconds:.1f} s, {result.examples_per_second:,.0f} examples/s, "
              f"{result.tokens_per_second:,.0f} tokens/s",
              f"- date: {time.strftime('%Y-%m-%d %H:%M')}, device: {config.train.device}", ""]

@@ -22,7 +22,10 @@ from textnn.errors import TextnnError
 from textnn.training.checkpoint import atomic_write_text
 
 # train options that may differ on --resume: they bound or display the run, they do not change it.
+# (A new budget may still be refused: training/budget.check_resume_budget.)
 RESUMABLE_CHANGES = {"epochs", "max_steps", "max_minutes", "progress", "device", "threads"}
+# metrics.jsonl splits written once, at the end of a run, from the best weights.
+FINAL_SPLITS = ("dev_final", "test")
 
 
 class RunDir:
@@ -35,19 +38,24 @@ class RunDir:
     checkpoint_file = property(lambda self: self.path / "checkpoint" / "last.safetensors")
     metrics_file = property(lambda self: self.path / "metrics.jsonl")
 
+    def check_resume(self, config: Config) -> None:
+        """Refuse to continue the run here with `config` unless it has a checkpoint and the same config,
+        but for the options that may change (RESUMABLE_CHANGES)."""
+        if not self.checkpoint_file.is_file():
+            raise TextnnError(f"{self.path}: nothing to resume (no checkpoint/last.safetensors); "
+                              f"run without --resume")
+        saved, wanted = _flatten(self.load_config().to_dict()), _flatten(config.to_dict())
+        for key in sorted(set(saved) | set(wanted)):
+            section, _, name = key.partition(".")
+            if key != "name" and saved.get(key) != wanted.get(key) and not (
+                    section == "train" and name in RESUMABLE_CHANGES):
+                raise TextnnError(f"{self.config_file}: cannot resume with {key}={wanted.get(key)!r} "
+                                  f"(the run was started with {saved.get(key)!r}); use a new --run-dir")
+
     def create(self, config: Config, resume: bool) -> None:
         """Make the directory for a new run, or check that `config` may continue the one here."""
         if resume:
-            if not self.checkpoint_file.is_file():
-                raise TextnnError(f"{self.path}: nothing to resume (no checkpoint/last.safetensors); "
-                                  f"run without --resume")
-            saved, wanted = _flatten(self.load_config().to_dict()), _flatten(config.to_dict())
-            for key in sorted(set(saved) | set(wanted)):
-                section, _, name = key.partition(".")
-                if key != "name" and saved.get(key) != wanted.get(key) and not (
-                        section == "train" and name in RESUMABLE_CHANGES):
-                    raise TextnnError(f"{self.config_file}: cannot resume with {key}={wanted.get(key)!r} "
-                                      f"(the run was started with {saved.get(key)!r}); use a new --run-dir")
+            self.check_resume(config)
         elif self.path.exists() and any(self.path.iterdir()):
             raise TextnnError(f"{self.path}: run directory already exists and is not empty; pass --resume to "
                               f"continue it, --run-dir to choose another, or delete it")
@@ -90,8 +98,10 @@ class RunDir:
         return [json.loads(line) for line in self.metrics_file.read_text(encoding="utf-8").splitlines() if line]
 
     def truncate_metrics(self, after_step: int) -> None:
-        """On resume: forget records written after the checkpoint, since they will be produced again."""
-        kept = [r for r in self.read_metrics() if r.get("step", 0) <= after_step]
+        """On resume: forget records written after the checkpoint, since they will be produced again,
+        and the final results of a finished run (`dev_final`, `test`): the resumed run writes its own."""
+        kept = [r for r in self.read_metrics()
+                if r.get("step", 0) <= after_step and r.get("split") not in FINAL_SPLITS]
         atomic_write_text(self.metrics_file, "".join(json.dumps(r) + "\n" for r in kept))
 
 

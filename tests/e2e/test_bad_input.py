@@ -107,6 +107,22 @@ CASES = [
     Case("fractional-integer",
          lambda f: f.train_args("train.epochs=2.5"),
          lambda f: ["train.epochs", "'2.5'", "integer"]),
+    # Values torch would reject, or that would only fail mid-run, once the run directory existed.
+    *[Case(f"bad-{key.replace('_', '-')}-{label}",
+           (lambda f, extra=extra: f.train_args(*extra)),
+           (lambda f, key=key, shown=shown: [f"train.{key}", shown]))
+      for key, label, extra, shown in [
+          ("device", "unknown", ["train.device=tpu"], "'tpu'"),
+          ("device", "absent-gpu", ["train.device=cuda:99"], "cuda:99"),
+          ("lr", "inf", ["train.lr=inf"], "inf"),
+          ("lr", "nan", ["train.lr=nan"], "nan"),
+          ("weight_decay", "negative", ["train.weight_decay=-0.1"], "-0.1"),
+          ("momentum", "negative", ["train.optimizer=sgd", "train.momentum=-0.5"], "-0.5"),
+          ("adadelta_rho", "above-1", ["train.optimizer=adadelta", "train.adadelta_rho=1.5"], "1.5"),
+          ("max_minutes", "nan", ["train.max_minutes=nan"], "nan"),
+          ("max_minutes", "negative", ["train.max_minutes=-1"], "-1"),
+          ("clip_norm", "nan", ["train.clip_norm=nan"], "nan"),
+      ]],
     Case("unknown-model-name",
          lambda f: f.train_args("model.name=cnnn"),
          lambda f: ["model.name", "'cnnn'", "did you mean 'cnn'", "rnn"]),
@@ -158,7 +174,9 @@ def test_bad_input_gives_one_line_and_exit_code_2(case, tmp_path, monkeypatch, c
         assert sorted(p for p in tmp_path.rglob("*")) == before  # nothing written into the directory given
 
 
-SUBPROCESS_CASES = [c for c in CASES if c.id in ("ragged-tsv-line",)]  # each costs a torch start-up
+# Each costs a torch start-up; the config checks run here too because several of them used to end in
+# a traceback only the real entry point shows the way a user sees it.
+SUBPROCESS_CASES = [c for c in CASES if c.id == "ragged-tsv-line" or c.id.startswith("bad-")]
 
 
 @pytest.mark.parametrize("case", SUBPROCESS_CASES, ids=[c.id for c in SUBPROCESS_CASES])

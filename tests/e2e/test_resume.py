@@ -23,8 +23,13 @@ task: classification
 data: {{format: tsv, train: {train}, dev: {dev}}}
 model: {{name: dan, preset: tiny}}
 train: {{optimizer: adam, lr: 0.01, scheduler: linear, warmup_steps: 5, epochs: 12, batch_size: 4,
-         grad_accum: 2, eval_every: 37, checkpoint_every: 1, progress: false, bootstrap_samples: 0}}
+         grad_accum: 2, eval_every: 37, checkpoint_every: 1, progress: false, bootstrap_samples: 0{extra}}}
 """
+# The same run with parameter groups: one more of DAN's layer groups trains every 20 steps, so a run
+# stopped at step 40 or later is resumed with its embeddings still frozen (they join at step 60).
+EXTRA = {"adam-linear": "",
+         "unfreezing": ", weight_decay: 0.01, no_decay: true, layer_lr_decay: 0.3846, unfreeze: 20,"
+                       " unfreeze_unit: step"}
 
 
 def _cli(*args: str, cache: Path, **kwargs) -> subprocess.Popen:
@@ -33,13 +38,13 @@ def _cli(*args: str, cache: Path, **kwargs) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, **kwargs)
 
 
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    root = tmp_path_factory.mktemp("resume")
+@pytest.fixture(scope="module", params=list(EXTRA))
+def setup(tmp_path_factory, request):
+    root = tmp_path_factory.mktemp(f"resume-{request.param}")
     train = write_sentiment_tsv(root / "train.tsv", 200, seed=1)
     dev = write_sentiment_tsv(root / "dev.tsv", 40, seed=2)
     config = root / "dan.yaml"
-    config.write_text(CONFIG.format(train=train, dev=dev))
+    config.write_text(CONFIG.format(train=train, dev=dev, extra=EXTRA[request.param]))
     reference = _cli("train", str(config), "--run-dir", str(root / "reference"), cache=root / "cache")
     out, err = reference.communicate(timeout=600)
     assert reference.returncode == 0, err
@@ -102,6 +107,7 @@ def test_killed_run_resumes_to_identical_weights(setup, sig):
     assert [r["accuracy"] for r in reference_dev] == [r["accuracy"] for r in resumed_dev]
 
 
+@pytest.mark.parametrize("setup", ["adam-linear"], indirect=True)
 def test_resume_refuses_a_changed_config(setup, tmp_path):
     root, config = setup
     proc = _cli("train", str(config), "--run-dir", str(root / "reference"), "--resume", "train.lr=0.5",

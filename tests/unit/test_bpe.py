@@ -11,6 +11,7 @@ import torch
 
 from textnn.config import config_from_dict
 from textnn.data.tokenizers import Tokenizer
+from textnn.errors import TextnnError
 from textnn.tasks.language_modeling import EOS, LanguageModelingTask
 
 LINES = ["The quick brown fox jumps over the lazy dog .", "", "Naïve café owners serve crème brûlée — twice !",
@@ -113,3 +114,39 @@ def test_init_from_reads_new_text_with_the_runs_bpe_without_training_another(tmp
     assert task.decode(task.splits["train"].ids.tolist()) == (tmp_path / "new.txt").read_text(encoding="utf-8")
     # A BPE trained on this text would read each word as one or two pieces; the run's reads many.
     assert len(task.encode_text("zyzzyva")) > 2
+
+
+def test_no_held_out_text_reaches_the_bpe_trainer(tmp_path, monkeypatch):
+    # Long lines first and short ones last: the final 25% of the tokens reach back into the long
+    # lines, far before the final 25% of the lines. Whatever the cut, the BPE must see only what
+    # precedes the dev part, and the two parts must together be the file.
+    lines = [" ".join(f"w{i}x{j}" for j in range(40)) for i in range(6)] + [f"quokka zebra {i}" for i in range(14)]
+    (tmp_path / "train.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    seen: list[str] = []
+    real = Tokenizer.train_bpe
+
+    def recording(given, *args, **kwargs):
+        seen.extend(given)
+        return real(given, *args, **kwargs)
+
+    monkeypatch.setattr(Tokenizer, "train_bpe", recording)
+    config = config_from_dict({
+        "task": "language_modeling",
+        "data": {"format": "text", "train": str(tmp_path / "train.txt"), "tokenizer": "bpe", "bpe_vocab_size": 300,
+                 "bptt": 4, "holdout": 0.25, "cache": False},
+        "model": {"name": "rnn_lm", "preset": "tiny"}, "train": {"batch_size": 2, "device": "cpu"}}, "test")
+    task = LanguageModelingTask.from_data(config)
+    held_out = task.decode(task.splits["dev"].ids.tolist())
+    assert seen == lines[:15]  # 25% of 20 lines held out
+    assert task.decode(task.splits["train"].ids.tolist()) == "".join(line + "\n" for line in seen)
+    assert held_out == "".join(line + "\n" for line in lines[15:])
+
+
+def test_a_bpe_holdout_of_every_line_is_refused(tmp_path):
+    (tmp_path / "train.txt").write_text("one line\ntwo lines\n", encoding="utf-8")
+    config = config_from_dict({
+        "task": "language_modeling",
+        "data": {"format": "text", "train": str(tmp_path / "train.txt"), "tokenizer": "bpe", "holdout": 0.9},
+        "model": {"name": "rnn_lm", "preset": "tiny"}}, "test")
+    with pytest.raises(TextnnError, match=r"data\.holdout=0\.9 holds out all 2 line\(s\)"):
+        LanguageModelingTask.from_data(config)

@@ -112,6 +112,23 @@ def test_values_are_checked_after_coercion(tmp_path):
         load_config(write_yaml(tmp_path, BASE), ["data.kfold=5", "data.fold=5"])
 
 
+@pytest.mark.parametrize("override", ["train.layer_lr_decay=0", "train.layer_lr_decay=1.5", "train.unfreeze=-1",
+                                      "train.unfreeze_unit=epochs", "train.max_bad_steps=0",
+                                      "train.ntasgd_nonmono=-1", "train.weight_decay=inf", "train.device=cuda0"])
+def test_training_options_are_checked_when_the_config_is_read(tmp_path, override):
+    key, _, value = override.partition("=")
+    with pytest.raises(TextnnError, match=rf"config key {key}: got .*{value}.*; fix the value"):
+        load_config(write_yaml(tmp_path, BASE), [override])
+
+
+def test_parameter_group_options_take_their_documented_values(tmp_path):
+    config = load_config(write_yaml(tmp_path, BASE), ["train.no_decay=true", "train.layer_lr_decay=0.3846",
+                                                      "train.unfreeze=2", "train.unfreeze_unit=step"])
+    train = config.train
+    assert (train.no_decay, train.layer_lr_decay, train.unfreeze, train.unfreeze_unit) == (True, 0.3846, 2, "step")
+    assert TrainConfig().layer_lr_decay == 1.0 and TrainConfig().unfreeze == 0
+
+
 # ------------------------------------------------------------------------------------------------ errors
 
 

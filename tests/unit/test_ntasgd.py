@@ -7,6 +7,7 @@ from safetensors.torch import load_file
 from torch import nn
 
 from textnn.config import config_from_dict
+from textnn.models.rnn_lm import RNNLM
 from textnn.runs import RunDir
 from textnn.tasks.language_modeling import LanguageModelingTask
 from textnn.training.checkpoint import load_checkpoint, save_checkpoint
@@ -109,10 +110,12 @@ def test_build_optimizer_makes_ntasgd_from_the_config():
                                "model": {"name": "rnn_lm", "preset": "tiny"},
                                "train": {"optimizer": "ntasgd", "lr": 30.0, "ntasgd_nonmono": 3,
                                          "weight_decay": 1.2e-6}}, "test")
-    optimizer = build_optimizer([nn.Parameter(torch.zeros(1))], config.train, torch.device("cpu"))
+    model = RNNLM(config.model, vocab_size=10, pad_id=0)
+    optimizer = build_optimizer(model, config.train, torch.device("cpu"))
     assert isinstance(optimizer, NTASGD)
-    group = optimizer.param_groups[0]
+    group = optimizer.param_groups[0]  # one group per layer group; the trigger state lives in the first
     assert (group["lr"], group["nonmono"], group["weight_decay"]) == (30.0, 3, 1.2e-6)
+    assert len(optimizer.param_groups) > 1 and all("nonmono" not in g for g in optimizer.param_groups[1:])
 
 
 def test_trainer_evaluates_and_saves_the_averaged_weights_after_the_trigger(tmp_path, monkeypatch):

@@ -166,9 +166,12 @@ def test_ragged_line_names_line_and_both_counts(tmp_path):
            read_classification, g, "tsv", header=False, text_column=0, label_column=1)
 
 
-def test_empty_text_and_label_same_as_text_are_errors(tmp_path):
-    f = write(tmp_path / "train.tsv", "sentence\tlabel\n \t1\n")
-    raises([f"{f}:2:", "empty text", "'sentence'"], read_classification, f, "tsv")
+def test_lines_without_text_are_left_out_and_numbered_and_a_label_same_as_text_is_an_error(tmp_path):
+    f = write(tmp_path / "train.tsv", "sentence\tlabel\nok\t1\n \t1\nfine\t0\n\t0\n")
+    records = read_classification(f, "tsv")
+    assert [r.line for r in records] == [2, 4] and records.no_text == [3, 5]
+    only = write(tmp_path / "only.tsv", "sentence\tlabel\n \t1\n")
+    raises([str(only), "no examples", "label but no text (line 2)"], read_classification, only, "tsv")
     g = write(tmp_path / "g.tsv", "sentence\tlabel\nok\t1\n")
     raises([str(g), "same column"], read_classification, g, "tsv", label_column="sentence")
 
@@ -228,7 +231,7 @@ def test_fasttext_errors(tmp_path):
     f = write(tmp_path / "d.txt", "__label__pos great\nno label here\n")
     raises([f"{f}:2:", "no label", "__label__"], read_classification, f, "fasttext")
     g = write(tmp_path / "g.txt", "__label__pos\n")
-    raises([f"{g}:1:", "no text"], read_classification, g, "fasttext")
+    raises([str(g), "no examples", "no text (line 1)"], read_classification, g, "fasttext")
     h = write(tmp_path / "h.txt", "__label__ text\n")
     raises([f"{h}:1:", "empty label"], read_classification, h, "fasttext")
 
@@ -239,7 +242,8 @@ def test_label_text(tmp_path):
     got = [(r.label, r.text, r.line) for r in records]
     assert got == [("pos", "a fine film", 1), ("neg", "dull  and long", 2)]
     g = write(tmp_path / "g.txt", "pos fine\nneg\n")
-    raises([f"{g}:2:", "'neg'", "no text"], read_classification, g, "label_text")
+    records = read_classification(g, "label_text")
+    assert [(r.label, r.text) for r in records] == [("pos", "fine")] and records.no_text == [2]
 
 
 def test_plain_text_and_pairs(tmp_path):

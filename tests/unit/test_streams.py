@@ -210,6 +210,22 @@ def test_trainer_scales_the_step_learning_rate_by_the_first_batch_of_the_group(t
     assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(0.5 * batches[scaled].lr_scale)
 
 
+def test_the_planned_steps_add_up_every_epoch_of_variable_bptt(tmp_path):
+    """Variable-length windows cut each epoch differently: the run's steps (what schedules and the
+    progress bar span) are the sum over its epochs, not the first epoch's count times the epochs."""
+    config = lm_config(tmp_path, word_text(80), data={"bptt_variable": True},
+                       train={"epochs": 3, "grad_accum": 2, "scheduler": "linear"})
+    task = LanguageModelingTask.from_data(config)
+    windows = [len(task.train_batches(epoch)) for epoch in range(3)]
+    assert len({-(-n // 2) for n in windows}) > 1  # the epochs really differ in steps
+    run = RunDir(tmp_path / "run")
+    run.create(config, resume=False)
+    trainer = Trainer(task, task.build_model(), config.train, run)
+    assert trainer.total_steps == sum(-(-n // 2) for n in windows)  # ceil(windows / grad_accum) per epoch
+    result = trainer.fit()
+    assert result.steps == trainer.total_steps == run.status()["total_steps"]
+
+
 # --- holdout -------------------------------------------------------------------------------------------------
 
 def test_holdout_keeps_the_final_fraction_as_dev_and_builds_the_vocabulary_from_the_rest(tmp_path):
@@ -248,10 +264,9 @@ def test_holdout_split_is_evaluated_as_the_dev_set(tmp_path):
 def test_resume_from_an_epoch_boundary_is_exact_with_stateful_rows_variable_bptt_and_ntasgd(tmp_path):
     """The carried state restarts at every epoch start, so a run resumed there continues exactly.
 
-    With this seed NT-ASGD starts averaging at step 12 of the first epoch (of 21), so the averages
-    (optimizer state `ax`) cross the resume too. (A seed whose averaging would start at the first
-    run's final evaluation does not fit this test: that evaluation has no counterpart in the
-    uninterrupted run.)
+    NT-ASGD starts averaging within the first epoch, so the averages (optimizer state `ax`) cross the
+    resume too (the test checks that it did). The first run ends at an evaluation of the schedule (its
+    step count is a multiple of eval_every), so it may be continued with the larger budget.
     """
     from safetensors.torch import load_file
 
@@ -261,7 +276,7 @@ def test_resume_from_an_epoch_boundary_is_exact_with_stateful_rows_variable_bptt
         return lm_config(tmp_path, word_text(80), word_text(10, seed=1), data={"bptt_variable": True},
                          model={"name": "awd_lstm", "preset": "tiny"},
                          train={"epochs": epochs, "optimizer": "ntasgd", "lr": 2.0, "ntasgd_nonmono": 0,
-                                "eval_every": 4, "log_every": 1, "bootstrap_samples": 0, "seed": 0})
+                                "eval_every": 2, "log_every": 1, "bootstrap_samples": 0, "seed": 0})
 
     train(config(2), tmp_path / "whole")
     train(config(1), tmp_path / "split")

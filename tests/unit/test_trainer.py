@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import copy
 import json
+import math
+import os
+import signal
 from dataclasses import replace
 from pathlib import Path
+from typing import Callable
 
 import pytest
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load_file
 from torch import nn
 
 from tests.conftest import write_sentiment_tsv
@@ -17,7 +22,9 @@ from textnn.config import config_from_dict
 from textnn.errors import TextnnError
 from textnn.runs import RunDir
 from textnn.tasks.classification import ClassificationTask, EncodedSplit
-from textnn.training.trainer import Trainer
+from textnn.training.checkpoint import read_trainer_state
+from textnn.training.budget import planned_steps
+from textnn.training.trainer import Trainer, TrainingInterrupted, is_better
 
 
 def make_task(root: Path, **train) -> ClassificationTask:
@@ -124,7 +131,9 @@ def test_fit_groups_grad_accum_micro_batches_into_one_optimizer_step(tmp_path):
     result = trainer.fit()
     assert result.steps == len(steps) == 3 and result.stopped == "max_steps"
     assert len(losses) == 6 and all(n == 4 for n in losses)  # two micro-batches of 4 per step
-    assert trainer.steps_per_epoch == -(-len(task.train_batches(0)) // 2)  # ceil(micro-batches / grad_accum)
+    steps_per_epoch = -(-len(task.train_batches(0)) // 2)  # ceil(micro-batches / grad_accum)
+    assert planned_steps(task, replace(trainer.cfg, max_steps=0)) == 5 * steps_per_epoch
+    assert trainer.total_steps == 3  # max_steps comes first
     state = json.loads((trainer.run.path / "run.json").read_text())
     assert state["status"] == "finished" and state["steps"] == 3
 
@@ -155,12 +164,100 @@ def test_the_learning_rate_reaches_the_optimizer_before_the_step(task, tmp_path)
     assert seen == pytest.approx([0.25 * 1 / 4, 0.25 * 2 / 4])  # linear warmup: (step + 1) / warmup
 
 
-def test_a_non_finite_loss_stops_training_with_a_clear_error(task, tmp_path):
-    trainer = trainer_for(task, new_model(task), tmp_path, epochs=1)
-    real_loss = task.loss
-    task.loss = lambda model, batch: real_loss(model, batch) * float("nan")
-    with pytest.raises(TextnnError, match=r"training loss became nan at step 1; lower train\.lr"):
+def poison_losses(task, bad: Callable[[int], bool]) -> None:
+    """Make the loss of the k-th call (0-based; one call per step with grad_accum 1) NaN where bad(k)."""
+    real_loss, calls = task.loss, []
+
+    def loss(model, batch):
+        calls.append(1)
+        value = real_loss(model, batch)
+        return value * float("nan") if bad(len(calls) - 1) else value
+
+    task.loss = loss
+
+
+def optimizer_state(trainer: Trainer) -> list[dict]:
+    return [{k: v.clone() if torch.is_tensor(v) else v for k, v in trainer.optimizer.state[p].items()}
+            for p in trainer.model.parameters()]
+
+
+def same(a, b) -> bool:
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return torch.equal(a, b) if torch.is_tensor(a) else a == b
+
+
+def test_a_step_with_a_non_finite_loss_changes_no_weight_and_no_optimizer_state(task, tmp_path):
+    trainer = trainer_for(task, new_model(task), tmp_path, optimizer="adam", weight_decay=0.1)
+    poison_losses(task, lambda k: k == 1)
+    batches = task.train_batches(0)
+    trainer._train_step([batches[0]], step=0)  # a good step: Adam now has moments and a step count
+    weights, moments = copy.deepcopy(trainer.model.state_dict()), optimizer_state(trainer)
+    loss = trainer._train_step([batches[1]], step=1)
+    assert math.isnan(loss)
+    assert same(trainer.model.state_dict(), weights) and same(optimizer_state(trainer), moments)
+    assert all(p.grad is None for p in trainer.model.parameters())
+    trainer._train_step([batches[0]], step=2)  # and the next good step trains again
+    assert not same(trainer.model.state_dict(), weights)
+
+
+def test_skipped_steps_are_counted_and_reported_and_training_goes_on(task, tmp_path, capsys):
+    trainer = trainer_for(task, new_model(task), tmp_path, max_steps=6, epochs=5, log_every=1)
+    poison_losses(task, lambda k: k in (2, 3))
+    result = trainer.fit()
+    assert result.steps == 6 and result.skipped_steps == 2 and result.stopped == "max_steps"
+    records = trainer.run.read_metrics()
+    assert [r["step"] for r in records if r["split"] == "skipped"] == [3, 4]
+    assert [r["step"] for r in records if r["split"] == "train"] == [1, 2, 5, 6]
+    assert json.loads((trainer.run.path / "run.json").read_text())["skipped_steps"] == 2
+    err = capsys.readouterr().err
+    assert "step 3: training loss is nan; update skipped (1 in a row, 1 in all)" in err
+    assert "step 4: training loss is nan; update skipped (2 in a row, 2 in all)" in err
+
+
+def test_training_stops_after_max_bad_steps_in_a_row_and_keeps_the_last_good_weights(task, tmp_path):
+    trainer = trainer_for(task, new_model(task), tmp_path, epochs=5, checkpoint_every=1, max_bad_steps=3)
+    poison_losses(task, lambda k: k >= 2)
+    real_step, good = trainer._train_step, {}
+
+    def step(group, step, epoch=0):
+        loss = real_step(group, step, epoch)
+        if math.isfinite(loss):
+            good.update(step=step + 1, weights=copy.deepcopy(trainer.model.state_dict()))
+        return loss
+
+    trainer._train_step = step
+    with pytest.raises(TextnnError, match=r"loss was nan in 3 steps in a row \(steps 3-5\).*lower train\.lr"):
         trainer.fit()
+    assert good["step"] == 2
+    saved = load_file(str(trainer.run.checkpoint_file))
+    for name, value in good["weights"].items():
+        assert torch.equal(saved[f"model.{name}"], value), name
+        assert torch.isfinite(value).all()
+
+
+@pytest.mark.parametrize("scores,best_step", [([float("nan"), 0.6, float("nan"), 0.5], 2),
+                                              ([float("nan")] * 4, None)])
+def test_a_nan_dev_score_is_never_the_best(task, tmp_path, scores, best_step):
+    trainer = trainer_for(task, new_model(task), tmp_path, max_steps=4, eval_every=1, epochs=5)
+    scripted, seen = iter(scores + [0.1]), []  # the last: the final pass over dev when nothing was best
+
+    def evaluate(model, split, bootstrap_samples=0):
+        seen.append(copy.deepcopy(model.state_dict()))
+        return {"loss": 1.0, "accuracy": next(scripted)}
+
+    task.evaluate = evaluate
+    result = trainer.fit()
+    assert result.best_step == best_step
+    assert result.best_metric == (None if best_step is None else 0.6)
+    assert not is_better("accuracy", float("nan"), None) and not is_better("perplexity", float("nan"), 9.0)
+    # the saved weights: those evaluated at the best step, or the last ones when no score was a number
+    expected = seen[(best_step or 4) - 1]
+    saved = load_file(str(trainer.run.weights_file))
+    assert all(torch.equal(saved[k], expected[k]) for k in expected)
+    assert not all(torch.equal(seen[0][k], expected[k]) for k in expected)  # the steps did train
 
 
 def test_trainer_refuses_an_empty_training_set(task, tmp_path):
@@ -183,3 +280,59 @@ def test_the_best_weights_are_evaluated_on_dev_once_unless_a_bootstrap_is_asked_
     assert calls.count("dev") == 2 + (1 if bootstrap else 0)  # steps 2 and 4, then the final pass if needed
     fresh = real_evaluate(trainer.model.eval(), "dev")
     assert result.dev["accuracy"] == fresh["accuracy"] and result.dev["loss"] == pytest.approx(fresh["loss"])
+
+
+def test_ctrl_c_during_an_evaluation_stops_it_at_the_next_batch_and_the_resumed_run_makes_it(tmp_path):
+    """The dev set takes 5 batches; Ctrl-C arrives while the 2nd is evaluated (step 3's evaluation).
+    The run saves a checkpoint and stops before the 3rd batch, records no result for the cut-short
+    evaluation, and the resumed run evaluates step 3 first: it ends exactly as an uninterrupted run."""
+    root = tmp_path / "data"
+    root.mkdir()
+    raw = {"task": "classification",
+           "data": {"train": str(write_sentiment_tsv(root / "train.tsv", 60, seed=1)),
+                    "dev": str(write_sentiment_tsv(root / "dev.tsv", 300, seed=2))},
+           "model": {"name": "dan", "preset": "tiny"},  # dropout: the RNG state must come back too
+           "train": {"device": "cpu", "progress": False, "bootstrap_samples": 0, "batch_size": 8,
+                     "eval_every": 3, "max_steps": 7, "epochs": 5}}
+    task = ClassificationTask.from_data(config_from_dict(raw, "test"))
+    assert len(task.eval_batches(task.splits["dev"])) == 5
+
+    def run_to_the_end(name: str, interrupt_at_batch: int = 0) -> tuple[RunDir, list[int]]:
+        torch.manual_seed(0)
+        run = RunDir(tmp_path / name)
+        run.create(task.config, resume=False)
+        trainer = Trainer(task, task.build_model(), task.config.train, run)
+        evaluated = []  # batches of each evaluation that were run
+
+        def count(module, args, output):
+            if not module.training:
+                evaluated.append(1)
+                if len(evaluated) == interrupt_at_batch:
+                    os.kill(os.getpid(), signal.SIGINT)  # the trainer's own handler takes it
+
+        hook = trainer.model.register_forward_hook(count)
+        if interrupt_at_batch:
+            with pytest.raises(TrainingInterrupted):
+                trainer.fit()
+            assert len(evaluated) == interrupt_at_batch  # no batch of the evaluation after Ctrl-C
+            assert run.status()["status"] == "interrupted"
+            assert not any(r["split"] == "dev" for r in run.read_metrics())  # no partial result
+            assert read_trainer_state(run.checkpoint_file)["pending_evaluation"]
+            hook.remove()
+            torch.manual_seed(1)  # the checkpoint, not this, decides what comes next
+            trainer = Trainer(task, task.build_model(), task.config.train, run)
+            trainer.fit(resume=True)
+        else:
+            trainer.fit()
+        return run, evaluated
+
+    reference, _ = run_to_the_end("reference")
+    resumed, _ = run_to_the_end("interrupted", interrupt_at_batch=2)
+    expected, got = load_file(str(reference.checkpoint_file)), load_file(str(resumed.checkpoint_file))
+    for key in [k for k in expected if k.startswith(("model.", "optim."))]:
+        assert torch.equal(expected[key], got[key]), key
+
+    def dev(run: RunDir) -> list[tuple]:
+        return [(r["step"], r["accuracy"], r["loss"]) for r in run.read_metrics() if r["split"] == "dev"]
+
+    assert dev(resumed) == dev(reference) and [step for step, *_ in dev(reference)] == [3, 6, 7]

@@ -6,8 +6,10 @@ minus the surrounding whitespace of each text.
 
 Every problem a user can cause (missing file, wrong encoding, a ragged line, a misspelled column, an
 empty label) raises `TextnnError` with one line that names the file, the 1-based line and the value,
-and says what to change. Nothing is skipped silently: the only lines passed over are blank ones,
-which carry no example in any format.
+and says what to change. Nothing is skipped silently: blank lines carry no example in any format, and
+a line that holds a label but no text (the MPQA and CR files as distributed hold a few; an empty text
+cell or JSON string) is passed over and its number kept in `Records.no_text`, for the caller to
+report (tasks/classification.py warns once per file).
 
 Formats (`FORMATS`):
   tsv / csv     delimited columns, chosen by header name or 0-based index
@@ -61,6 +63,15 @@ class Record:
     line: int = 0
 
 
+class Records(list):
+    """The `Record`s of a file, in file order, and the 1-based numbers of the lines passed over
+    because they hold no text (`no_text`)."""
+
+    def __init__(self, records: list[Record] = (), no_text: list[int] = ()):
+        super().__init__(records)
+        self.no_text = list(no_text)
+
+
 # --------------------------------------------------------------------------------------------------
 # Public entry points
 
@@ -77,14 +88,15 @@ def read_classification(
     delimiter: str = "",
     encoding: str = "utf-8",
     require_labels: bool = True,
-) -> list[Record]:
+) -> Records:
     """Read a classification file (or, for `class_files`, a directory) into records.
 
     Column arguments apply to tsv/csv (a header name, or a 0-based index as an int or a digit
     string) and to jsonl (a key). An empty `text_pair_column` means single-sentence examples.
     `require_labels=False` is for prediction input: a missing label column or an empty label then
     gives `label=None` instead of an error. `delimiter` overrides tab (tsv) / comma (csv) and is
-    ignored by the other formats.
+    ignored by the other formats. A line with an empty text (or second text) is no example: it is
+    left out and its number kept in the result's `no_text`.
     """
     path = os.fspath(path)
     if fmt not in FORMATS:
@@ -100,7 +112,7 @@ def read_classification(
             "data.text_pair_column"
         )
     if fmt == "class_files":
-        return _read_class_files(path, encoding)
+        return Records(_read_class_files(path, encoding))
 
     text = _decode_file(path, encoding)
     lines = _split_lines(text)
@@ -121,7 +133,7 @@ def read_classification(
     else:  # "text"
         records = _read_plain(path, lines, pair)
     if not records:
-        raise TextnnError(f"{path}: no examples: {_why_empty(text, fmt, header)}")
+        raise TextnnError(f"{path}: no examples: {_why_empty(text, fmt, header, records.no_text)}")
     return records
 
 
@@ -258,7 +270,10 @@ def _split_lines(text: str) -> list[str]:
     return lines
 
 
-def _why_empty(text: str, fmt: str, header: bool) -> str:
+def _why_empty(text: str, fmt: str, header: bool, no_text: list[int]) -> str:
+    if no_text:
+        return (f"every line has a label but no text ({line_list(no_text)}); check data.format and the "
+                "text column")
     if not text:
         return "the file is empty (0 bytes); point the data path at the right file"
     if fmt in ("tsv", "csv") and header:
@@ -377,7 +392,7 @@ def _read_delimited(
     quoting: bool,
     delimiter: str,
     require_labels: bool,
-) -> list[Record]:
+) -> Records:
     delim = delimiter or ("\t" if fmt == "tsv" else ",")
     if quoting and len(delim) != 1:
         raise TextnnError(
@@ -386,7 +401,7 @@ def _read_delimited(
     rows = _iter_rows(path, text, lines, delim, quoting)
     first = next(rows, None)
     if first is None:
-        return []
+        return Records()
     first_line, first_fields = first
     n_fields = len(first_fields)
     names = [name.strip() for name in first_fields] if header else None
@@ -421,7 +436,7 @@ def _read_delimited(
         f"check for a stray {_delimiter_name(delim)} in the text"
         + ("" if quoting else " or set data.quoting=true")
     )
-    records: list[Record] = []
+    records = Records()
     append = records.append
     if not header:
         rows = _chain_first(first, rows)
@@ -432,19 +447,10 @@ def _read_delimited(
                 f"fields ({count_source}), found {len(fields)}; {stray_hint}"
             )
         text_value = fields[ti].strip()
-        if not text_value:
-            raise TextnnError(
-                f"{where(path, line_no)}: empty text in column {col_name(ti)}; fill it in or "
-                "remove the line"
-            )
-        pair_value = None
-        if pi is not None:
-            pair_value = fields[pi].strip()
-            if not pair_value:
-                raise TextnnError(
-                    f"{where(path, line_no)}: empty second text in column {col_name(pi)}; fill "
-                    "it in or remove the line"
-                )
+        pair_value = fields[pi].strip() if pi is not None else None
+        if not text_value or pair_value == "":
+            records.no_text.append(line_no)
+            continue
         label = None
         if li is not None:
             label = fields[li].strip()
@@ -457,6 +463,13 @@ def _read_delimited(
                 label = None
         append(Record(text_value, label, pair_value, path, line_no))
     return records
+
+
+def line_list(numbers: list[int], shown: int = 5) -> str:
+    """'line 7' or 'lines 3, 9, 12, 20, 31 and 4 more': the first few of a list of line numbers."""
+    head = ", ".join(str(n) for n in numbers[:shown])
+    more = f" and {len(numbers) - shown} more" if len(numbers) > shown else ""
+    return f"line{'s' if len(numbers) > 1 else ''} {head}{more}"
 
 
 def _chain_first(first, rest):
@@ -475,7 +488,7 @@ def _read_jsonl(
     pair_column: str | int | None,
     label_column: str | int,
     require_labels: bool,
-) -> list[Record]:
+) -> Records:
     text_key = str(text_column)
     pair_key = None if pair_column is None else str(pair_column)
     label_key = None if label_column in ("", None) else str(label_column)
@@ -484,7 +497,7 @@ def _read_jsonl(
             f"{path}: data.label_column is empty, but these examples need labels; name the "
             "label key"
         )
-    records: list[Record] = []
+    records = Records()
     for i, line in enumerate(lines):
         if not line or line.isspace():
             continue
@@ -506,6 +519,9 @@ def _read_jsonl(
         pair = None
         if pair_key is not None:
             pair = _json_text(obj, pair_key, "data.text_pair_column", path, line_no)
+        if not text or pair == "":
+            records.no_text.append(line_no)
+            continue
         label = None
         if label_key is not None:
             value = obj.get(label_key)
@@ -541,12 +557,7 @@ def _json_text(obj: dict, key: str, option: str, path: str, line_no: int) -> str
             f"{where(path, line_no)}: the value under key {key!r} is a JSON "
             f"{type(value).__name__}; {option} must name a key holding a string"
         )
-    value = value.strip()
-    if not value:
-        raise TextnnError(
-            f"{where(path, line_no)}: empty text under key {key!r}; fill it in or remove the line"
-        )
-    return value
+    return value.strip()
 
 
 def _missing_key(obj: dict, key: str, option: str, path: str, line_no: int) -> TextnnError:
@@ -557,13 +568,13 @@ def _missing_key(obj: dict, key: str, option: str, path: str, line_no: int) -> T
     )
 
 
-def _read_fasttext(path: str, lines: list[str], require_labels: bool) -> list[Record]:
+def _read_fasttext(path: str, lines: list[str], require_labels: bool) -> Records:
     """`__label__a [__label__b ...] text`: the first label is kept.
 
     fastText itself allows several labels per line (multi-label); textnn's classification is
     single-label, so the first one is the example's class.
     """
-    records: list[Record] = []
+    records = Records()
     for i, line in enumerate(lines):
         rest = line.strip()
         if not rest:
@@ -592,32 +603,28 @@ def _read_fasttext(path: str, lines: list[str], require_labels: bool) -> list[Re
                 "the label or choose the matching data.format"
             )
         if not rest:
-            raise TextnnError(
-                f"{where(path, line_no)}: no text after the label; each line needs "
-                f"'{_FASTTEXT_PREFIX}<class> <text>'"
-            )
+            records.no_text.append(line_no)
+            continue
         records.append(Record(rest, label, None, path, line_no))
     return records
 
 
-def _read_label_text(path: str, lines: list[str]) -> list[Record]:
-    records: list[Record] = []
+def _read_label_text(path: str, lines: list[str]) -> Records:
+    records = Records()
     for i, line in enumerate(lines):
         parts = line.split(None, 1)
         if not parts:
             continue
         text = parts[1].strip() if len(parts) == 2 else ""
         if not text:
-            raise TextnnError(
-                f"{where(path, i + 1)}: found the label {parts[0]!r} but no text; each line "
-                "must be '<label> <text>' (a space or tab after the label)"
-            )
+            records.no_text.append(i + 1)
+            continue
         records.append(Record(text, parts[0], None, path, i + 1))
     return records
 
 
-def _read_plain(path: str, lines: list[str], pair: bool) -> list[Record]:
-    records: list[Record] = []
+def _read_plain(path: str, lines: list[str], pair: bool) -> Records:
+    records = Records()
     for i, line in enumerate(lines):
         if not line or line.isspace():
             continue

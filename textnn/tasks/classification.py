@@ -24,7 +24,7 @@ from textnn import registry
 from textnn.config import Config, WordVectorData, check_key, is_int, opt
 from textnn.data.batching import bucket_batches, pad
 from textnn.data.cache import cached
-from textnn.data.readers import Record, read_classification, stratified_kfold_splits
+from textnn.data.readers import Record, Records, line_list, read_classification, stratified_kfold_splits
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import Vocab
 from textnn.errors import TextnnError, where
@@ -194,8 +194,7 @@ class ClassificationTask(Task):
             tokenizer, start_vocab = cls.load_text_pipeline(start)
         else:
             tokenizer = Tokenizer(data.tokenizer, data.lowercase)
-        train_records = read_split(config, data.train)
-        train_tokens = tokenize_records(config, tokenizer, data.train, train_records)
+        train_records, train_tokens = read_and_tokenize(config, tokenizer, data.train)
         dev_records, dev_tokens = [], []
         if data.kfold:
             folds = stratified_kfold_splits([r.label for r in train_records], data.kfold, seed=config.train.seed)
@@ -203,8 +202,7 @@ class ClassificationTask(Task):
             dev_records, dev_tokens = [train_records[i] for i in dev_idx], [train_tokens[i] for i in dev_idx]
             train_records, train_tokens = [train_records[i] for i in train_idx], [train_tokens[i] for i in train_idx]
         elif data.dev:
-            dev_records = read_split(config, data.dev)
-            dev_tokens = tokenize_records(config, tokenizer, data.dev, dev_records)
+            dev_records, dev_tokens = read_and_tokenize(config, tokenizer, data.dev)
         if start is not None:
             vocab = start_vocab
         else:
@@ -223,8 +221,7 @@ class ClassificationTask(Task):
         if dev_records:
             task.splits["dev"] = task.encode(dev_records, dev_tokens)
         if data.test:
-            test_records = read_split(config, data.test)
-            task.splits["test"] = task.encode(test_records, tokenize_records(config, tokenizer, data.test, test_records))
+            task.splits["test"] = task.encode(*read_and_tokenize(config, tokenizer, data.test))
         if data.vectors:
             from textnn.interop.vectors import build_embedding_matrix
 
@@ -289,16 +286,15 @@ class ClassificationTask(Task):
                                   f"training examples for it")
             else:
                 labels.append(-1)
-        for record, (text_tokens, pair_tokens) in zip(records, tokens):
-            if not text_tokens or (self.is_pair and not pair_tokens):
+        for record, (text_tokens, pair_tokens) in zip(records, tokens):  # data files are cleared of these
+            if not text_tokens or (self.is_pair and not pair_tokens):  # by read_and_tokenize: predict input
                 raise TextnnError(f"{where(record.path, record.line)}: the text has no tokens after "
                                   f"tokenizing; remove the line or fix the text column")
         return EncodedSplit(records, ids, pair_ids, labels)
 
     def encode_file(self, path: str, require_labels: bool = True) -> EncodedSplit:
-        records = read_split(self.config, path, require_labels=require_labels)
-        return self.encode(records, tokenize_records(self.config, self.tokenizer, path, records),
-                           require_known_labels=require_labels)
+        records, tokens = read_and_tokenize(self.config, self.tokenizer, path, require_labels=require_labels)
+        return self.encode(records, tokens, require_known_labels=require_labels)
 
     # --- batches ----------------------------------------------------------------------------------
     def has_split(self, split: str) -> bool:
@@ -320,11 +316,17 @@ class ClassificationTask(Task):
             return [len(s) for s in split.ids]
         return [len(a) + len(b) for a, b in zip(split.ids, split.pair_ids)]
 
-    def train_batches(self, epoch: int) -> list[ClassificationBatch]:
-        split = self.splits["train"]
+    def _train_order(self, epoch: int) -> list[list[int]]:
         seed = self.config.train.seed * 100_003 + epoch  # a new, reproducible order every epoch
-        order = bucket_batches(self._lengths(split), self.config.train.batch_size, shuffle=True, seed=seed)
-        return self._batches(split, order)
+        return bucket_batches(self._lengths(self.splits["train"]), self.config.train.batch_size, shuffle=True,
+                              seed=seed)
+
+    def train_batches(self, epoch: int) -> list[ClassificationBatch]:
+        return self._batches(self.splits["train"], self._train_order(epoch))
+
+    def num_train_batches(self, epoch: int) -> int:
+        """len(train_batches(epoch)) without padding a single batch (the trainer plans every epoch)."""
+        return len(self._train_order(epoch))
 
     def eval_batches(self, split: EncodedSplit, batch_size: int = 0) -> list[ClassificationBatch]:
         order = bucket_batches(self._lengths(split), batch_size or max(64, self.config.train.batch_size), shuffle=False)
@@ -418,7 +420,38 @@ class ClassificationTask(Task):
 
 # --- reading and tokenizing (shared by training, evaluate and predict) ------------------------------
 
-def read_split(config: Config, path: str, require_labels: bool = True, fmt: str = "") -> list[Record]:
+def read_and_tokenize(config: Config, tokenizer: Tokenizer, path: str, require_labels: bool = True
+                      ) -> tuple[list[Record], list[tuple[list[str], list[str] | None]]]:
+    """A data file's records and their tokens, less the examples that hold nothing to classify.
+
+    Lines with a label but no text (the reader leaves them out) and texts with no tokens are skipped
+    and reported in ONE warning per file, naming the first few lines; a file left with no example is
+    an error. Input to `predict` does not come through here: a line it cannot read is an error there,
+    since every input line is owed an output line.
+    """
+    records = read_split(config, path, require_labels=require_labels)
+    tokens = tokenize_records(config, tokenizer, path, records)
+    empty = [i for i, (text, pair) in enumerate(tokens) if not text or pair == []]  # pair: None if single
+    if not records.no_text and not empty:
+        return list(records), tokens
+    reasons = []
+    if records.no_text:
+        reasons.append(f"{len(records.no_text)} with a label but no text ({line_list(records.no_text)})")
+    if empty:
+        lines = [records[i].line for i in empty]
+        reasons.append(f"{len(lines)} whose text has no tokens ({line_list(lines)})")
+    if len(empty) == len(records):
+        raise TextnnError(f"{path}: no example has any text to classify: {', '.join(reasons)}; check "
+                          f"data.format and data.text_column")
+    print(f"warning: {path}: skipped {len(records.no_text) + len(empty)} of "
+          f"{len(records) + len(records.no_text):,} examples: {', '.join(reasons)}; fix or remove those lines "
+          f"to use them", file=sys.stderr)
+    dropped = set(empty)
+    kept = [i for i in range(len(records)) if i not in dropped]
+    return [records[i] for i in kept], [tokens[i] for i in kept]
+
+
+def read_split(config: Config, path: str, require_labels: bool = True, fmt: str = "") -> Records:
     data = config.data
     return read_classification(path, fmt or data.format, text_column=data.text_column,
                                text_pair_column=data.text_pair_column, label_column=data.label_column,

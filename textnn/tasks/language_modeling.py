@@ -9,7 +9,9 @@ data.train (the tokenizers library) and each line's pieces are followed by `<eos
 The vocabulary comes from the training stream; tokens seen fewer than `data.min_freq` times there
 (and every token of dev/test never seen in training) become `<unk>`. A BPE's vocabulary is its own
 (byte-level: nothing is unknown). With no data.dev, `data.holdout` keeps the final fraction of the
-training stream as dev (nanoGPT's 90/10 Tiny Shakespeare split; vocabulary and BPE from the rest).
+training stream as dev (nanoGPT's 90/10 Tiny Shakespeare split; vocabulary and BPE from the rest);
+with bpe it is the final fraction of the lines, since the BPE that makes the tokens is trained on
+exactly the lines before it.
 
 Training, `data.stateful: true` (the default): the training stream is laid out as B =
 train.batch_size contiguous rows ([N] -> [B, N/B]) read window by window in order; the task keeps the
@@ -221,14 +223,24 @@ class LanguageModelingTask(Task):
             raise TextnnError("config key data.train is empty; set it to the training text file")
         holdout = data.holdout if not data.dev else 0.0
         vocab: Vocab | None = None
-        if config.init_from:
+        lines: list[str] | None = None
+        if config.init_from:  # the starting run's tokenizer and vocabulary: its encoder was trained on them
             tokenizer, vocab = cls.load_text_pipeline(Path(config.init_from))
         elif data.tokenizer == "bpe":
-            tokenizer = _train_bpe(config, holdout)
+            # The BPE must not see held-out text, and until it exists there are no tokens to count:
+            # the held-out part is the final fraction of the LINES, and the stream is cut there too.
+            lines = read_lines(data.train, data.encoding)
+            tokenizer = _train_bpe(config, lines[:_kept_lines(lines, holdout, data.train)])
         else:
             tokenizer = Tokenizer(data.tokenizer, data.lowercase)
         stream = read_file_stream(data.train, tokenizer, data.encoding, cache=data.cache)
-        cut = len(stream.ids) - int(round(len(stream.ids) * holdout))
+        if tokenizer.kind == "bpe":
+            lines = lines if lines is not None else read_lines(data.train, data.encoding)
+            kept = _kept_lines(lines, holdout, data.train)
+            held = sum(len(tokens) + 1 for tokens in tokenizer.tokenize_lines(lines[kept:]))  # + <eos> per line
+            cut = len(stream.ids) - held
+        else:
+            cut = len(stream.ids) - int(round(len(stream.ids) * holdout))
         if vocab is None and tokenizer.kind == "bpe":
             vocab = Vocab(tokenizer.vocabulary())
         elif vocab is None:
@@ -335,6 +347,10 @@ class LanguageModelingTask(Task):
         lengths = bptt_lengths(inputs.size(1), data.bptt, data.bptt_variable, train.seed, epoch)
         return StreamBatches(inputs, targets, mask, lengths, data.bptt, scale_lr=data.bptt_variable)
 
+    def num_train_batches(self, epoch: int) -> int:
+        """Windows in this epoch (they differ from epoch to epoch with variable BPTT or stateless windows)."""
+        return len(self.train_batches(epoch))  # cheap: the batches are built on access
+
     def eval_batches(self, data: EncodedStream, streams: int = 0) -> StreamBatches:
         """The stream as `streams` contiguous rows side by side (`batchify`), cut into windows of data.bptt."""
         bptt = self.config.data.bptt
@@ -424,17 +440,25 @@ def _exp(loss: float) -> float:
     return math.exp(loss) if loss < 700 else float("inf")
 
 
-def _train_bpe(config: Config, holdout: float) -> Tokenizer:
-    """Train the byte-level BPE on data.train (less a held-out tail), cached by file content and settings."""
+def _kept_lines(lines: list[str], holdout: float, path: str) -> int:
+    """How many of a training file's lines are trained on when its final `holdout` fraction is dev."""
+    kept = len(lines) - int(round(len(lines) * holdout))
+    if kept == 0:
+        raise TextnnError(f"{path}: data.holdout={holdout} holds out all {len(lines)} line(s), leaving none to "
+                          f"train on; lower data.holdout or give more text")
+    return kept
+
+
+def _train_bpe(config: Config, lines: list[str]) -> Tokenizer:
+    """Train the byte-level BPE on `lines`, the first lines of data.train (all but the held-out ones),
+    cached by the file's content and these settings."""
     from textnn.data.cache import cached
 
     data = config.data
 
     def compute() -> dict:
-        lines = read_lines(data.train, data.encoding)
-        kept = lines[:len(lines) - int(round(len(lines) * holdout))] or lines
-        return Tokenizer.train_bpe(kept, data.bpe_vocab_size, SPECIALS, data.lowercase).to_dict()
+        return Tokenizer.train_bpe(lines, data.bpe_vocab_size, SPECIALS, data.lowercase).to_dict()
 
     settings = {"kind": "bpe_model", "vocab_size": data.bpe_vocab_size, "lowercase": data.lowercase,
-                "holdout": holdout, "encoding": data.encoding, "specials": list(SPECIALS)}
+                "lines": len(lines), "encoding": data.encoding, "specials": list(SPECIALS)}
     return Tokenizer.from_dict(cached(data.train, settings, compute, enabled=data.cache))

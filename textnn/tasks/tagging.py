@@ -319,12 +319,18 @@ class TaggingTask(Task):
                 tags[row, :n] = data.tags[i]
         return TaggingBatch(*(torch.from_numpy(a) for a in (words, chars, casings, mask, tags)), index=index)
 
+    def _train_order(self, epoch: int) -> list[list[int]]:
+        seed = self.config.train.seed * 100_003 + epoch
+        return bucket_batches([len(w) for w in self.splits["train"].words], self.config.train.batch_size,
+                              shuffle=True, seed=seed)
+
     def train_batches(self, epoch: int) -> list[TaggingBatch]:
         """Length-bucketed, shuffled batches; the order depends only on (train.seed, epoch)."""
-        data = self.splits["train"]
-        seed = self.config.train.seed * 100_003 + epoch
-        order = bucket_batches([len(w) for w in data.words], self.config.train.batch_size, shuffle=True, seed=seed)
-        return [self._batch(data, index) for index in order]
+        return [self._batch(self.splits["train"], index) for index in self._train_order(epoch)]
+
+    def num_train_batches(self, epoch: int) -> int:
+        """len(train_batches(epoch)) without building a single batch (the trainer plans every epoch)."""
+        return len(self._train_order(epoch))
 
     def eval_batches(self, data: EncodedSentences) -> list[TaggingBatch]:
         """Batches sorted by length (built once per split); results are put back in file order by index."""

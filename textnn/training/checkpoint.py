@@ -150,6 +150,24 @@ def save_checkpoint(path: str | Path, model: torch.nn.Module, optimizer: torch.o
     atomic_write_bytes(path, save(tensors, metadata=metadata))
 
 
+def read_trainer_state(path: str | Path) -> dict:
+    """The trainer state of a checkpoint (step, epoch, ...) alone, without loading any tensor."""
+    with safe_open(str(path), framework="pt") as handle:
+        return json.loads((handle.metadata() or {})["trainer"])
+
+
+def _check_groups(path: Path, saved: list[dict], current: list[dict]) -> None:
+    """Refuse a checkpoint whose optimizer groups are not this optimizer's (names and sizes, in order)."""
+    def layout(groups: list[dict]) -> list[tuple]:
+        return [(group.get("name", f"group {i}"), len(group["params"])) for i, group in enumerate(groups)]
+
+    if layout(saved) != layout(current):
+        shown = lambda groups: ", ".join(f"{name} ({n})" for name, n in layout(groups))  # noqa: E731
+        raise TextnnError(f"{path}: the checkpoint's optimizer groups [{shown(saved)}] are not this model's "
+                          f"[{shown(current)}] (the model's layer groups changed since it was written); "
+                          f"start a new run with a new --run-dir")
+
+
 def load_checkpoint(path: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict:
     """Restore model, optimizer and RNG states in place; return the trainer state dict."""
     path = Path(path)
@@ -168,6 +186,14 @@ def load_checkpoint(path: str | Path, model: torch.nn.Module, optimizer: torch.o
             state.setdefault(int(index), {})[name] = value if name == "step" else value.to(device)
     for index, values in json.loads(metadata["optim_scalars"]).items():
         state.setdefault(int(index), {}).update(values)
-    optimizer.load_state_dict({"state": state, "param_groups": json.loads(metadata["optim_groups"])})
+    groups = json.loads(metadata["optim_groups"])
+    _check_groups(path, groups, optimizer.param_groups)
+    for saved, current in zip(groups, optimizer.param_groups):
+        for key, value in saved.items():  # JSON has no tuples: Adam's betas come back as they went in
+            if isinstance(current.get(key), tuple) and isinstance(value, list):
+                saved[key] = tuple(value)
+    # Each group's hyper-parameters (lr, weight_decay, lr_scale, depth, NT-ASGD's trigger state)
+    # come back from the checkpoint; the parameters they apply to are the optimizer's own, in order.
+    optimizer.load_state_dict({"state": state, "param_groups": groups})
     _set_rng_state({k: v for k, v in tensors.items() if k.startswith("rng.")}, json.loads(metadata["rng"]))
     return json.loads(metadata["trainer"])

@@ -1,7 +1,13 @@
-"""Optimizers and learning-rate schedules.
+"""Optimizers, parameter groups and learning-rate schedules.
 
 A schedule is a pure function of the step (`lr_factor`), so resuming needs only the step count:
 there is no scheduler object whose hidden state could drift from the checkpoint.
+
+Parameter groups (`parameter_groups`) follow the model's `layer_groups()`, bottom (embeddings) to
+top (head): each optimizer group keeps its learning-rate multiplier (`lr_scale`, discriminative
+fine-tuning) and its depth below the top (gradual unfreezing); `set_lr` sets the base rate and
+every group derives its own from it. Frozen layer groups stay in the optimizer, in groups of their
+own, and only lose their gradients before each step (`freeze_layers`): see there for why.
 
 An optimizer may also react to the dev metric: the trainer calls `after_evaluation` after every dev
 evaluation and evaluates inside `evaluation_weights`. Only NT-ASGD uses them (below); for every
@@ -14,12 +20,55 @@ from contextlib import contextmanager
 from typing import Iterator
 
 import torch
+from torch import nn
 
 from textnn.config import TrainConfig
 
 
-def build_optimizer(parameters: list[torch.nn.Parameter], cfg: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
-    params = [p for p in parameters if p.requires_grad]
+def parameter_groups(model: nn.Module, cfg: TrainConfig) -> list[dict]:
+    """The optimizer's parameter groups: one per layer group of `model.layer_groups()`, bottom first,
+    each split in two (decayed, then `<name>.no_decay`) when train.no_decay is on; empty ones left out.
+
+    A parameter shared by two layer groups (a tied output layer is the embedding matrix) belongs to
+    the lowest one; a parameter a model registers on itself, outside every layer group, to the top
+    one; a parameter with requires_grad False to none. The order is that of the model's modules,
+    so a checkpoint's optimizer state lines up with a new optimizer built the same way. Besides what
+    torch.optim reads (params, lr, weight_decay) each group holds `name`, `depth` (layer groups
+    between it and the top: 0 for the head), `lr_scale` (layer_lr_decay ** depth) and `frozen`.
+    """
+    seen: set[int] = set()
+    layers: list[tuple[str, list[nn.Parameter]]] = []
+    for name, modules in model.layer_groups() or [("model", [])]:
+        params = []
+        for module in modules:
+            for param in module.parameters():
+                if id(param) not in seen:
+                    seen.add(id(param))
+                    params.append(param)
+        layers.append((name, params))
+    layers[-1][1].extend(p for p in model.parameters() if id(p) not in seen)
+    # Biases and norm gains set offsets and scales, so decay only pulls them towards 0 for nothing
+    # (BERT's reference code exempts them too); an embedding row is trained only in the steps its
+    # token occurs in but decayed in every one, so decay would shrink the vectors of rare tokens.
+    tables = {id(m.weight) for m in model.modules() if isinstance(m, nn.Embedding)}
+    groups = []
+    for index, (name, params) in enumerate(layers):
+        depth = len(layers) - 1 - index
+        trainable = [p for p in params if p.requires_grad]
+        exempt = {id(p) for p in trainable if cfg.no_decay and (p.ndim < 2 or id(p) in tables)}
+        for group_name, group_params, decay in (
+                (name, [p for p in trainable if id(p) not in exempt], cfg.weight_decay),
+                (f"{name}.no_decay", [p for p in trainable if id(p) in exempt], 0.0)):
+            if group_params:
+                scale = cfg.layer_lr_decay ** depth
+                groups.append({"params": group_params, "name": group_name, "depth": depth, "lr_scale": scale,
+                               "frozen": False, "lr": cfg.lr * scale, "weight_decay": decay})
+    return groups
+
+
+def build_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) -> torch.optim.Optimizer:
+    """The optimizer train.optimizer names, over `parameter_groups(model, cfg)`."""
+    params = parameter_groups(model, cfg)
     if cfg.optimizer == "ntasgd":
         return NTASGD(params, lr=cfg.lr, nonmono=cfg.ntasgd_nonmono, momentum=cfg.momentum,
                       weight_decay=cfg.weight_decay)
@@ -52,8 +101,42 @@ def lr_factor(step: int, total_steps: int, cfg: TrainConfig) -> float:
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """Set the base learning rate: each group gets lr * its lr_scale, or 0 while it is frozen."""
     for group in optimizer.param_groups:
-        group["lr"] = lr
+        group["lr"] = 0.0 if group["frozen"] else lr * group["lr_scale"]
+
+
+def trainable_depth(step: int, epoch: int, cfg: TrainConfig) -> int | None:
+    """How many layer groups from the top train at step `step` (0-based) of epoch `epoch`; None = all.
+
+    Gradual unfreezing (Howard & Ruder 2018, ULMFiT §3.3): the head alone first, then one more layer
+    group every train.unfreeze epochs or steps. A pure function of (step, epoch), so a resumed run
+    freezes exactly what the uninterrupted one did.
+    """
+    if not cfg.unfreeze:
+        return None
+    return 1 + (epoch if cfg.unfreeze_unit == "epoch" else step) // cfg.unfreeze
+
+
+def freeze_layers(optimizer: torch.optim.Optimizer, step: int, epoch: int, cfg: TrainConfig) -> None:
+    """Mark the groups gradual unfreezing holds back at this step and drop their gradients.
+
+    Call it after backward and before clipping (the clipped norm is that of what will be updated).
+    A torch optimizer skips a parameter whose gradient is None altogether: no update, no weight
+    decay, no momentum or Adam moments, no step count. So a frozen layer stays bit-identical and
+    its optimizer state empty until it first trains (NT-ASGD's running average of the weights aside),
+    as if it only then joined; a learning rate of 0
+    alone would not do that (Adam's moments and SGD's momentum would still take in its gradients).
+    The groups themselves never change, so the optimizer state has the same layout at every step
+    and a checkpoint from any step loads exactly. requires_grad is left alone: DDP fixes the set of
+    parameters it reduces when it wraps the model, and torch.compile guards on it.
+    """
+    depth = trainable_depth(step, epoch, cfg)
+    for group in optimizer.param_groups:
+        group["frozen"] = depth is not None and group["depth"] >= depth
+        if group["frozen"]:
+            for param in group["params"]:
+                param.grad = None
 
 
 class NTASGD(torch.optim.SGD):

@@ -3,6 +3,7 @@
 The trainer never knows which model or task it trains. A task gives it:
 
     task.train_batches(epoch) -> list[Batch]   the same list for the same epoch and seed (exact resume)
+    task.num_train_batches(epoch) -> int        len(train_batches(epoch)), cheaply (epochs may differ)
     task.loss(model, batch)   -> scalar tensor: the SUM of the loss over batch.count terms
     task.evaluate(model, split, bootstrap_samples) -> dict of metrics (incl. "loss")
     task.has_split(split)     -> bool
@@ -13,6 +14,10 @@ and `.to(device)`, and `.lr_scale` (1.0 unless the task wants this step's learni
 for variable-length BPTT windows; the first batch of a step decides). Because `task.loss` returns a
 sum, a step of `grad_accum` micro-batches divides by the total count of all of them: the gradient
 equals that of one big batch.
+
+What can go wrong mid-run is contained: a step whose loss is not finite is skipped before it can
+touch the weights (after train.max_bad_steps in a row the run stops), a NaN dev score is never the
+best, and Ctrl-C during a dev evaluation abandons it at the next batch (the resumed run redoes it).
 """
 
 from __future__ import annotations
@@ -30,13 +35,19 @@ from tqdm import tqdm
 from textnn.config import TrainConfig
 from textnn.errors import TextnnError
 from textnn.runs import RunDir
+from textnn.training.budget import planned_steps
 from textnn.training.checkpoint import load_checkpoint, load_weights, save_checkpoint, save_weights
-from textnn.training.optim import after_evaluation, build_optimizer, evaluation_weights, lr_factor, set_lr
+from textnn.training.optim import (after_evaluation, build_optimizer, evaluation_weights, freeze_layers, lr_factor,
+                                   set_lr)
 
 
 
 class TrainingInterrupted(Exception):
     """Raised after Ctrl-C once the checkpoint is safely written."""
+
+
+class EvaluationInterrupted(Exception):
+    """Ctrl-C arrived during an evaluation, which was abandoned before it gave a result."""
 
 
 @dataclass
@@ -54,19 +65,27 @@ class TrainResult:
     dev: dict = field(default_factory=dict)
     test: dict = field(default_factory=dict)
     stopped: str = "completed"
+    skipped_steps: int = 0  # optimizer steps skipped for a non-finite training loss
 
 
 def resolve_device(name: str) -> torch.device:
+    """The torch device `train.device` names (auto, cpu, cuda, cuda:N); an absent GPU is a TextnnError."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise TextnnError(f"config key train.device: '{name}' requested but CUDA is not available; use cpu")
+    if name.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise TextnnError(f"config key train.device: '{name}' requested but CUDA is not available; use cpu")
+        index = int(name.partition(":")[2] or 0)
+        if index >= torch.cuda.device_count():
+            count = torch.cuda.device_count()
+            raise TextnnError(f"config key train.device: '{name}' requested but this machine has {count} GPU(s); "
+                              f"use cuda:0 .. cuda:{count - 1}")
     return torch.device(name)
 
 
 def is_better(value: float, best: float | None, higher_is_better: bool) -> bool:
     """Whether a dev score improves on the best so far; NaN never does."""
-    if math.isnan(value):
+    if math.isnan(value):  # diverged weights: never worth keeping, not even as the first score
         return False
     if best is None:
         return True
@@ -84,18 +103,13 @@ class Trainer:
         self.device = resolve_device(cfg.device)
         self.model = model.to(self.device)
         self.forward_model = torch.compile(self.model) if cfg.compile else self.model
-        self.optimizer = build_optimizer(list(self.model.parameters()), cfg, self.device)
+        self.optimizer = build_optimizer(self.model, cfg, self.device)
         self.metric = cfg.metric or task.default_metric
         self.higher_is_better = task.higher_is_better(self.metric)
         self._interrupted = False
         self._best_dev: dict | None = None  # dev metrics of the saved best weights, from this process
-        steps_per_epoch = math.ceil(len(task.train_batches(0)) / cfg.grad_accum)
-        if steps_per_epoch == 0:
-            raise TextnnError("the training data gave no batches; check data.train")
-        self.steps_per_epoch = steps_per_epoch
-        self.total_steps = steps_per_epoch * cfg.epochs
-        if cfg.max_steps:
-            self.total_steps = min(self.total_steps, cfg.max_steps)
+        self.base_lr = cfg.lr  # of the last step, before each parameter group's own scale
+        self.total_steps = planned_steps(task, cfg)
 
     # ----------------------------------------------------------------------------------------------
     def _autocast(self):
@@ -103,7 +117,7 @@ class Trainer:
             return torch.autocast("cuda", dtype=torch.bfloat16)
         return nullcontext()
 
-    def _train_step(self, group: list, step: int) -> float:
+    def _train_step(self, group: list, step: int, epoch: int = 0) -> float:
         """One optimizer step over a group of micro-batches; returns the mean loss per term."""
         self.model.train()
         total = sum(batch.count for batch in group)
@@ -114,9 +128,14 @@ class Trainer:
                 loss = self.task.loss(self.forward_model, batch)
             (loss / total).backward()
             loss_sum += float(loss.detach())
+        if not math.isfinite(loss_sum):  # its gradient would put NaN into every weight and moment: skip it
+            self.optimizer.zero_grad(set_to_none=True)
+            return loss_sum / total
+        freeze_layers(self.optimizer, step, epoch, self.cfg)  # gradual unfreezing: before clipping
         if self.cfg.clip_norm:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
-        set_lr(self.optimizer, self.cfg.lr * lr_factor(step, self.total_steps, self.cfg) * group[0].lr_scale)
+        self.base_lr = self.cfg.lr * lr_factor(step, self.total_steps, self.cfg) * group[0].lr_scale
+        set_lr(self.optimizer, self.base_lr)  # each parameter group scales it (training/optim.py)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.model.after_optimizer_step()
@@ -124,20 +143,64 @@ class Trainer:
 
     def _evaluate(self, split: str, bootstrap: int = 0) -> dict:
         self.model.eval()
-        with torch.no_grad(), self._autocast():
-            return self.task.evaluate(self.model, split, bootstrap_samples=bootstrap)
+        # Ctrl-C only sets a flag (`_on_sigint`); this hook runs before every forward pass of the
+        # model, so an evaluation notices it between two batches instead of after the whole split,
+        # and no task needs to know about signals.
+        hook = self.model.register_forward_pre_hook(self._stop_if_interrupted)
+        try:
+            with torch.no_grad(), self._autocast():
+                return self.task.evaluate(self.model, split, bootstrap_samples=bootstrap)
+        finally:
+            hook.remove()
+
+    def _stop_if_interrupted(self, module, args) -> None:
+        if self._interrupted:
+            raise EvaluationInterrupted
 
     def _on_sigint(self, signum, frame) -> None:
         if self._interrupted:  # a second Ctrl-C stops at once
             raise KeyboardInterrupt
         self._interrupted = True
-        say("interrupt: finishing this step, then saving a checkpoint (Ctrl-C again to abort)")
+        say("interrupt: finishing this step or evaluation, then saving a checkpoint (Ctrl-C again to abort)")
+
+    def _stop_interrupted(self, state: dict) -> None:
+        save_checkpoint(self.run.checkpoint_file, self.model, self.optimizer, state)
+        self.run.set_status("interrupted", step=state["step"])
+        raise TrainingInterrupted(f"interrupted at step {state['step']}; checkpoint saved. Continue with "
+                                  f"`textnn train CONFIG --run-dir {self.run.path} --resume`")
+
+    def _stop_reason(self, state: dict) -> str | None:
+        """Why training must stop before its next step, if it must (also checked on resume)."""
+        cfg = self.cfg
+        if cfg.max_steps and state["step"] >= cfg.max_steps:
+            return "max_steps"
+        if cfg.max_minutes and state["seconds"] >= 60 * cfg.max_minutes:
+            return "max_minutes"
+        if cfg.patience and state["bad_evals"] >= cfg.patience:
+            return "early_stopping"
+        return None
+
+    def _skipped(self, state: dict, loss: float) -> None:
+        """Count and report a step skipped for a non-finite loss; stop after max_bad_steps in a row."""
+        state["skipped_steps"] = state.get("skipped_steps", 0) + 1
+        state["bad_in_a_row"] = state.get("bad_in_a_row", 0) + 1
+        self.run.append_metrics({"split": "skipped", "step": state["step"], "epoch": state["epoch"],
+                                 "reason": f"training loss {loss}"})
+        say(f"step {state['step']}: training loss is {loss}; update skipped ({state['bad_in_a_row']} in a row, "
+            f"{state['skipped_steps']} in all)")
+        if state["bad_in_a_row"] >= self.cfg.max_bad_steps:
+            first = state["step"] - state["bad_in_a_row"] + 1
+            raise TextnnError(f"training stopped: the loss was {loss} in {state['bad_in_a_row']} steps in a row "
+                              f"(steps {first}-{state['step']}), none of which changed the weights, so the last "
+                              f"checkpoint is intact; set a lower train.lr or a train.clip_norm (e.g. 1.0) and "
+                              f"start a new run")
 
     # ----------------------------------------------------------------------------------------------
     def fit(self, resume: bool = False) -> TrainResult:
         cfg, run = self.cfg, self.run
         state = {"step": 0, "epoch": 0, "batch_in_epoch": 0, "best": None, "best_step": None,
-                 "bad_evals": 0, "seconds": 0.0, "step_seconds": 0.0, "examples": 0, "tokens": 0}
+                 "bad_evals": 0, "seconds": 0.0, "step_seconds": 0.0, "examples": 0, "tokens": 0,
+                 "skipped_steps": 0, "bad_in_a_row": 0}
         if resume:
             state = load_checkpoint(run.checkpoint_file, self.model, self.optimizer)
             run.truncate_metrics(state["step"])
@@ -149,68 +212,72 @@ class Trainer:
         bar = tqdm(total=self.total_steps, initial=state["step"], disable=not cfg.progress,
                    desc=f"train {run.path.name}", unit="step", file=sys.stderr, dynamic_ncols=True,
                    mininterval=0.2 if sys.stderr.isatty() else 10.0)
-        stopped = "completed"
         started = time.perf_counter() - state["seconds"]
         try:
-            while state["epoch"] < cfg.epochs and stopped == "completed":
+            if state.pop("pending_evaluation", False):  # Ctrl-C cut it short: it is still owed
+                self._scheduled_evaluation(state)
+                if self._interrupted:
+                    self._stop_interrupted(state)
+            stopped = self._stop_reason(state)  # a resumed run may have nothing left to do
+            while state["epoch"] < cfg.epochs and not stopped:
                 batches = self.task.train_batches(state["epoch"])
                 groups = [batches[i:i + cfg.grad_accum] for i in range(0, len(batches), cfg.grad_accum)]
                 for group in groups[state["batch_in_epoch"] // cfg.grad_accum:]:
                     step_started = time.perf_counter()
-                    loss = self._train_step(group, state["step"])
+                    loss = self._train_step(group, state["step"], state["epoch"])
                     state["step_seconds"] += time.perf_counter() - step_started
-                    if not math.isfinite(loss):
-                        raise TextnnError(f"training loss became {loss} at step {state['step'] + 1}; "
-                                          f"lower train.lr or set train.clip_norm")
                     state["step"] += 1
                     state["batch_in_epoch"] += len(group)
                     state["examples"] += sum(b.count for b in group)
                     state["tokens"] += sum(b.num_tokens for b in group)
                     state["seconds"] = time.perf_counter() - started
+                    if math.isfinite(loss):
+                        state["bad_in_a_row"] = 0
+                    else:
+                        self._skipped(state, loss)
                     speed = state["tokens"] / max(state["step_seconds"], 1e-9)  # training only, not evaluation
                     bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{speed:,.0f}", epoch=state["epoch"] + 1, refresh=False)
                     if cfg.max_minutes:  # a time budget ends the run first: show the steps it will allow
                         allowed = int(state["step"] * 60 * cfg.max_minutes / max(state["seconds"], 1e-9))
                         bar.total = max(state["step"] + 1, min(self.total_steps, allowed))
                     bar.update(1)
-                    if state["step"] % cfg.log_every == 0:
+                    if state["step"] % cfg.log_every == 0 and math.isfinite(loss):
                         run.append_metrics({"split": "train", "step": state["step"], "epoch": state["epoch"],
-                                            "loss": loss, "lr": self.optimizer.param_groups[0]["lr"],
+                                            "loss": loss, "lr": self.base_lr,
                                             "tokens_per_s": speed, "seconds": round(state["seconds"], 2)})
-                    evaluated = False
-                    if cfg.eval_every and state["step"] % cfg.eval_every == 0 and has_dev:
-                        stopped = self._eval_and_select(state) or stopped
-                        evaluated = True
+                    evaluated = bool(cfg.eval_every and state["step"] % cfg.eval_every == 0 and has_dev)
+                    if evaluated:
+                        self._scheduled_evaluation(state)
                     if (cfg.checkpoint_every and state["step"] % cfg.checkpoint_every == 0) or (
                             evaluated and not cfg.checkpoint_every):
                         save_checkpoint(run.checkpoint_file, self.model, self.optimizer, state)
-                    if cfg.max_steps and state["step"] >= cfg.max_steps:
-                        stopped = "max_steps"
-                    if cfg.max_minutes and state["seconds"] >= 60 * cfg.max_minutes:
-                        stopped = "max_minutes"
+                    stopped = self._stop_reason(state)
                     if self._interrupted:
-                        save_checkpoint(run.checkpoint_file, self.model, self.optimizer, state)
-                        run.set_status("interrupted", step=state["step"])
-                        raise TrainingInterrupted(
-                            f"interrupted at step {state['step']}; checkpoint saved. Continue with "
-                            f"`textnn train CONFIG --run-dir {run.path} --resume`")
-                    if stopped != "completed":
+                        self._stop_interrupted(state)
+                    if stopped:
                         break
                 else:
                     state["epoch"] += 1
                     state["batch_in_epoch"] = 0
                     if not cfg.eval_every and has_dev:
-                        stopped = self._eval_and_select(state) or stopped
+                        self._scheduled_evaluation(state)
                     save_checkpoint(run.checkpoint_file, self.model, self.optimizer, state)
+                    stopped = self._stop_reason(state)
+                    if self._interrupted:
+                        self._stop_interrupted(state)
         finally:
             bar.close()
             signal.signal(signal.SIGINT, previous_handler)
 
+        stopped = stopped or "completed"
         if has_dev and state.get("evaluated_step") != state["step"]:
-            self._eval_and_select(state)  # the steps since the last evaluation count too
+            # The steps since the last evaluation count too. A run given a larger budget would not
+            # make this evaluation, so such a run cannot simply be continued (check_resume_budget).
+            state["unscheduled_evaluation"] = True
+            self._eval_and_select(state)
         save_checkpoint(run.checkpoint_file, self.model, self.optimizer, state)
         if state["best_step"] is None or not has_dev:
-            save_weights(self.model, run.weights_file)  # no dev set: the last weights are the result
+            save_weights(self.model, run.weights_file)  # no dev set (or no finite score): the last weights
         load_weights(self.model, run.weights_file)
         if has_dev and not cfg.bootstrap_samples and self._best_dev is not None:
             dev = self._best_dev  # the saved weights were evaluated at selection; a second pass adds nothing
@@ -227,24 +294,31 @@ class Trainer:
                              best_step=state["best_step"], metric_name=self.metric,
                              higher_is_better=self.higher_is_better,
                              parameters=self.model.num_parameters(), dev=dev, test=test,
-                             stopped=stopped)
+                             stopped=stopped, skipped_steps=state.get("skipped_steps", 0))
         run.set_status("finished", steps=result.steps, train_seconds=round(result.train_seconds, 2),
                        examples_per_second=round(result.examples_per_second, 1),
                        tokens_per_second=round(result.tokens_per_second, 1),
                        metric=self.metric, best=result.best_metric, best_step=result.best_step,
-                       dev=_scalars(dev), test=_scalars(test), stopped=stopped)
+                       dev=_scalars(dev), test=_scalars(test), stopped=stopped, skipped_steps=result.skipped_steps)
         return result
 
-    def _eval_and_select(self, state: dict) -> str | None:
-        """Evaluate on dev, keep the best weights, and say whether early stopping triggers.
+    def _scheduled_evaluation(self, state: dict) -> None:
+        """A dev evaluation the schedule asks for; one that Ctrl-C cuts short is owed by the resumed run."""
+        try:
+            self._eval_and_select(state)
+        except EvaluationInterrupted:
+            state["pending_evaluation"] = True
+
+    def _eval_and_select(self, state: dict) -> None:
+        """Evaluate on dev and keep the best weights (`_stop_reason` then decides on early stopping).
 
         The optimizer picks the weights that are evaluated and saved (NT-ASGD: its running averages)
         and hears the dev score (training/optim.py); for other optimizers both are no-ops.
         """
         with evaluation_weights(self.optimizer):
-            return self._select_on_dev(state)
+            self._select_on_dev(state)
 
-    def _select_on_dev(self, state: dict) -> str | None:
+    def _select_on_dev(self, state: dict) -> None:
         metrics = self._evaluate("dev")
         state["evaluated_step"] = state["step"]
         if self.metric not in metrics:
@@ -252,7 +326,7 @@ class Trainer:
                               f"choose one of {', '.join(k for k in metrics if isinstance(metrics[k], float))}")
         self.run.append_metrics({"split": "dev", "step": state["step"], "epoch": state["epoch"], **_scalars(metrics)})
         value = metrics[self.metric]
-        note = after_evaluation(self.optimizer, value, self.higher_is_better)
+        note = None if math.isnan(value) else after_evaluation(self.optimizer, value, self.higher_is_better)
         if note:
             say(f"step {state['step']}: {note}")
         summary = " ".join(f"{k}={v:.4f}" for k, v in metrics.items() if isinstance(v, float))
@@ -263,11 +337,10 @@ class Trainer:
             say(f"step {state['step']}: dev {summary} (best)")
         else:
             state["bad_evals"] += 1
-            say(f"step {state['step']}: dev {summary}")
+            flag = " (not a number: never the best)" if math.isnan(value) else ""
+            say(f"step {state['step']}: dev {summary}{flag}")
             if self.cfg.patience and state["bad_evals"] >= self.cfg.patience:
                 say(f"early stopping: no dev {self.metric} improvement in {self.cfg.patience} evaluations")
-                return "early_stopping"
-        return None
 
 
 def _scalars(metrics: dict) -> dict:

@@ -1,0 +1,84 @@
+"""`--resume` with a new budget (train.epochs, max_steps, max_minutes): the run goes on exactly as if it
+had been started with that budget, or the command refuses with one line and changes nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from tests.conftest import write_sentiment_tsv
+from textnn.cli import main
+
+CONFIG = """\
+task: classification
+data: {{format: tsv, train: {train}, dev: {dev}, test: {dev}}}
+model: {{name: dan, preset: tiny}}
+train: {{optimizer: adam, lr: 0.01, batch_size: 8, log_every: 2, progress: false, bootstrap_samples: 0,
+         threads: 1{extra}}}
+"""
+
+
+@pytest.fixture
+def files(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    train = write_sentiment_tsv(tmp_path / "train.tsv", 48, seed=1)  # 6 batches an epoch
+    dev = write_sentiment_tsv(tmp_path / "dev.tsv", 16, seed=2)
+
+    def config(extra: str = "") -> str:
+        path = tmp_path / f"config{len(list(tmp_path.glob('config*.yaml')))}.yaml"
+        path.write_text(CONFIG.format(train=train, dev=dev, extra=extra), encoding="utf-8")
+        return str(path)
+
+    return tmp_path, config
+
+
+def train(config: str, run: Path, *overrides: str, resume: bool = False) -> int:
+    return main(["train", config, "--run-dir", str(run), *(["--resume"] if resume else []), *overrides])
+
+
+def records(run: Path) -> list[tuple]:
+    """metrics.jsonl without the timings, which differ from run to run."""
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return [(r["split"], r["step"], r.get("loss"), r.get("accuracy")) for r in rows]
+
+
+def test_a_larger_budget_continues_a_constant_schedule_exactly(files, capsys):
+    root, config = files
+    constant = config(", scheduler: constant")
+    assert train(constant, root / "short", "train.epochs=2") == 0
+    assert train(constant, root / "short", "train.epochs=4", resume=True) == 0
+    assert train(constant, root / "long", "train.epochs=4") == 0
+    short, long = (load_file(str(root / name / "checkpoint" / "last.safetensors")) for name in ("short", "long"))
+    assert [k for k in long if k.startswith("model.")] and long.keys() == short.keys()
+    for key in [k for k in long if k.startswith(("model.", "optim."))]:
+        assert torch.equal(short[key], long[key]), key
+    assert records(root / "short") == records(root / "long")  # the first run's final results are not kept
+    assert [split for split, *_ in records(root / "long")].count("test") == 1
+
+
+@pytest.mark.parametrize("first,resumed,reason", [
+    # the linear schedule decays to 0 over the planned steps: 12 -> 24 would change every later rate
+    (["train.scheduler=linear", "train.epochs=2"], ["train.epochs=4"], "linear schedule spans the planned steps"),
+    # stopped at step 9 (mid-epoch) and evaluated there; a longer run evaluates at epoch ends only
+    (["train.epochs=3", "train.max_steps=9"], ["train.max_steps=15"], "dev evaluation outside its schedule"),
+    (["train.epochs=3"], ["train.epochs=1"], "already past that budget"),
+    # another change is refused for itself, before any budget is looked at
+    (["train.epochs=2"], ["train.batch_size=4", "train.epochs=4"], "the run was started with 8"),
+])
+def test_a_budget_the_run_cannot_honour_exactly_is_refused_and_nothing_changes(files, capsys, first, resumed,
+                                                                                  reason):
+    root, config = files
+    path = config()
+    assert train(path, root / "run", *first) == 0
+    before = {p: p.read_bytes() for p in (root / "run").rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert train(path, root / "run", *first, *resumed, resume=True) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and "Traceback" not in err[0]
+    key, value = resumed[0].split("=")
+    assert f"cannot resume with {key}={value}" in err[0] and reason in err[0] and "--run-dir" in err[0]
+    assert {p: p.read_bytes() for p in (root / "run").rglob("*") if p.is_file()} == before

@@ -19,7 +19,8 @@ from textnn import registry
 from textnn.config import Config, load_config
 from textnn.errors import TextnnError
 from textnn.metrics import HIGHER_IS_BETTER
-from textnn.runs import RunDir
+from textnn.runs import FollowerRunDir, RunDir
+from textnn.training import distributed
 from textnn.training.checkpoint import load_weights
 from textnn.training.trainer import Trainer, TrainResult, TrainingInterrupted, resolve_device
 
@@ -35,25 +36,37 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
 
     All data is read and checked before the run directory is made, so a bad file or config never
     leaves behind a directory that looks like a run.
+
+    Under torchrun (training/distributed.py) every process reads the data (a bad file or config
+    raises the same error in each); process 0 makes the run directory while the others wait, and
+    alone writes into it.
     """
-    run = RunDir(run_dir or Path("runs") / config.name)
-    if config.train.threads:
-        torch.set_num_threads(config.train.threads)
-    seed_everything(config.train.seed)
-    task = registry.task_class(config.task).from_data(config)
-    model = task.build_model()
+    with distributed.session(resolve_device(config.train.device)):
+        run = RunDir(run_dir or Path("runs") / config.name)
+        if config.train.threads:
+            torch.set_num_threads(config.train.threads)
+        seed_everything(config.train.seed)
+        task = registry.task_class(config.task).from_data(config)
+        model = task.build_model()
+        distributed.on_main(lambda: _create_run(run, config, resume, task))
+        if not distributed.is_main():
+            run = FollowerRunDir(run.path)
+        trainer = Trainer(task, model, config.train, run)
+        try:
+            result = trainer.fit(resume=resume)
+        except TrainingInterrupted:
+            raise
+        except BaseException as err:
+            run.set_status("failed", error=str(err) or type(err).__name__)
+            raise
+        if distributed.is_main():
+            write_report(run, config, result, task)
+    return run, result
+
+
+def _create_run(run: RunDir, config: Config, resume: bool, task) -> None:
     run.create(config, resume)
     task.save(run.path)
-    trainer = Trainer(task, model, config.train, run)
-    try:
-        result = trainer.fit(resume=resume)
-    except TrainingInterrupted:
-        raise
-    except BaseException as err:
-        run.set_status("failed", error=str(err) or type(err).__name__)
-        raise
-    write_report(run, config, result, task)
-    return run, result
 
 
 def load_run(run_dir: str | Path, device: str = "cpu") -> tuple[Config, object, torch.nn.Module]:

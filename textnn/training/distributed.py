@@ -40,6 +40,7 @@ import os
 import random
 from contextlib import contextmanager
 from dataclasses import replace
+from datetime import timedelta
 from typing import Callable, Iterator, Sequence, TypeVar
 
 import numpy as np
@@ -50,6 +51,8 @@ from textnn.data.streams import LMBatch, StreamBatches, _LazyBatches
 from textnn.errors import TextnnError
 
 T = TypeVar("T")
+
+COLLECTIVE_TIMEOUT = timedelta(hours=2)
 
 
 def launched() -> bool:
@@ -87,7 +90,10 @@ def session(device: torch.device) -> Iterator[None]:
         return
     if device.type == "cuda":
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-    dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+    # The others wait in a collective while process 0 evaluates (dev during training, dev and test at the
+    # end), which may take longer than torch's default timeout (10 or 30 minutes); a process that dies is
+    # still noticed at once, by torchrun, so a long timeout only delays noticing a true hang.
+    dist.init_process_group("nccl" if device.type == "cuda" else "gloo", timeout=COLLECTIVE_TIMEOUT)
     try:
         yield
         dist.barrier()  # leave together: process 0 may still be testing the result while the others are done

@@ -99,9 +99,12 @@ def _parser() -> argparse.ArgumentParser:
 def _train(args: argparse.Namespace) -> int:
     from textnn.config import load_config
     from textnn.experiment import train
+    from textnn.training import distributed
 
     config = load_config(args.config, args.overrides)
     run, result = train(config, args.run_dir, resume=args.resume)
+    if not distributed.is_main():  # torchrun: process 0 reports for all
+        return 0
     for split, metrics in (("dev", result.dev), ("test", result.test)):
         if metrics:
             print(f"{split}: " + "  ".join(f"{k}={v:.4f}" for k, v in metrics.items() if isinstance(v, float)))
@@ -244,7 +247,10 @@ def main(argv: list[str] | None = None) -> int:
         from textnn.training.trainer import TrainingInterrupted
 
         if isinstance(err, TrainingInterrupted):
-            print(str(err), file=sys.stderr)
+            from textnn.training import distributed
+
+            if distributed.is_main():  # torchrun: every process stops; process 0 says so
+                print(str(err), file=sys.stderr)
             return 130
         raise
 

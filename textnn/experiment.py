@@ -19,7 +19,8 @@ from textnn import registry
 from textnn.config import Config, load_config
 from textnn.errors import TextnnError
 from textnn.generation.decoding import DecodingConfig
-from textnn.runs import RunDir
+from textnn.runs import FollowerRunDir, RunDir
+from textnn.training import distributed
 from textnn.training.budget import check_resume_budget
 from textnn.training.checkpoint import init_encoder_from, load_weights
 from textnn.training.trainer import Trainer, TrainResult, TrainingInterrupted, resolve_device
@@ -36,31 +37,43 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
 
     All data is read and checked, and the device found, before the run directory is made, so a bad
     file, config or device never leaves behind a directory that looks like a run.
+
+    Under torchrun (training/distributed.py) every process reads the data (a bad file or config
+    raises the same error in each); process 0 makes the run directory while the others wait, and
+    alone writes into it.
     """
-    resolve_device(config.train.device)  # a GPU that is not there fails here, before data is read
-    run = RunDir(run_dir or Path("runs") / config.name)
-    if config.train.threads:
-        torch.set_num_threads(config.train.threads)
-    seed_everything(config.train.seed)
-    task = registry.task_class(config.task).from_data(config)
-    model = task.build_model()
-    if resume:  # before run.create rewrites config.yaml: a refused resume changes nothing
-        run.check_resume(config)
-        check_resume_budget(run, config, task)
-    if config.init_from and not resume:
-        _start_encoder(model, config.init_from)
+    # resolve_device: a GPU that is not there fails here, before data is read
+    with distributed.session(resolve_device(config.train.device)):
+        run = RunDir(run_dir or Path("runs") / config.name)
+        if config.train.threads:
+            torch.set_num_threads(config.train.threads)
+        seed_everything(config.train.seed)
+        task = registry.task_class(config.task).from_data(config)
+        model = task.build_model()
+        if resume:  # before run.create rewrites config.yaml: a refused resume changes nothing
+            run.check_resume(config)
+            check_resume_budget(run, config, task)
+        if config.init_from and not resume:
+            _start_encoder(model, config.init_from)
+        distributed.on_main(lambda: _create_run(run, config, resume, task))
+        if not distributed.is_main():
+            run = FollowerRunDir(run.path)
+        trainer = Trainer(task, model, config.train, run)
+        try:
+            result = trainer.fit(resume=resume)
+        except TrainingInterrupted:
+            raise
+        except BaseException as err:
+            run.set_status("failed", error=str(err) or type(err).__name__)
+            raise
+        if distributed.is_main():
+            write_report(run, config, result, task)
+    return run, result
+
+
+def _create_run(run: RunDir, config: Config, resume: bool, task) -> None:
     run.create(config, resume)
     task.save(run.path)
-    trainer = Trainer(task, model, config.train, run)
-    try:
-        result = trainer.fit(resume=resume)
-    except TrainingInterrupted:
-        raise
-    except BaseException as err:
-        run.set_status("failed", error=str(err) or type(err).__name__)
-        raise
-    write_report(run, config, result, task)
-    return run, result
 
 
 def _start_encoder(model: torch.nn.Module, init_from: str) -> None:
@@ -70,8 +83,9 @@ def _start_encoder(model: torch.nn.Module, init_from: str) -> None:
     def names(keys: list[str]) -> str:
         return ", ".join(keys[:6]) + (f", ... ({len(keys)} in all)" if len(keys) > 6 else "") if keys else "none"
 
-    print(f"init_from {init_from}: loaded {len(loaded['loaded'])} encoder tensors; new here: "
-          f"{names(loaded['new'])}; left out: {names(loaded['left_out'])}", file=sys.stderr)
+    if distributed.is_main():
+        print(f"init_from {init_from}: loaded {len(loaded['loaded'])} encoder tensors; new here: "
+              f"{names(loaded['new'])}; left out: {names(loaded['left_out'])}", file=sys.stderr)
 
 
 def load_run(run_dir: str | Path, device: str = "cpu") -> tuple[Config, object, torch.nn.Module]:

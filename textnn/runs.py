@@ -105,6 +105,25 @@ class RunDir:
         atomic_write_text(self.metrics_file, "".join(json.dumps(r) + "\n" for r in kept))
 
 
+class FollowerRunDir(RunDir):
+    """The run directory as processes other than 0 see it under torchrun: process 0 writes it, they read.
+
+    The trainer calls the same methods on every process; here the ones that write do nothing.
+    """
+
+    def create(self, config: Config, resume: bool) -> None:
+        raise RuntimeError("process 0 creates the run directory")
+
+    def set_status(self, status: str, **info: object) -> None:
+        pass
+
+    def append_metrics(self, record: dict) -> None:
+        pass
+
+    def truncate_metrics(self, after_step: int) -> None:
+        pass
+
+
 def _flatten(config: dict) -> dict:
     """{"train": {"lr": 1}} -> {"train.lr": 1}."""
     flat = {}

@@ -28,7 +28,8 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-LayerGroups = list[tuple[str, list[nn.Module]]]
+# Named groups, input first: each a list of modules (or of parameters a module holds directly).
+LayerGroups = list[tuple[str, list[nn.Module | nn.Parameter]]]
 
 
 @dataclass
@@ -127,7 +128,7 @@ class Encoder(nn.Module):
         """Apply parameter constraints after each optimizer step. No-op by default."""
 
     def layer_groups(self) -> LayerGroups:
-        """The encoder's parameters as named groups of modules from the input up (embeddings first).
+        """The encoder's parameters as named groups of modules (or parameters) from the input up (embeddings first).
 
         Discriminative learning rates and gradual unfreezing work on these groups. The default is
         one group per child module, in the order the family registered them (inputs first).

@@ -20,7 +20,9 @@ the next window, and restarts it at zero at the start of every epoch. `data.bptt
 draws each window's length as Merity et al. (2018) §4.1 do and scales that step's learning rate by
 length / bptt (`LMBatch.lr_scale`). On `--resume` the carried state is not in the checkpoint: a run
 resumed in the middle of an epoch restarts the state at zero for its next window (one context
-restart per row, as at an epoch start); a resume from an epoch boundary is exact.
+restart per row, as at an epoch start); a resume from an epoch boundary is exact. Under torchrun
+(training/distributed.py) P processes lay the stream out as P * B rows and each reads its own B
+contiguous rows, carrying their state.
 `data.stateful: false`: independent windows from a random offset, shuffled (both seeded by
 (train.seed, epoch)), each from a zero state.
 
@@ -66,6 +68,7 @@ from textnn.errors import TextnnError
 from textnn.models.base import EncoderWithHead, InputSpec, ModelOutput
 from textnn.modules.heads import LMHead
 from textnn.tasks.base import Task
+from textnn.training import distributed
 
 # B batch (parallel windows or rows), T window length (data.bptt), V vocabulary size, N stream length,
 # D encoder state size, B' batch rows kept by reorder_state, L layers, H heads
@@ -342,10 +345,13 @@ class LanguageModelingTask(Task):
         if not data.stateful:
             return shuffled_windows(self.splits["train"].ids, data.bptt, train.batch_size, train.seed, epoch)
         if self._rows is None:
-            self._rows = batchify(self.splits["train"].ids, train.batch_size, self.vocab.pad_id)
+            # Several processes (training/distributed.py): batch_size rows for each, of one layout.
+            rows = train.batch_size * distributed.world()
+            self._rows = batchify(self.splits["train"].ids, rows, self.vocab.pad_id)
         inputs, targets, mask = self._rows
         lengths = bptt_lengths(inputs.size(1), data.bptt, data.bptt_variable, train.seed, epoch)
-        return StreamBatches(inputs, targets, mask, lengths, data.bptt, scale_lr=data.bptt_variable)
+        batches = StreamBatches(inputs, targets, mask, lengths, data.bptt, scale_lr=data.bptt_variable)
+        return distributed.stream_row_blocks(batches, train.batch_size)  # each process its own rows
 
     def num_train_batches(self, epoch: int) -> int:
         """Windows in this epoch (they differ from epoch to epoch with variable BPTT or stateless windows)."""

@@ -12,18 +12,20 @@ import math
 from textnn.config import Config, TrainConfig
 from textnn.errors import TextnnError
 from textnn.runs import RunDir
+from textnn.training import distributed
 from textnn.training.checkpoint import read_trainer_state
 
 
-def planned_steps(task, cfg: TrainConfig) -> int:
+def planned_steps(task, cfg: TrainConfig, processes: int = 1) -> int:
     """Optimizer steps in a run that nothing stops early: the sum over its epochs (variable-length
-    BPTT gives each epoch its own number of windows), at most train.max_steps. Schedules span it."""
+    BPTT gives each epoch its own number of windows), at most train.max_steps. Schedules span it.
+    A step takes grad_accum micro-batches per process (training/distributed.py)."""
     total = 0
     for epoch in range(cfg.epochs):
         batches = task.num_train_batches(epoch)
         if batches == 0:
             raise TextnnError("the training data gave no batches; check data.train")
-        total += math.ceil(batches / cfg.grad_accum)
+        total += math.ceil(batches / (cfg.grad_accum * processes))
         if cfg.max_steps and total >= cfg.max_steps:
             return cfg.max_steps
     return total
@@ -47,7 +49,8 @@ def check_resume_budget(run: RunDir, config: Config, task) -> None:
     if not changed:
         return
     state = read_trainer_state(run.checkpoint_file)
-    before, after = planned_steps(task, saved), planned_steps(task, wanted)
+    processes = distributed.world()
+    before, after = planned_steps(task, saved, processes), planned_steps(task, wanted, processes)
     change = ", ".join(f"train.{key}={getattr(wanted, key)!r} (was {getattr(saved, key)!r})" for key in changed)
     prefix = f"{run.path}: cannot resume with {change}:"
     remedy = f"resume with the old value{'s' if len(changed) > 1 else ''}, or start a new run with a new --run-dir"

@@ -38,10 +38,10 @@ def parameter_groups(model: nn.Module, cfg: TrainConfig) -> list[dict]:
     """
     seen: set[int] = set()
     layers: list[tuple[str, list[nn.Parameter]]] = []
-    for name, modules in model.layer_groups() or [("model", [])]:
+    for name, members in model.layer_groups() or [("model", [])]:
         params = []
-        for module in modules:
-            for param in module.parameters():
+        for member in members:  # modules, or parameters a module registers on itself
+            for param in [member] if isinstance(member, nn.Parameter) else member.parameters():
                 if id(param) not in seen:
                     seen.add(id(param))
                     params.append(param)

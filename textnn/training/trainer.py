@@ -15,6 +15,11 @@ for variable-length BPTT windows; the first batch of a step decides). Because `t
 sum, a step of `grad_accum` micro-batches divides by the total count of all of them: the gradient
 equals that of one big batch.
 
+Several processes (torchrun, training/distributed.py): a step takes `grad_accum * N` micro-batches
+of the epoch list and each process runs its share of them; the count that divides the loss is that
+of the whole step over all processes, so the gradient is still that of one big batch. Process 0
+writes and evaluates, and all processes take the same decisions.
+
 What can go wrong mid-run is contained: a step whose loss is not finite is skipped before it can
 touch the weights (after train.max_bad_steps in a row the run stops), a NaN dev score is never the
 best, and Ctrl-C during a dev evaluation abandons it at the next batch (the resumed run redoes it).
@@ -35,6 +40,7 @@ from tqdm import tqdm
 from textnn.config import TrainConfig
 from textnn.errors import TextnnError
 from textnn.runs import RunDir
+from textnn.training import distributed
 from textnn.training.budget import planned_steps
 from textnn.training.checkpoint import load_checkpoint, load_weights, save_checkpoint, save_weights
 from textnn.training.optim import (after_evaluation, build_optimizer, evaluation_weights, freeze_layers, lr_factor,
@@ -93,23 +99,29 @@ def is_better(value: float, best: float | None, higher_is_better: bool) -> bool:
 
 
 def say(message: str) -> None:
-    """Status lines go to stderr, around the progress bar."""
-    tqdm.write(message, file=sys.stderr)
+    """Status lines go to stderr, around the progress bar (from process 0 alone under torchrun)."""
+    if distributed.is_main():
+        tqdm.write(message, file=sys.stderr)
 
 
 class Trainer:
     def __init__(self, task, model: torch.nn.Module, cfg: TrainConfig, run: RunDir):
         self.task, self.cfg, self.run = task, cfg, run
-        self.device = resolve_device(cfg.device)
+        self.device = distributed.local_device(resolve_device(cfg.device))
         self.model = model.to(self.device)
-        self.forward_model = torch.compile(self.model) if cfg.compile else self.model
+        # Several processes: the forward pass goes through DDP, which sums the gradients across them.
+        self._ddp = distributed.wrap(self.model, self.device)
+        self._gradients_checked = False
+        wrapped = self._ddp if self._ddp is not None else self.model
+        self.forward_model = torch.compile(wrapped) if cfg.compile else wrapped
         self.optimizer = build_optimizer(self.model, cfg, self.device)
         self.metric = cfg.metric or task.default_metric
         self.higher_is_better = task.higher_is_better(self.metric)
         self._interrupted = False
         self._best_dev: dict | None = None  # dev metrics of the saved best weights, from this process
         self.base_lr = cfg.lr  # of the last step, before each parameter group's own scale
-        self.total_steps = planned_steps(task, cfg)
+        self.batches_per_step = cfg.grad_accum * distributed.world()  # micro-batches, over all processes
+        self.total_steps = planned_steps(task, cfg, distributed.world())
 
     # ----------------------------------------------------------------------------------------------
     def _autocast(self):
@@ -118,16 +130,32 @@ class Trainer:
         return nullcontext()
 
     def _train_step(self, group: list, step: int, epoch: int = 0) -> float:
-        """One optimizer step over a group of micro-batches; returns the mean loss per term."""
+        """One optimizer step over a group of micro-batches; returns the mean loss per term.
+
+        Several processes: `group` is the step's micro-batches over all of them; this process runs
+        its share (`distributed.share`) and the returned loss is the whole step's.
+        """
         self.model.train()
         total = sum(batch.count for batch in group)
+        mine, weight = distributed.share(group)
         loss_sum = 0.0
-        for batch in group:
+        for index, batch in enumerate(mine):
             batch = batch.to(self.device)
-            with self._autocast():
-                loss = self.task.loss(self.forward_model, batch)
-            (loss / total).backward()
-            loss_sum += float(loss.detach())
+            with self._sync_gradients(last=index == len(mine) - 1):
+                with self._autocast():
+                    loss = self.task.loss(self.forward_model, batch)
+                scaled = loss / total
+                if self._ddp is not None:
+                    # DDP AVERAGES the gradients of the N processes, and each process's loss is its part
+                    # of the step's sum / total; times N, the average is the sum: the gradient of one big
+                    # batch. Weight 0: a process with no micro-batch of its own (see distributed.deal).
+                    scaled = scaled * (weight * distributed.world())
+                scaled.backward()
+            if weight:
+                loss_sum += float(loss.detach())
+        if self._ddp is not None:
+            self._check_gradients()
+            loss_sum = distributed.all_reduce_sum(loss_sum)  # the same loss (and finiteness) on every process
         if not math.isfinite(loss_sum):  # its gradient would put NaN into every weight and moment: skip it
             self.optimizer.zero_grad(set_to_none=True)
             return loss_sum / total
@@ -141,33 +169,59 @@ class Trainer:
         self.model.after_optimizer_step()
         return loss_sum / total
 
+    def _sync_gradients(self, last: bool):
+        """DDP: sum the gradients across processes in the backward pass of a step's last micro-batch only."""
+        return self._ddp.no_sync() if self._ddp is not None and not last else nullcontext()
+
+    def _check_gradients(self) -> None:
+        """DDP (find_unused_parameters=False) needs every trained parameter in the loss; checked once."""
+        if self._gradients_checked:
+            return
+        missing = [name for name, p in self.model.named_parameters() if p.requires_grad and p.grad is None]
+        if missing:
+            raise TextnnError(f"training with several processes needs every trained parameter to get a gradient, "
+                              f"but {', '.join(missing[:4])} got none; this model cannot be trained under "
+                              f"torchrun yet, train it in one process")
+        self._gradients_checked = True
+
+    def _save_checkpoint(self, state: dict) -> None:
+        """Process 0 writes the checkpoint; the others reseed where a resume from it will (distributed.reseed)."""
+        if distributed.is_main():
+            save_checkpoint(self.run.checkpoint_file, self.model, self.optimizer, state)
+        distributed.reseed(self.cfg.seed, state["step"])
+
     def _evaluate(self, split: str, bootstrap: int = 0) -> dict:
         self.model.eval()
         # Ctrl-C only sets a flag (`_on_sigint`); this hook runs before every forward pass of the
         # model, so an evaluation notices it between two batches instead of after the whole split,
-        # and no task needs to know about signals.
-        hook = self.model.register_forward_pre_hook(self._stop_if_interrupted)
+        # and no task needs to know about signals. Several processes: the others wait for process 0's
+        # evaluation (distributed.on_main), so it finishes and the Ctrl-C is acted on after it.
+        hook = self.model.register_forward_pre_hook(self._stop_if_interrupted) if distributed.world() == 1 else None
         try:
             with torch.no_grad(), self._autocast():
                 return self.task.evaluate(self.model, split, bootstrap_samples=bootstrap)
         finally:
-            hook.remove()
+            if hook is not None:
+                hook.remove()
 
     def _stop_if_interrupted(self, module, args) -> None:
         if self._interrupted:
             raise EvaluationInterrupted
 
     def _on_sigint(self, signum, frame) -> None:
-        if self._interrupted:  # a second Ctrl-C stops at once
+        # A second Ctrl-C stops at once. Not under torchrun: it passes a Ctrl-C on to every process that
+        # already got it from the terminal, and kills them itself if they have not stopped in 30 s.
+        if self._interrupted and distributed.world() == 1:
             raise KeyboardInterrupt
         self._interrupted = True
-        say("interrupt: finishing this step or evaluation, then saving a checkpoint (Ctrl-C again to abort)")
+        say("interrupt: finishing this step or evaluation, then saving a checkpoint" +
+            (" (Ctrl-C again to abort)" if distributed.world() == 1 else ""))
 
     def _stop_interrupted(self, state: dict) -> None:
-        save_checkpoint(self.run.checkpoint_file, self.model, self.optimizer, state)
+        self._save_checkpoint(state)
         self.run.set_status("interrupted", step=state["step"])
         raise TrainingInterrupted(f"interrupted at step {state['step']}; checkpoint saved. Continue with "
-                                  f"`textnn train CONFIG --run-dir {self.run.path} --resume`")
+                                  f"`{distributed.command()} train CONFIG --run-dir {self.run.path} --resume`")
 
     def _stop_reason(self, state: dict) -> str | None:
         """Why training must stop before its next step, if it must (also checked on resume)."""
@@ -200,16 +254,21 @@ class Trainer:
         cfg, run = self.cfg, self.run
         state = {"step": 0, "epoch": 0, "batch_in_epoch": 0, "best": None, "best_step": None,
                  "bad_evals": 0, "seconds": 0.0, "step_seconds": 0.0, "examples": 0, "tokens": 0,
-                 "skipped_steps": 0, "bad_in_a_row": 0}
+                 "skipped_steps": 0, "bad_in_a_row": 0, "processes": distributed.world()}
         if resume:
             state = load_checkpoint(run.checkpoint_file, self.model, self.optimizer)
+            if state.get("processes", 1) != distributed.world():  # checkpoints before torchrun support: 1
+                raise TextnnError(f"{run.path}: the run was trained by {state.get('processes', 1)} process(es) "
+                                  f"and cannot continue with {distributed.world()}: a step's batches depend on "
+                                  f"the number; resume it with as many")
             run.truncate_metrics(state["step"])
             say(f"resuming {run.path} at step {state['step']} (epoch {state['epoch'] + 1})")
+        distributed.reseed(cfg.seed, state["step"])
         has_dev = self.task.has_split("dev")
         run.set_status("running", total_steps=self.total_steps)
 
         previous_handler = signal.signal(signal.SIGINT, self._on_sigint)
-        bar = tqdm(total=self.total_steps, initial=state["step"], disable=not cfg.progress,
+        bar = tqdm(total=self.total_steps, initial=state["step"], disable=not cfg.progress or not distributed.is_main(),
                    desc=f"train {run.path.name}", unit="step", file=sys.stderr, dynamic_ncols=True,
                    mininterval=0.2 if sys.stderr.isatty() else 10.0)
         started = time.perf_counter() - state["seconds"]
@@ -221,8 +280,9 @@ class Trainer:
             stopped = self._stop_reason(state)  # a resumed run may have nothing left to do
             while state["epoch"] < cfg.epochs and not stopped:
                 batches = self.task.train_batches(state["epoch"])
-                groups = [batches[i:i + cfg.grad_accum] for i in range(0, len(batches), cfg.grad_accum)]
-                for group in groups[state["batch_in_epoch"] // cfg.grad_accum:]:
+                per_step = self.batches_per_step
+                groups = [batches[i:i + per_step] for i in range(0, len(batches), per_step)]
+                for group in groups[state["batch_in_epoch"] // per_step:]:
                     step_started = time.perf_counter()
                     loss = self._train_step(group, state["step"], state["epoch"])
                     state["step_seconds"] += time.perf_counter() - step_started
@@ -250,7 +310,8 @@ class Trainer:
                         self._scheduled_evaluation(state)
                     if (cfg.checkpoint_every and state["step"] % cfg.checkpoint_every == 0) or (
                             evaluated and not cfg.checkpoint_every):
-                        save_checkpoint(run.checkpoint_file, self.model, self.optimizer, state)
+                        self._save_checkpoint(state)
+                    self._agree(state)
                     stopped = self._stop_reason(state)
                     if self._interrupted:
                         self._stop_interrupted(state)
@@ -261,7 +322,8 @@ class Trainer:
                     state["batch_in_epoch"] = 0
                     if not cfg.eval_every and has_dev:
                         self._scheduled_evaluation(state)
-                    save_checkpoint(run.checkpoint_file, self.model, self.optimizer, state)
+                    self._save_checkpoint(state)
+                    self._agree(state)
                     stopped = self._stop_reason(state)
                     if self._interrupted:
                         self._stop_interrupted(state)
@@ -275,15 +337,17 @@ class Trainer:
             # make this evaluation, so such a run cannot simply be continued (check_resume_budget).
             state["unscheduled_evaluation"] = True
             self._eval_and_select(state)
-        save_checkpoint(run.checkpoint_file, self.model, self.optimizer, state)
-        if state["best_step"] is None or not has_dev:
-            save_weights(self.model, run.weights_file)  # no dev set (or no finite score): the last weights
-        load_weights(self.model, run.weights_file)
-        if has_dev and not cfg.bootstrap_samples and self._best_dev is not None:
-            dev = self._best_dev  # the saved weights were evaluated at selection; a second pass adds nothing
-        else:
-            dev = self._evaluate("dev", cfg.bootstrap_samples) if has_dev else {}
-        test = self._evaluate("test", cfg.bootstrap_samples) if self.task.has_split("test") else {}
+        self._save_checkpoint(state)
+        dev, test = {}, {}
+        if distributed.is_main():  # several processes: the others are done; process 0 saves and tests the result
+            if state["best_step"] is None or not has_dev:
+                save_weights(self.model, run.weights_file)  # no dev set (or no finite score): the last weights
+            load_weights(self.model, run.weights_file)
+            if has_dev and not cfg.bootstrap_samples and self._best_dev is not None:
+                dev = self._best_dev  # the saved weights were evaluated at selection; a second pass adds nothing
+            else:
+                dev = self._evaluate("dev", cfg.bootstrap_samples) if has_dev else {}
+            test = self._evaluate("test", cfg.bootstrap_samples) if self.task.has_split("test") else {}
         for split, metrics in (("dev_final", dev), ("test", test)):
             if metrics:
                 run.append_metrics({"split": split, "step": state["best_step"] or state["step"], **metrics})
@@ -318,12 +382,20 @@ class Trainer:
         with evaluation_weights(self.optimizer):
             self._select_on_dev(state)
 
+    def _agree(self, state: dict) -> None:
+        """Several processes: a Ctrl-C or the clock may reach one process first; all act on it together."""
+        if distributed.world() > 1:
+            interrupted, out_of_time = distributed.any_process(
+                self._interrupted, bool(self.cfg.max_minutes) and state["seconds"] >= 60 * self.cfg.max_minutes)
+            self._interrupted = interrupted
+            if out_of_time:
+                state["seconds"] = max(state["seconds"], 60 * self.cfg.max_minutes)
+
     def _select_on_dev(self, state: dict) -> None:
-        metrics = self._evaluate("dev")
+        # Several processes: process 0 alone evaluates while the others wait, and sends them its metrics,
+        # from which every process takes the same decisions below (best step, patience, NT-ASGD's switch).
+        metrics = distributed.on_main(self._dev_metrics)
         state["evaluated_step"] = state["step"]
-        if self.metric not in metrics:
-            raise TextnnError(f"config key train.metric: '{self.metric}' is not reported by this task; "
-                              f"choose one of {', '.join(k for k in metrics if isinstance(metrics[k], float))}")
         self.run.append_metrics({"split": "dev", "step": state["step"], "epoch": state["epoch"], **_scalars(metrics)})
         value = metrics[self.metric]
         note = None if math.isnan(value) else after_evaluation(self.optimizer, value, self.higher_is_better)
@@ -333,7 +405,8 @@ class Trainer:
         if is_better(value, state["best"], self.higher_is_better):
             state.update(best=value, best_step=state["step"], bad_evals=0)
             self._best_dev = metrics
-            save_weights(self.model, self.run.weights_file)
+            if distributed.is_main():
+                save_weights(self.model, self.run.weights_file)
             say(f"step {state['step']}: dev {summary} (best)")
         else:
             state["bad_evals"] += 1
@@ -341,6 +414,14 @@ class Trainer:
             say(f"step {state['step']}: dev {summary}{flag}")
             if self.cfg.patience and state["bad_evals"] >= self.cfg.patience:
                 say(f"early stopping: no dev {self.metric} improvement in {self.cfg.patience} evaluations")
+
+
+    def _dev_metrics(self) -> dict:
+        metrics = self._evaluate("dev")
+        if self.metric not in metrics:
+            raise TextnnError(f"config key train.metric: '{self.metric}' is not reported by this task; "
+                              f"choose one of {', '.join(k for k in metrics if isinstance(metrics[k], float))}")
+        return metrics
 
 
 def _scalars(metrics: dict) -> dict:

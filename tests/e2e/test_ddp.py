@@ -3,8 +3,8 @@
 Two processes with batch B each must train exactly what one process trains on the union of their
 batches (grad_accum 2 with batch B, or batch 2B for stateful streams), with process 0 alone writing
 the run; a run interrupted under torchrun resumes to the weights of an uninterrupted one.
-Language models and a CRF tagger are used because every parameter of theirs gets a gradient
-(DDP's requirement here; see training/distributed.py).
+Every parameter of a model gets a gradient (DDP's requirement here; see training/distributed.py):
+a run holds only the head its task uses.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from tests.conftest import write_sentiment_tsv
 from tests.e2e.test_lm_cli import write_corpus
 from tests.e2e.test_resume import _step_of
 from tests.e2e.test_tagging_cli import write_toy_ner
@@ -39,6 +40,13 @@ task: tagging
 data: {{format: conll, train: {train}, dev: {dev}, tag_scheme: iob1, train_tag_scheme: bioes}}
 model: {{name: rnn_tagger, preset: tiny, dropout: 0.0}}
 train: {{optimizer: adam, lr: 0.02, epochs: 2, batch_size: 8, threads: 1, progress: false, bootstrap_samples: 0}}
+"""
+CLASSIFIER = """\
+task: classification
+data: {{format: tsv, train: {train}, dev: {dev}{pair}}}
+model: {{name: {model}, preset: tiny}}
+head: {{dropout: 0.0}}
+train: {{optimizer: adam, lr: 0.01, epochs: 2, batch_size: 8, threads: 1, progress: false, bootstrap_samples: 0}}
 """
 
 
@@ -96,6 +104,11 @@ def root(tmp_path_factory) -> Path:
                                                              dropout=0.0, epochs=2, checkpoint_every=0))
     (root / "lm_resume.yaml").write_text(LM.format(train=train_file, dev=dev_file, stateful="false", dropout=0.1,
                                                    epochs=4, checkpoint_every=1))
+    for name, model, pair in (("cnn", "cnn", False), ("pair", "cbow", True)):
+        train_file = write_sentiment_tsv(root / f"{name}_train.tsv", 60, seed=1, pair=pair)
+        dev_file = write_sentiment_tsv(root / f"{name}_dev.tsv", 20, seed=2, pair=pair)
+        (root / f"{name}.yaml").write_text(CLASSIFIER.format(train=train_file, dev=dev_file, model=model,
+                                                               pair=", text_pair_column: sentence2" if pair else ""))
     (root / "tagger.yaml").write_text(TAGGER.format(train=write_toy_ner(root / "ner_train.txt", 120, seed=1),
                                                     dev=write_toy_ner(root / "ner_dev.txt", 30, seed=2, unseen=0.3)))
     return root
@@ -116,6 +129,14 @@ def test_stateful_streams_give_each_process_its_own_rows(root):
     train(root, 2, "lm_true.yaml", "--run-dir", "two_rows")
     train(root, 1, "lm_true.yaml", "train.batch_size=8", "--run-dir", "one_rows")
     assert_same_training(root / "one_rows", root / "two_rows", exact=False)
+
+
+@pytest.mark.parametrize("config", ["cnn", "pair"])
+def test_classifiers_single_and_pair(root, config):
+    """Kim's CNN (max-norm on the head after each step) and a sentence-pair CBOW: no unused parameter."""
+    train(root, 2, f"{config}.yaml", "--run-dir", f"two_{config}")
+    train(root, 1, f"{config}.yaml", "train.grad_accum=2", "--run-dir", f"one_{config}")
+    assert_same_training(root / f"one_{config}", root / f"two_{config}", exact=False)
 
 
 def test_a_crf_tagger_whose_loss_calls_a_model_method(root):

@@ -7,9 +7,8 @@ from safetensors.torch import load_file
 from torch import nn
 
 from textnn.config import config_from_dict
-from textnn.models.rnn_lm import RNNLM
 from textnn.runs import RunDir
-from textnn.tasks.language_modeling import LanguageModelingTask
+from textnn.tasks.language_modeling import LanguageModelingTask, language_model
 from textnn.training.checkpoint import load_checkpoint, save_checkpoint
 from textnn.training.optim import NTASGD, after_evaluation, build_optimizer, evaluation_weights
 from textnn.training.trainer import Trainer
@@ -110,7 +109,7 @@ def test_build_optimizer_makes_ntasgd_from_the_config():
                                "model": {"name": "rnn_lm", "preset": "tiny"},
                                "train": {"optimizer": "ntasgd", "lr": 30.0, "ntasgd_nonmono": 3,
                                          "weight_decay": 1.2e-6}}, "test")
-    model = RNNLM(config.model, vocab_size=10, pad_id=0)
+    model = language_model("rnn_lm", config.model, 10)
     optimizer = build_optimizer(model, config.train, torch.device("cpu"))
     assert isinstance(optimizer, NTASGD)
     group = optimizer.param_groups[0]  # one group per layer group; the trigger state lives in the first

@@ -11,11 +11,10 @@ import torch
 
 from textnn.config import config_from_dict
 from textnn.errors import TextnnError
-from textnn.models.bow import BOW
-from textnn.models.gpt import GPT
-from textnn.models.rnn_lm import RNNLM
+from torch import nn
+
 from textnn.runs import RunDir
-from textnn.tasks.language_modeling import LanguageModelingTask
+from textnn.tasks.language_modeling import LanguageModelingTask, language_model
 from textnn.training.checkpoint import load_checkpoint, save_checkpoint
 from textnn.training.optim import build_optimizer, parameter_groups, set_lr, trainable_depth
 from textnn.training.trainer import Trainer
@@ -24,7 +23,8 @@ CPU = torch.device("cpu")
 
 
 def lm_config(model: str = "rnn_lm", data: dict | None = None, **train):
-    return config_from_dict({"task": "language_modeling", "data": {"format": "text", **(data or {})},
+    data = {"format": "text", "bptt": 8, **(data or {})}
+    return config_from_dict({"task": "language_modeling", "data": data,
                              "model": {"name": model, "preset": "tiny"},
                              "train": {"device": "cpu", "progress": False, **train}}, "test")
 
@@ -42,19 +42,30 @@ def owners(groups: list[dict]) -> dict[int, dict]:
 @pytest.mark.parametrize("no_decay", [False, True])
 def test_every_trainable_parameter_is_in_exactly_one_group_and_a_tied_matrix_in_the_lowest(no_decay):
     config = lm_config(no_decay=no_decay, weight_decay=0.1)
-    model = RNNLM(replace(config.model, tie_weights=True), vocab_size=12)
-    assert model.decoder.weight is model.embedding.weight
-    model.rnn.bias_hh_l0.requires_grad_(False)  # a frozen parameter has no place in the optimizer
+    model = language_model("rnn_lm", replace(config.model, tie_weights=True), 12)
+    assert model.head.decoder.weight is model.encoder.embedding.weight
+    model.encoder.rnn.bias_hh_l0.requires_grad_(False)  # a frozen parameter has no place in the optimizer
     held = owners(parameter_groups(model, config.train))
     assert set(held) == {id(p) for p in model.parameters() if p.requires_grad}
-    assert held[id(model.embedding.weight)]["name"].split(".")[0] == "embedding"
-    assert held[id(model.decoder.bias)]["name"].split(".")[0] == "decoder"
+    assert held[id(model.encoder.embedding.weight)]["name"].split(".")[0] == "embedding"
+    assert held[id(model.head.decoder.bias)]["name"].split(".")[0] == "head"
+
+
+class StrayParameter(nn.Module):
+    """Two layer groups, and a parameter the model holds outside both of them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lower, self.upper = nn.Linear(3, 3), nn.Linear(3, 2)
+        self.bias = nn.Parameter(torch.zeros(2))
+
+    def layer_groups(self):
+        return [("lower", [self.lower]), ("upper", [self.upper])]
 
 
 def test_a_parameter_outside_every_layer_group_joins_the_top_group():
     config = config_from_dict({"task": "classification", "model": {"name": "bow"}}, "test")
-    model = BOW(config.model, vocab_size=10, num_classes=3)
-    assert [name for name, _ in model.named_parameters(recurse=False)] == ["bias"]
+    model = StrayParameter()
     groups = parameter_groups(model, config.train)
     held = owners(groups)
     assert set(held) == {id(p) for p in model.parameters()}
@@ -63,9 +74,9 @@ def test_a_parameter_outside_every_layer_group_joins_the_top_group():
 
 def test_no_decay_exempts_biases_norms_and_embedding_tables():
     config = lm_config("gpt", no_decay=True, weight_decay=0.1)
-    model = GPT(config.model, vocab_size=12)
+    model = language_model("gpt", config.model, 12)
     held = owners(parameter_groups(model, config.train))
-    tables = {id(model.token_embedding.weight), id(model.position_embedding.weight)}
+    tables = {id(model.encoder.token_embedding.weight), id(model.encoder.position_embedding.weight)}
     kinds = {"decayed": 0, "bias or norm": 0, "embedding": 0}
     for name, param in model.named_parameters():
         group = held[id(param)]
@@ -82,11 +93,11 @@ def test_no_decay_exempts_biases_norms_and_embedding_tables():
 
 def test_layer_lr_decay_divides_the_rate_by_2_6_per_layer_group_below_the_head():
     config = lm_config(layer_lr_decay=1 / 2.6)
-    model = RNNLM(config.model, vocab_size=12)  # layer groups: embedding, rnn, decoder
+    model = language_model("rnn_lm", config.model, 12)  # layer groups: embedding, rnn, head
     optimizer = build_optimizer(model, config.train, CPU)
     set_lr(optimizer, 0.01)
     rates = [group["lr"] for group in optimizer.param_groups]
-    assert [group["name"] for group in optimizer.param_groups] == ["embedding", "rnn", "decoder"]
+    assert [group["name"] for group in optimizer.param_groups] == ["embedding", "rnn", "head"]
     assert rates[-1] == pytest.approx(0.01)  # the head trains at the base rate
     for lower, upper in zip(rates, rates[1:]):
         assert lower / upper == pytest.approx(1 / 2.6)  # ULMFiT: lr(l-1) = lr(l) / 2.6
@@ -114,7 +125,7 @@ def test_gradual_unfreezing_keeps_frozen_groups_bit_identical_and_unfreezes_on_s
                    weight_decay=0.1, unfreeze=2, unfreeze_unit="step", layer_lr_decay=0.5)
     trainer = trainer_for(task, tmp_path)
     groups = trainer.optimizer.param_groups
-    assert [(g["name"], g["depth"]) for g in groups] == [("embedding", 2), ("rnn", 1), ("decoder", 0)]
+    assert [(g["name"], g["depth"]) for g in groups] == [("embedding", 2), ("rnn", 1), ("head", 0)]
     batches = task.train_batches(0)
     seen_rates = []
     real_step = trainer.optimizer.step

@@ -252,7 +252,7 @@ def test_a_nan_dev_score_is_never_the_best(task, tmp_path, scores, best_step):
     result = trainer.fit()
     assert result.best_step == best_step
     assert result.best_metric == (None if best_step is None else 0.6)
-    assert not is_better("accuracy", float("nan"), None) and not is_better("perplexity", float("nan"), 9.0)
+    assert not is_better(float("nan"), None, True) and not is_better(float("nan"), 9.0, False)
     # the saved weights: those evaluated at the best step, or the last ones when no score was a number
     expected = seen[(best_step or 4) - 1]
     saved = load_file(str(trainer.run.weights_file))

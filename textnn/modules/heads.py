@@ -28,13 +28,13 @@ from textnn.modules.pooling import pair_features
 TAGGER_OUTPUTS = ("softmax", "crf")
 
 
-def _mlp(in_dim: int, hidden: int, out_dim: int, dropout: float) -> tuple[nn.Sequential, nn.Linear]:
+def _mlp(in_dim: int, hidden: int, out_dim: int, dropout: float) -> nn.Sequential:
     """dropout -> linear, or dropout -> linear -> tanh -> dropout -> linear when hidden > 0 (InferSent's
-    MLP classifier with one hidden layer, Conneau et al. 2017 §3.3). Returns the stack and its output layer."""
+    MLP classifier with one hidden layer, Conneau et al. 2017 §3.3). The last module is the output layer."""
     output = nn.Linear(hidden or in_dim, out_dim)
     if hidden == 0:
-        return nn.Sequential(nn.Dropout(dropout), output), output
-    return nn.Sequential(nn.Dropout(dropout), nn.Linear(in_dim, hidden), nn.Tanh(), nn.Dropout(dropout), output), output
+        return nn.Sequential(nn.Dropout(dropout), output)
+    return nn.Sequential(nn.Dropout(dropout), nn.Linear(in_dim, hidden), nn.Tanh(), nn.Dropout(dropout), output)
 
 
 class ClassifierHead(Head):
@@ -47,8 +47,13 @@ class ClassifierHead(Head):
     def __init__(self, in_dim: int, num_classes: int, hidden: int = 0, dropout: float = 0.0,
                  max_norm: float = 0.0) -> None:
         super().__init__()
-        self.net, self.output = _mlp(in_dim, hidden, num_classes, dropout)
+        self.net = _mlp(in_dim, hidden, num_classes, dropout)
         self.max_norm = max_norm
+
+    @property
+    def output(self) -> nn.Linear:
+        """The output layer (one weight row per class): the last module of `net`."""
+        return self.net[-1]
 
     def forward(self, sentence: torch.Tensor) -> torch.Tensor:
         return self.net(sentence)  # [B, D] -> [B, C]
@@ -78,7 +83,11 @@ class RegressionHead(Head):
 
     def __init__(self, in_dim: int, hidden: int = 0, dropout: float = 0.0) -> None:
         super().__init__()
-        self.net, self.output = _mlp(in_dim, hidden, 1, dropout)
+        self.net = _mlp(in_dim, hidden, 1, dropout)
+
+    @property
+    def output(self) -> nn.Linear:
+        return self.net[-1]
 
     def forward(self, sentence: torch.Tensor) -> torch.Tensor:
         return self.net(sentence).squeeze(-1)  # [B, D] -> [B, 1] -> [B]

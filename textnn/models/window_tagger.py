@@ -68,7 +68,7 @@ class WindowTaggerConfig:
 
 
 class WindowTagger(Encoder):
-    """Window features -> Conv1d(kernel = window) -> HardTanh -> Linear tag scores (-> CRF)."""
+    """Window features -> Conv1d(kernel = window) -> HardTanh: the states the tag scores read."""
 
     config_class = WindowTaggerConfig
     gives_tokens = True

@@ -11,7 +11,6 @@ import yaml
 
 from textnn import registry
 from textnn.config import (
-    DataConfig,
     TrainConfig,
     coerce,
     config_from_dict,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import re
 import tempfile
 from collections import Counter
 from pathlib import Path

@@ -54,6 +54,15 @@ class Task:
             raise TextnnError(f"config key train.metric: task {config.task} does not report {metric!r}; choose one "
                               f"of {', '.join(cls.metrics_for(config))}")
 
+    @staticmethod
+    def check_vectors(config: Config) -> None:
+        """data.vectors needs an encoder that starts its word embedding from them (`Encoder.uses_vectors`)."""
+        from textnn import registry
+
+        if config.data.vectors and not registry.encoder_class(config.model_name).uses_vectors:
+            raise TextnnError(f"config key data.vectors: model {config.model_name} does not start from word vectors; "
+                              f"remove data.vectors or choose a model that does")
+
     @classmethod
     def metrics_for(cls, config: Config) -> list[str]:
         """The metrics a run with this config reports on dev (those `train.metric` may name)."""

@@ -160,10 +160,7 @@ class ClassificationTask(Task):
     @classmethod
     def check_config(cls, config: Config) -> None:
         super().check_config(config)
-        encoder_cls = registry.encoder_class(config.model_name)
-        if config.data.vectors and not encoder_cls.uses_vectors:
-            raise TextnnError(f"config key data.vectors: model {config.model_name} does not start from word vectors; "
-                              f"remove data.vectors or choose a model that does")
+        cls.check_vectors(config)
 
     def __init__(self, config: Config, tokenizer: Tokenizer, vocab: Vocab, labels: list[str]):
         self.config = config

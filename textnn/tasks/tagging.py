@@ -191,9 +191,7 @@ class TaggingTask(Task):
         super().check_config(config)
         if not config.data.train:
             raise TextnnError("config key data.train is empty; set it to the training CoNLL file")
-        if config.data.vectors and not registry.encoder_class(config.model_name).uses_vectors:
-            raise TextnnError(f"config key data.vectors: model {config.model_name} does not start from word vectors; "
-                              f"remove data.vectors or choose a model that does")
+        cls.check_vectors(config)
 
     def __init__(self, config: Config, tokenizer: Tokenizer, vocab: Vocab, chars: Vocab, tags: list[str]):
         self.config = config

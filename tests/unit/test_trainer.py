@@ -336,3 +336,25 @@ def test_ctrl_c_during_an_evaluation_stops_it_at_the_next_batch_and_the_resumed_
         return [(r["step"], r["accuracy"], r["loss"]) for r in run.read_metrics() if r["split"] == "dev"]
 
     assert dev(resumed) == dev(reference) and [step for step, *_ in dev(reference)] == [3, 6, 7]
+
+
+def test_a_ctrl_c_that_arrives_while_processes_agree_is_acted_on_at_the_next_step(tmp_path, monkeypatch):
+    """Under torchrun every step ends with the processes agreeing whether anyone saw a Ctrl-C. A
+    signal handled during that exchange (after the flags were sent, before the answer came back)
+    must stop training one step later, not be overwritten by the answer and lost."""
+    task = make_task(tmp_path, batch_size=8)  # 8 steps an epoch: no evaluation before step 8
+    trainer = trainer_for(task, new_model(task), tmp_path, max_steps=6)
+    agreements = []
+
+    def any_process(*flags):  # a second process that never saw a Ctrl-C
+        agreements.append(flags[0])
+        if len(agreements) == 2:
+            trainer._on_sigint(signal.SIGINT, None)  # handled while the others answer
+        return flags
+
+    monkeypatch.setattr("textnn.training.distributed.world", lambda: 2)
+    monkeypatch.setattr("textnn.training.distributed.any_process", any_process)
+    with pytest.raises(TrainingInterrupted):
+        trainer.fit()
+    assert agreements == [False, False, True]
+    assert read_trainer_state(trainer.run.checkpoint_file)["step"] == 3

@@ -275,7 +275,7 @@ class Trainer:
         try:
             if state.pop("pending_evaluation", False):  # Ctrl-C cut it short: it is still owed
                 self._scheduled_evaluation(state)
-                if self._interrupted:
+                if self._agree(state):
                     self._stop_interrupted(state)
             stopped = self._stop_reason(state)  # a resumed run may have nothing left to do
             while state["epoch"] < cfg.epochs and not stopped:
@@ -311,9 +311,9 @@ class Trainer:
                     if (cfg.checkpoint_every and state["step"] % cfg.checkpoint_every == 0) or (
                             evaluated and not cfg.checkpoint_every):
                         self._save_checkpoint(state)
-                    self._agree(state)
+                    interrupted = self._agree(state)
                     stopped = self._stop_reason(state)
-                    if self._interrupted:
+                    if interrupted:
                         self._stop_interrupted(state)
                     if stopped:
                         break
@@ -323,9 +323,9 @@ class Trainer:
                     if not cfg.eval_every and has_dev:
                         self._scheduled_evaluation(state)
                     self._save_checkpoint(state)
-                    self._agree(state)
+                    interrupted = self._agree(state)
                     stopped = self._stop_reason(state)
-                    if self._interrupted:
+                    if interrupted:
                         self._stop_interrupted(state)
         finally:
             bar.close()
@@ -382,14 +382,20 @@ class Trainer:
         with evaluation_weights(self.optimizer):
             self._select_on_dev(state)
 
-    def _agree(self, state: dict) -> None:
-        """Several processes: a Ctrl-C or the clock may reach one process first; all act on it together."""
-        if distributed.world() > 1:
-            interrupted, out_of_time = distributed.any_process(
-                self._interrupted, bool(self.cfg.max_minutes) and state["seconds"] >= 60 * self.cfg.max_minutes)
-            self._interrupted = interrupted
-            if out_of_time:
-                state["seconds"] = max(state["seconds"], 60 * self.cfg.max_minutes)
+    def _agree(self, state: dict) -> bool:
+        """Whether to stop for a Ctrl-C now: the same answer on every process.
+
+        Several processes: a Ctrl-C or the clock may reach one process first; all act on it together.
+        The answer is returned, never written back to `_interrupted`: a Ctrl-C handled while the
+        processes agree would be overwritten and lost; kept, it is acted on after the next step.
+        """
+        if distributed.world() == 1:
+            return self._interrupted
+        interrupted, out_of_time = distributed.any_process(
+            self._interrupted, bool(self.cfg.max_minutes) and state["seconds"] >= 60 * self.cfg.max_minutes)
+        if out_of_time:
+            state["seconds"] = max(state["seconds"], 60 * self.cfg.max_minutes)
+        return interrupted
 
     def _select_on_dev(self, state: dict) -> None:
         # Several processes: process 0 alone evaluates while the others wait, and sends them its metrics,

@@ -167,3 +167,84 @@ class EncoderWithHead(nn.Module):
 
     def num_parameters(self, trainable_only: bool = False) -> int:
         return sum(p.numel() for p in self.parameters() if p.requires_grad or not trainable_only)
+
+
+@dataclass
+class DecoderOutput:
+    """What an encoder-decoder's `decode` returns: the decoder's states, before any output layer."""
+
+    tokens: torch.Tensor  # [B, T, token_size] decoder states, one per target position
+    # Source attention, only when asked for (need_weights=True): name -> weights over the source,
+    # [B, T, S] for one attention ("attention") or [B, H, T, S] per layer ("layer1", ...), rows sum to 1.
+    attention: dict[str, torch.Tensor] | None = None
+
+
+class EncoderDecoder(nn.Module):
+    """Base class of the translation families: a source encoder and a target decoder (Sutskever et al.
+    2014; Bahdanau et al. 2015; Vaswani et al. 2017).
+
+    Like an `Encoder`, a family owns no output layer: the translation task puts a language-model
+    head over the target vocabulary on the decoder's states (tied to `output_embedding()` when the
+    family shares it). Built as `Family(cfg, source: InputSpec, target: InputSpec)`; under a joint
+    vocabulary both specs are the same and a family may share its embeddings.
+
+        encode(src_ids [B, S], src_mask [B, S]) -> memory    opaque to the task; holds the source mask
+        decode(memory, ids [B, T], mask [B, T], need_weights) -> DecoderOutput
+                                             teacher forcing: all target positions at once (ids start with BOS)
+        start(memory) -> state               the decoding state before the first target token
+        step(ids [B, T'], state) -> (tokens [B, token_size] of the last position, state)
+                                             reads T' new target tokens; n tokens cost n steps, not n passes
+        reorder(state, indices [B']) -> state   rows `indices` of the state (memory included), for beam search
+
+    The ClassVars an `Encoder` declares are all False here, so the tasks for encoders refuse these
+    families by what they give (`Task.unusable_reason`), and the translation task refuses encoders.
+    """
+
+    config_class: ClassVar[type]
+    presets: ClassVar[dict[str, dict]]
+    gives_tokens: ClassVar[bool] = False
+    gives_sentence: ClassVar[bool] = False
+    causal: ClassVar[bool] = False
+    reads: ClassVar[tuple[str, ...]] = ()
+    uses_vectors: ClassVar[bool] = False
+    lm_bias: ClassVar[bool] = True  # whether the output layer over the target vocabulary has a bias
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.token_size = 0  # D of DecoderOutput.tokens and of `step`'s states
+
+    def encode(self, src_ids: torch.Tensor, src_mask: torch.Tensor) -> object:
+        raise NotImplementedError
+
+    def decode(self, memory: object, ids: torch.Tensor, mask: torch.Tensor,
+               need_weights: bool = False) -> DecoderOutput:
+        raise NotImplementedError
+
+    def start(self, memory: object) -> object:
+        raise NotImplementedError
+
+    def step(self, ids: torch.Tensor, state: object) -> tuple[torch.Tensor, object]:
+        raise NotImplementedError
+
+    def reorder(self, state: object, indices: torch.Tensor) -> object:
+        raise NotImplementedError
+
+    @classmethod
+    def max_length(cls, cfg: object) -> int:
+        """The longest source or target (tokens) families built from `cfg` can read; 0 = no limit."""
+        return 0
+
+    def output_embedding(self) -> nn.Parameter | None:
+        """The [V_target, token_size] target embedding the output layer shares (Press & Wolf 2017), or None."""
+        return None
+
+    def init_head(self, head: "Head") -> None:
+        """As `Encoder.init_head`: initialise the output layer as the family's paper does."""
+
+    def after_optimizer_step(self) -> None:
+        """Parameter constraints after each optimizer step. No-op by default."""
+
+    def layer_groups(self) -> LayerGroups:
+        """Named groups from the input up (source side, target side, then the decoder's top)."""
+        return [(name, [child]) for name, child in self.named_children()
+                if any(True for _ in child.parameters())]

@@ -14,11 +14,11 @@ output to an untouched residual stream,
     x = x + Dropout(Attention(LN(x)))
     x = x + Dropout(FFN(LN(x)))          FFN(x) = W2 GELU(W1 x + b1) + b2,  W1: D -> F (F = 4D)
 
-so the residual path from the embeddings to the output is the identity. A model built from these
-blocks adds one final LayerNorm after the last block (GPT-2 does, §2.3).
+so the residual path from the embeddings to the output is the identity. A pre-LN stack adds one
+final LayerNorm after its last block (GPT-2 does, §2.3); a post-LN one needs none (its last
+sub-layer ends with a LayerNorm).
 GELU is Hendrycks & Gimpel's (2016) tanh approximation, the form GPT-2's released code uses; the
 original Transformer's FFN uses ReLU (Vaswani et al. 2017, §3.3 eq. 2), `activation="relu"`.
-A pre-LN stack needs the final LayerNorm; a post-LN one does not (its last sub-layer ends with one).
 """
 
 # B batch, T length, S key length, H heads, D model dim, F feed-forward dim

@@ -26,10 +26,11 @@ class Packed:
 
 
 def truncate_longest_first(first: list, second: list | None, budget: int) -> tuple[list, list | None]:
-    """Cut tokens from the end of the longer sequence (the first on ties) until both fit in `budget`."""
+    """Cut tokens from the end of the longer sequence (the second on ties, as BERT's code) until both fit
+    in `budget`."""
     a, b = len(first), len(second) if second is not None else 0
     while a + b > budget:
-        if a >= b:
+        if a > b:
             a -= 1
         else:
             b -= 1

@@ -62,7 +62,7 @@ def read_config(path: str | Path) -> dict:
         raise TextnnError(f"{file}: not valid JSON ({err}); the checkpoint is damaged") from None
     model_type = config.get("model_type") if isinstance(config, dict) else None
     if model_type not in FAMILIES:
-        raise TextnnError(f"{file}: model_type {model_type!r} is not supported; supported: "
+        raise TextnnError(f"{file}: model_type {model_type!r} is not a supported Hugging Face architecture; supported: "
                           f"{', '.join(f'{k} (as {v})' for k, v in FAMILIES.items())}")
     return config
 

@@ -317,7 +317,7 @@ def export_run(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
     encoder = {name: t.detach().cpu() for name, t in model.encoder.state_dict().items()}
     head = model.head
     if family == "bert":
-        tensors, hf = _bert_export(cfg, encoder, len(vocab), vocab.pad_id)
+        tensors, hf = bert_to_hf(cfg, encoder, len(vocab), vocab.pad_id)
         linear = [m for m in head.modules() if isinstance(m, torch.nn.Linear)]
         if config.task == "classification" and getattr(task, "packs", False) and len(linear) == 1:
             tensors = {f"bert.{name}": t for name, t in tensors.items()}
@@ -329,7 +329,7 @@ def export_run(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
     else:
         if not cfg.bias:
             raise TextnnError(f"{run_dir}: a gpt run with model.bias=false has no GPT-2 counterpart (GPT-2 has biases)")
-        tensors, hf = _gpt2_export(cfg, encoder, len(vocab))
+        tensors, hf = gpt2_to_hf(cfg, encoder, len(vocab))
         if config.task == "language_modeling":
             tensors = {f"transformer.{name}": t for name, t in tensors.items()}
             hf["architectures"] = ["GPT2LMHeadModel"]
@@ -361,7 +361,8 @@ def export_run(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
     return [*written, out / "tokenizer.json", out / "tokenizer_config.json"]
 
 
-def _bert_export(cfg, encoder: dict[str, torch.Tensor], vocab_size: int, pad_id: int) -> tuple[dict, dict]:
+def bert_to_hf(cfg, encoder: dict[str, torch.Tensor], vocab_size: int, pad_id: int) -> tuple[dict, dict]:
+    """Our bert encoder's state (no prefix) -> (BertModel's state, its config.json dict)."""
     tensors = {theirs: encoder[ours] for ours, theirs in _bert_names(cfg.n_layers) if ours in encoder}
     d = cfg.d_model
     if not cfg.segments:  # transformers' BertModel always adds token types: one zero row changes nothing
@@ -380,7 +381,8 @@ def _bert_export(cfg, encoder: dict[str, torch.Tensor], vocab_size: int, pad_id:
     return tensors, hf
 
 
-def _gpt2_export(cfg, encoder: dict[str, torch.Tensor], vocab_size: int) -> tuple[dict, dict]:
+def gpt2_to_hf(cfg, encoder: dict[str, torch.Tensor], vocab_size: int) -> tuple[dict, dict]:
+    """Our gpt encoder's state (no prefix) -> (GPT2Model's state, its config.json dict)."""
     tensors = {theirs: (encoder[ours].t() if transposed else encoder[ours])  # [out, in] -> Conv1D [in, out]
                for ours, theirs, transposed in _gpt2_names(cfg.n_layers)}
     hf = {"architectures": ["GPT2Model"], "model_type": "gpt2", "vocab_size": vocab_size, "n_positions": cfg.context,

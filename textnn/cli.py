@@ -47,6 +47,11 @@ def _parser() -> argparse.ArgumentParser:
                         "(token, gold if the input has it, predicted tag)")
     p.add_argument("--output", "-o", help="write the predictions here instead of standard output")
 
+    p = sub.add_parser("export", help="write a bert or gpt run as a Hugging Face checkpoint directory "
+                       "(config.json, model.safetensors, vocabulary) that transformers loads")
+    p.add_argument("run", help="run directory written by `textnn train`")
+    p.add_argument("output", help="directory to write (created if missing)")
+
     p = sub.add_parser("compare", help="train several configs on the same data and tabulate them")
     p.add_argument("configs", nargs="+", help="YAML config files")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -142,6 +147,14 @@ def _predict(args: argparse.Namespace) -> int:
     return 0
 
 
+def _export(args: argparse.Namespace) -> int:
+    from textnn.experiment import export_run
+
+    for path in export_run(args.run, args.output):
+        print(f"wrote {path}")
+    return 0
+
+
 def _compare(args: argparse.Namespace) -> int:
     from textnn.experiment import compare, format_table
 
@@ -219,7 +232,7 @@ def _visualize(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"train": _train, "evaluate": _evaluate, "predict": _predict, "compare": _compare,
+COMMANDS = {"train": _train, "evaluate": _evaluate, "predict": _predict, "export": _export, "compare": _compare,
             "explain": _explain, "demo": _demo, "generate": _generate, "visualize": _visualize}
 
 

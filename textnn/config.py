@@ -45,7 +45,7 @@ class DataConfig:
     dev: str = opt("", "development file used for evaluation, early stopping and best-checkpoint selection")
     test: str = opt("", "optional test file, evaluated once with the best checkpoint at the end")
     encoding: str = opt("utf-8", "text encoding of the data files")
-    tokenizer: str = opt("word", "word (regex words and punctuation), whitespace, char, or bpe (byte-level BPE trained on data.train; language modelling)")
+    tokenizer: str = opt("word", "word (regex words and punctuation), whitespace, char, bpe (byte-level BPE trained on data.train; language modelling) or wordpiece (BERT's sub-words, trained on data.train or read from model.init_from)")
     lowercase: bool = opt(False, "lower-case text before tokenizing")
     min_freq: int = opt(1, "keep tokens seen at least this often in training")
     max_vocab: int = opt(0, "keep at most this many tokens (most frequent first); 0 = no limit")
@@ -55,8 +55,8 @@ class DataConfig:
     TOKENIZATION = ("tokenizer", "lowercase", "min_freq", "max_vocab")
 
     def __post_init__(self) -> None:
-        _check(self.tokenizer in ("word", "whitespace", "char", "bpe"), "data.tokenizer", self.tokenizer,
-               "word, whitespace, char or bpe")
+        _check(self.tokenizer in ("word", "whitespace", "char", "bpe", "wordpiece"), "data.tokenizer", self.tokenizer,
+               "word, whitespace, char, bpe or wordpiece")
         _check(self.min_freq >= 1, "data.min_freq", self.min_freq, "an integer >= 1")
         _check(self.max_vocab >= 0, "data.max_vocab", self.max_vocab, "an integer >= 0")
 
@@ -155,7 +155,7 @@ class Config:
     train: TrainConfig
     head: Any = field(default_factory=NoHeadOptions)  # the task's head options dataclass
     name: str = ""
-    init_from: str = ""  # model.init_from: a run directory whose encoder, tokenizer and vocabulary start this run
+    init_from: str = ""  # model.init_from: a run (or Hugging Face) directory whose encoder, tokenizer and vocabulary start this run
 
     def to_dict(self) -> dict:
         model = {"name": self.model_name, "preset": self.model_preset, **dataclasses.asdict(self.model)}
@@ -323,14 +323,18 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
 
 
 def _start_run_config(init_from: str, origin: str) -> dict:
-    """The saved config.yaml of the run named by model.init_from, as a raw dict."""
+    """The saved config.yaml of the run named by model.init_from, as a raw dict (for a Hugging Face
+    checkpoint directory, the sections its config.json and vocabulary give)."""
     run = Path(init_from)
-    if (run / "config.json").is_file() and not (run / "config.yaml").is_file():
-        raise TextnnError(f"{origin}: model.init_from={init_from} looks like a Hugging Face checkpoint directory; "
-                          f"starting from those is not supported yet: give a textnn run directory")
     if not (run / "config.yaml").is_file():
-        raise TextnnError(f"{origin}: model.init_from={init_from}: no run there (no config.yaml); give the "
-                          f"directory `textnn train` wrote")
+        from textnn.interop import huggingface
+
+        if (run / "config.json").is_file() or (run / "model.safetensors").is_file() or (run / "pytorch_model.bin").is_file():
+            # A Hugging Face checkpoint directory: its model section and tokenization, from config.json
+            return huggingface.start_config(run, origin)
+        raise TextnnError(f"{origin}: model.init_from={init_from}: no run there (no config.yaml) and no Hugging Face "
+                          f"checkpoint (no config.json); give the directory `textnn train` wrote or a checkpoint "
+                          f"directory")
     if not (run / "model.safetensors").is_file():
         raise TextnnError(f"{origin}: model.init_from={init_from}: the run has no model.safetensors; "
                           f"train it to the end first")
@@ -468,8 +472,9 @@ def explain(section: str = "") -> str:
     if section in ("", "train"):
         parts += ["[train]", *describe(TrainConfig, "train")]
     if section in ("", "model") or wanted in registry.ENCODERS:
-        parts.append("  model.init_from          str    default=''  a run directory to start from: its encoder "
-                     "weights, tokenizer, vocabulary and model settings (the task adds its head)")
+        parts.append("  model.init_from          str    default=''  a run directory, or a Hugging Face checkpoint "
+                     "directory (BERT family, GPT-2), to start from: its encoder weights, tokenizer, vocabulary and model "
+                     "settings (the task adds its head)")
         for name in registry.ENCODERS:
             if wanted and wanted != "model" and wanted != name:
                 continue

@@ -22,7 +22,7 @@ from textnn.generation.decoding import DecodingConfig
 from textnn.runs import FollowerRunDir, RunDir
 from textnn.training import distributed
 from textnn.training.budget import check_resume_budget
-from textnn.training.checkpoint import init_encoder_from, load_weights
+from textnn.training.checkpoint import init_encoder_from, init_encoder_from_state, load_weights
 from textnn.training.trainer import Trainer, TrainResult, TrainingInterrupted, resolve_device
 
 
@@ -77,8 +77,14 @@ def _create_run(run: RunDir, config: Config, resume: bool, task) -> None:
 
 
 def _start_encoder(model: torch.nn.Module, init_from: str) -> None:
-    """Load the encoder weights of the run in model.init_from and say what was loaded, new and left out."""
-    loaded = init_encoder_from(model, Path(init_from) / "model.safetensors")
+    """Load the encoder weights of the run (or Hugging Face checkpoint) in model.init_from and say what
+    was loaded, new and left out."""
+    from textnn.interop import huggingface
+
+    if huggingface.is_checkpoint_dir(init_from):
+        loaded = init_encoder_from_state(model, huggingface.encoder_state(init_from), init_from)
+    else:
+        loaded = init_encoder_from(model, Path(init_from) / "model.safetensors")
 
     def names(keys: list[str]) -> str:
         return ", ".join(keys[:6]) + (f", ... ({len(keys)} in all)" if len(keys) > 6 else "") if keys else "none"
@@ -125,6 +131,13 @@ def predict_run(run_dir: str | Path, lines: Iterable[str], source: str = "<stdin
     """
     _, task, model = load_run(run_dir)
     return task.predict(model, lines, source, options or {})
+
+
+def export_run(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
+    """Write a bert or gpt run as a Hugging Face checkpoint directory (interop/huggingface.py)."""
+    from textnn.interop.huggingface import export_run as export
+
+    return export(run_dir, out_dir)
 
 
 def _load_decoder_run(run_dir: str | Path, command: str) -> tuple[Config, object, torch.nn.Module]:

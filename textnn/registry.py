@@ -30,6 +30,7 @@ ENCODERS: dict[str, str] = {
     "char_lstm_lm": "textnn.models.rnn_lm:RNNLM",  # rnn_lm's older name
     "awd_lstm": "textnn.models.awd_lstm:AWDLSTM",
     "gpt": "textnn.models.gpt:GPT",
+    "bert": "textnn.models.bert:Bert",
     "transformer_xl": "textnn.models.transformer_xl:TransformerXL",
     "seq2seq": "textnn.models.seq2seq:Seq2Seq",
     "transformer_mt": "textnn.models.transformer_mt:TransformerMT",

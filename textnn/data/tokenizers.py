@@ -4,12 +4,23 @@
 trained with the `tokenizers` library; its token strings are the library's byte-level pieces
 ("Ġthe" for " the"), and the whole trained model travels inside the saved dict, so a run directory
 rebuilds exactly the tokenizer it was trained with.
+
+`wordpiece` is BERT's sub-word tokenizer (Devlin et al. 2019 §3, after Wu et al. 2016): text is
+cleaned (and, uncased, lower-cased with accents stripped), split into words and punctuation, and
+each word into the longest pieces of the vocabulary from its start ("playing" -> "play", "##ing").
+It is trained on data (`train_wordpiece`) or read from a checkpoint's vocab.txt / tokenizer.json
+(`load_wordpiece`); its vocabulary starts with the specials [PAD] [UNK] [CLS] [SEP] [MASK].
+`__call__` gives the pieces alone: the [CLS] a [SEP] b [SEP] frame is added where sequences are
+packed for an encoder (data/packing.py). `encode_with_offsets` keeps, for every piece, the
+characters it came from and the index of its word, so predictions map back to words and characters.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable
 
 from textnn.errors import TextnnError
@@ -21,22 +32,40 @@ _WORD_RE = re.compile(r"'(?:[stdm]|re|ve|ll)\b|\w+|[^\w\s]", re.IGNORECASE)
 # Bumped whenever the rules above change, so tokens cached under the old rules are not reused.
 _WORD_RULES_VERSION = 2
 
+# BERT's special tokens, in the order a trained WordPiece vocabulary starts with (Devlin et al. 2019 §3).
+PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
+WORDPIECE_SPECIALS = (PAD, UNK, CLS, SEP, MASK)
+
+
+@dataclass
+class Pieces:
+    """A text's sub-word pieces and where each came from."""
+
+    tokens: list[str]
+    offsets: list[tuple[int, int]]  # [start, end) characters of the (original) text per piece
+    word_ids: list[int]  # index of the word (pre-tokenizer split) each piece belongs to
+
 
 class Tokenizer:
-    """Splits text into tokens. `kind` is word (regex), whitespace, char or bpe (see `train_bpe`)."""
+    """Splits text into tokens. `kind` is word (regex), whitespace, char, bpe (see `train_bpe`) or
+    wordpiece (`train_wordpiece`, `load_wordpiece`)."""
 
     KINDS = ("word", "whitespace", "char")  # rule-based: built from the name alone
-    TRAINED = "bpe"  # learned from data: built by `train_bpe` (or `from_dict` of a saved one)
+    TRAINED = ("bpe", "wordpiece")  # learned from data or read from a checkpoint: they carry a model
 
-    def __init__(self, kind: str = "word", lowercase: bool = False, bpe=None):
-        if bpe is not None:
-            kind = self.TRAINED
-        elif kind not in self.KINDS:
-            hint = " (bpe is trained on the data: set data.tokenizer=bpe)" if kind == self.TRAINED else ""
+    def __init__(self, kind: str = "word", lowercase: bool = False, model=None):
+        if kind not in self.KINDS and (kind not in self.TRAINED or model is None):
+            hint = (f" ({kind} is trained on the data or read from a checkpoint: set data.tokenizer={kind})"
+                    if kind in self.TRAINED else "")
             raise TextnnError(f"unknown tokenizer '{kind}'; valid: {', '.join(self.KINDS)}{hint}")
         self.kind = kind
         self.lowercase = lowercase
-        self.bpe = bpe  # a tokenizers.Tokenizer for kind "bpe"
+        self.model = model  # a tokenizers.Tokenizer for the trained kinds, else None
+
+    @property
+    def bpe(self):
+        """The byte-level BPE model (kind bpe), else None."""
+        return self.model if self.kind == "bpe" else None
 
     @classmethod
     def train_bpe(cls, lines: Iterable[str], vocab_size: int, specials: tuple[str, ...],
@@ -58,50 +87,114 @@ class Tokenizer:
         bpe.train_from_iterator((line.lower() if lowercase else line for line in lines), trainer=trainer)
         return cls("bpe", lowercase, bpe)
 
+    @staticmethod
+    def _wordpiece_pipeline(model, lowercase: bool):
+        """BERT's text pipeline around a WordPiece model: the BasicTokenizer's cleaning, Chinese-character
+        splitting and (uncased) lower-casing with accent stripping, then words and punctuation."""
+        from tokenizers import Tokenizer as HFTokenizer, decoders, normalizers, pre_tokenizers
+
+        tokenizer = HFTokenizer(model)
+        tokenizer.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
+                                                          strip_accents=None, lowercase=lowercase)
+        tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tokenizer.decoder = decoders.WordPiece(prefix="##")
+        return tokenizer
+
+    @classmethod
+    def train_wordpiece(cls, lines: Iterable[str], vocab_size: int, lowercase: bool = True) -> "Tokenizer":
+        """Train a WordPiece vocabulary of at most `vocab_size` pieces on `lines` (cased or uncased);
+        the specials [PAD] [UNK] [CLS] [SEP] [MASK] get ids 0-4."""
+        from tokenizers import models, trainers
+
+        tokenizer = cls._wordpiece_pipeline(models.WordPiece(unk_token=UNK), lowercase)
+        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=list(WORDPIECE_SPECIALS),
+                                            show_progress=False)
+        tokenizer.train_from_iterator(lines, trainer=trainer)
+        return cls("wordpiece", lowercase, tokenizer)
+
+    @classmethod
+    def load_wordpiece(cls, path: str | Path, lowercase: bool) -> "Tokenizer":
+        """A checkpoint's WordPiece: a tokenizer.json (the library's own file) or a vocab.txt (one piece per
+        line, id = line number) with BERT's pipeline, uncased when `lowercase`."""
+        from tokenizers import Tokenizer as HFTokenizer, models
+
+        path = Path(path)
+        try:
+            if path.name == "vocab.txt":
+                vocab = {}
+                for line in path.read_text(encoding="utf-8").splitlines():
+                    vocab.setdefault(line, len(vocab))  # a repeated line keeps its first id, as BERT's reader
+                tokenizer = cls._wordpiece_pipeline(models.WordPiece(vocab, unk_token=UNK), lowercase)
+            else:
+                tokenizer = HFTokenizer.from_file(str(path))
+        except (OSError, UnicodeDecodeError, Exception) as err:  # the library raises its own types on bad JSON
+            raise TextnnError(f"{path}: not a readable WordPiece vocabulary ({err}); give the checkpoint's "
+                              f"vocab.txt or tokenizer.json") from None
+        if type(tokenizer.model).__name__ != "WordPiece":
+            raise TextnnError(f"{path}: holds a {type(tokenizer.model).__name__} model, not WordPiece; a BERT "
+                              f"checkpoint needs its WordPiece vocabulary")
+        # A checkpoint's tokenizer.json may pad and truncate everything to a fixed length and add
+        # [CLS]/[SEP] itself: here it gives pieces alone; packing and truncation are the task's.
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        tokenizer.post_processor = None
+        return cls("wordpiece", lowercase, tokenizer)
+
     def vocabulary(self) -> list[str]:
-        """A bpe tokenizer's token strings in id order (the run's vocabulary is exactly this list)."""
-        if self.bpe is None:
+        """A trained tokenizer's token strings in id order (the run's vocabulary is exactly this list)."""
+        if self.model is None:
             raise ValueError(f"a {self.kind} tokenizer has no fixed vocabulary; build one from the data")
-        table = self.bpe.get_vocab(with_added_tokens=True)
+        table = self.model.get_vocab(with_added_tokens=True)
         return sorted(table, key=table.__getitem__)
 
+    def _prepare(self, text: str) -> str:
+        # WordPiece lower-cases in its own normaliser, which keeps offsets into the original text.
+        return text.lower() if self.lowercase and self.kind != "wordpiece" else text
+
     def tokenize_lines(self, lines: list[str]) -> list[list[str]]:
-        """`self(line)` for every line; bpe encodes them all in one parallel call of the library."""
-        if self.bpe is None:
+        """`self(line)` for every line; trained kinds encode them all in one parallel call of the library."""
+        if self.model is None:
             return [self(line) for line in lines]
         return [encoding.tokens for encoding in
-                self.bpe.encode_batch([line.lower() for line in lines] if self.lowercase else lines)]
+                self.model.encode_batch([self._prepare(line) for line in lines], add_special_tokens=False)]
 
     def __call__(self, text: str) -> list[str]:
-        if self.lowercase:
-            text = text.lower()
+        text = self._prepare(text)
         if self.kind == "word":
             return _WORD_RE.findall(text)
         if self.kind == "whitespace":
             return text.split()
-        if self.kind == "bpe":
-            return self.bpe.encode(text).tokens
+        if self.model is not None:
+            return self.model.encode(text, add_special_tokens=False).tokens
         return list(text)
+
+    def encode_with_offsets(self, text: str) -> Pieces:
+        """The pieces of `text` with their character spans in `text` and their word indices (trained kinds)."""
+        if self.model is None:
+            raise ValueError(f"encode_with_offsets needs a bpe or wordpiece tokenizer, not {self.kind}")
+        encoding = self.model.encode(self._prepare(text), add_special_tokens=False)
+        return Pieces(tokens=list(encoding.tokens), offsets=[tuple(o) for o in encoding.offsets],
+                      word_ids=[-1 if w is None else w for w in encoding.word_ids])
 
     def to_dict(self) -> dict:
         data = {"kind": self.kind, "lowercase": self.lowercase}
         if self.kind == "word":  # part of the tokenized-data cache key
             data["rules"] = _WORD_RULES_VERSION
-        if self.bpe is not None:  # the library's own JSON, nested: merges and vocabulary included
-            data["bpe"] = json.loads(self.bpe.to_str())
+        if self.model is not None:  # the library's own JSON, nested: merges and vocabulary included
+            data[self.kind] = json.loads(self.model.to_str())
         return data
 
     @classmethod
     def from_dict(cls, data: dict) -> "Tokenizer":
-        bpe = None
-        if data["kind"] == "bpe":
+        model = None
+        if data["kind"] in cls.TRAINED:
             from tokenizers import Tokenizer as HFTokenizer
 
-            bpe = HFTokenizer.from_str(json.dumps(data["bpe"]))
-        return cls(kind=data["kind"], lowercase=bool(data["lowercase"]), bpe=bpe)
+            model = HFTokenizer.from_str(json.dumps(data[data["kind"]]))
+        return cls(kind=data["kind"], lowercase=bool(data["lowercase"]), model=model)
 
     def join(self, tokens: list[str]) -> str:
-        """Inverse for display: characters concatenate, words join with spaces, BPE pieces decode to text."""
-        if self.kind == "bpe":
-            return self.bpe.decoder.decode(tokens)
+        """Inverse for display: characters concatenate, words join with spaces, sub-word pieces decode to text."""
+        if self.model is not None:
+            return self.model.decoder.decode(tokens)
         return "".join(tokens) if self.kind == "char" else " ".join(tokens)

@@ -8,8 +8,10 @@ no task output: the task puts a head on it (`modules/heads.py`) and trains the p
     gives_tokens     per-token states [B, T, token_size]   -> tagging; classification (pooled)
     gives_sentence   one vector per sequence [B, sentence_size] -> classification
     causal           tokens[:, t] depends on ids[:, :t + 1] only -> language modelling
-    reads            token features it needs beyond ids and mask ("chars", "casing"); a task that
-                     cannot supply one cannot use the encoder
+    reads            token features it needs beyond ids and mask ("chars", "casing", "segments"); a
+                     task that cannot supply one cannot use the encoder. "segments" means more: the
+                     encoder reads ONE sequence framed as [CLS] a [SEP] (b [SEP]) with segment ids
+                     (BERT's input, data/packing.py), so a task packs a pair into it
     uses_vectors     starts its word embedding from pretrained vectors (data.vectors) when given
 
 A family registers with one line in `registry.ENCODERS` ("name": "module:Class"); the class names
@@ -49,6 +51,7 @@ class TokenFeatures:
 
     chars: torch.Tensor | None = None  # [B, T, C] character ids per word, 0 = padding
     casing: torch.Tensor | None = None  # [B, T] casing category, 0 = padding
+    segments: torch.Tensor | None = None  # [B, T] segment id: 0 first sentence (with [CLS]), 1 second; 0 = padding
 
 
 @dataclass

@@ -63,6 +63,7 @@ class GPTConfig:
     dropout: float = opt(0.0, "dropout on embeddings, attention probabilities and each residual branch")
     tie: bool = opt(True, "share the output layer's weights with the token embedding (Press & Wolf 2017)")
     bias: bool = opt(True, "biases in the linear and LayerNorm layers (GPT-2: true; nanoGPT's default: false)")
+    gelu: str = opt("tanh", "GELU of the feed-forward layers: tanh (the approximation GPT-2 uses) or exact (erf)")
 
     def __post_init__(self) -> None:
         for key in ("n_layers", "n_heads", "d_model", "context"):
@@ -72,6 +73,7 @@ class GPTConfig:
         _check(self.d_model % self.n_heads == 0, "d_model", self.d_model,
                f"a multiple of model.n_heads = {self.n_heads}")
         _check(0.0 <= self.dropout < 1.0, "dropout", self.dropout, "a probability in [0, 1)")
+        _check(self.gelu in ("tanh", "exact"), "gelu", self.gelu, "tanh or exact")
 
     @property
     def ff_size(self) -> int:
@@ -111,7 +113,8 @@ class GPT(Encoder):
         self.position_embedding = nn.Embedding(cfg.context, cfg.d_model)
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(
-            TransformerBlock(cfg.d_model, cfg.n_heads, cfg.ff_size, dropout=cfg.dropout, bias=cfg.bias)
+            TransformerBlock(cfg.d_model, cfg.n_heads, cfg.ff_size, dropout=cfg.dropout, bias=cfg.bias,
+                             activation="gelu_tanh" if cfg.gelu == "tanh" else "gelu")
             for _ in range(cfg.n_layers))
         self.ln_final = nn.LayerNorm(cfg.d_model, bias=cfg.bias)
         self.token_size = cfg.d_model

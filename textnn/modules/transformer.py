@@ -15,10 +15,12 @@ output to an untouched residual stream,
     x = x + Dropout(FFN(LN(x)))          FFN(x) = W2 GELU(W1 x + b1) + b2,  W1: D -> F (F = 4D)
 
 so the residual path from the embeddings to the output is the identity. A pre-LN stack adds one
-final LayerNorm after its last block (GPT-2 does, §2.3); a post-LN one needs none (its last
-sub-layer ends with a LayerNorm).
-GELU is Hendrycks & Gimpel's (2016) tanh approximation, the form GPT-2's released code uses; the
-original Transformer's FFN uses ReLU (Vaswani et al. 2017, §3.3 eq. 2), `activation="relu"`.
+final LayerNorm after its last block (GPT-2 does, §2.3); a post-LN one (the Transformer, BERT)
+needs none (its last sub-layer ends with a LayerNorm).
+
+The feed-forward activation (`ACTIVATIONS`): the original Transformer's ReLU (Vaswani et al. 2017,
+§3.3 eq. 2), GELU (Hendrycks & Gimpel 2016) exact, x * Phi(x) with the erf (BERT's released code),
+or its tanh approximation (GPT-2's released code). A checkpoint must run with the one it was trained with.
 """
 
 # B batch, T length, S key length, H heads, D model dim, F feed-forward dim
@@ -34,7 +36,7 @@ from torch import nn
 from textnn.modules.attention import KVCache, MultiHeadAttention
 
 
-ACTIVATIONS = ("gelu", "relu")
+ACTIVATIONS = ("gelu_tanh", "gelu", "relu")  # GELU's tanh approximation, exact (erf) GELU, ReLU
 
 
 def residual(x: torch.Tensor, norm: nn.LayerNorm, branch: Callable[[torch.Tensor], torch.Tensor],
@@ -49,12 +51,12 @@ def residual(x: torch.Tensor, norm: nn.LayerNorm, branch: Callable[[torch.Tensor
 class FeedForward(nn.Module):
     """Position-wise feed-forward network: Linear(D, F) -> GELU or ReLU -> Linear(F, D) (Vaswani et al. 2017, §3.3)."""
 
-    def __init__(self, d_model: int, d_ff: int, bias: bool = True, activation: str = "gelu") -> None:
+    def __init__(self, d_model: int, d_ff: int, bias: bool = True, activation: str = "gelu_tanh") -> None:
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"unknown activation {activation!r}; valid: {', '.join(ACTIVATIONS)}")
         self.fc = nn.Linear(d_model, d_ff, bias=bias)
-        self.act = nn.GELU(approximate="tanh") if activation == "gelu" else nn.ReLU()
+        self.act = nn.ReLU() if activation == "relu" else nn.GELU(approximate="tanh" if activation == "gelu_tanh" else "none")
         self.proj = nn.Linear(d_ff, d_model, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -73,15 +75,18 @@ class TransformerBlock(nn.Module):
     """Self-attention block. Pre-LN (default): LN -> attention -> dropout -> residual, LN -> FFN ->
     dropout -> residual; post-LN (`norm_first=False`): each residual sum is normalised instead (`residual`).
 
-    `dropout` applies to the attention probabilities and to each sub-block's output before the residual
-    addition (Vaswani et al. 2017, §5.4 "Residual Dropout").
+    `dropout` applies to each sub-block's output before the residual addition (Vaswani et al. 2017,
+    §5.4 "Residual Dropout") and to the attention probabilities, unless `attention_dropout` is given
+    for those (BERT's attention_probs_dropout_prob beside its hidden_dropout_prob).
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0, bias: bool = True,
-                 eps: float = 1e-5, norm_first: bool = True, activation: str = "gelu") -> None:
+                 eps: float = 1e-5, norm_first: bool = True, activation: str = "gelu_tanh",
+                 attention_dropout: float | None = None) -> None:
         super().__init__()
         self.ln_attn = nn.LayerNorm(d_model, eps=eps, bias=bias)
-        self.attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias)
+        self.attn = MultiHeadAttention(d_model, n_heads, bias=bias,
+                                       dropout=dropout if attention_dropout is None else attention_dropout)
         self.ln_ff = nn.LayerNorm(d_model, eps=eps, bias=bias)
         self.ff = FeedForward(d_model, d_ff, bias=bias, activation=activation)
         self.drop = nn.Dropout(dropout)
@@ -115,7 +120,7 @@ class DecoderBlock(nn.Module):
     feed-forward network, each a residual sub-layer, pre- or post-LN (`residual`)."""
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.0, bias: bool = True,
-                 eps: float = 1e-5, norm_first: bool = True, activation: str = "gelu") -> None:
+                 eps: float = 1e-5, norm_first: bool = True, activation: str = "gelu_tanh") -> None:
         super().__init__()
         self.ln_self = nn.LayerNorm(d_model, eps=eps, bias=bias)
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias)

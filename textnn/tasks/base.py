@@ -84,7 +84,12 @@ class Task:
 
     @classmethod
     def load_text_pipeline(cls, run_path: Path) -> tuple[Tokenizer, Vocab]:
-        """The tokenizer and vocabulary a run read its text with (tokenizer.json, vocab.json)."""
+        """The tokenizer and vocabulary a run read its text with (tokenizer.json, vocab.json), or those of a
+        Hugging Face checkpoint directory (model.init_from)."""
+        from textnn.interop import huggingface
+
+        if huggingface.is_checkpoint_dir(run_path):
+            return huggingface.text_pipeline(run_path)
         tokenizer = Tokenizer.from_dict(cls.read_json(run_path / "tokenizer.json"))
         return tokenizer, Vocab.load(run_path / "vocab.json")
 

@@ -4,6 +4,11 @@ The head (`modules.heads`) goes on any encoder that gives a sentence vector, or 
 that `head.pooling` turns into one (a language model's, say). A sentence pair is read by the same
 encoder one sentence at a time and classified from [u; v; |u - v|; u * v] (Conneau et al. 2017
 §3.1, `PairClassifierHead`); a single-sentence run has no pair layer at all.
+
+Encoders that read "segments" (BERT) read every input as ONE sequence instead: [CLS] a [SEP], or
+a pair packed as [CLS] a [SEP] b [SEP] with segment ids (data/packing.py; Devlin et al. 2019 §4.1),
+truncated longest-first to data.max_length, and classified from the encoder's sentence vector
+(its pooler) with a plain `ClassifierHead`.
 """
 
 # B batch, T tokens, D sentence vector size, C classes
@@ -24,12 +29,13 @@ from textnn import registry
 from textnn.config import Config, WordVectorData, check_key, is_int, opt
 from textnn.data.batching import bucket_batches, pad
 from textnn.data.cache import cached
+from textnn.data.packing import pack
 from textnn.data.readers import Record, Records, line_list, read_classification, stratified_kfold_splits
-from textnn.data.tokenizers import Tokenizer
-from textnn.data.vocab import Vocab
+from textnn.data.tokenizers import CLS, MASK, SEP, UNK as WORDPIECE_UNK, Tokenizer
+from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.errors import TextnnError, where
 from textnn.metrics import CLASSIFICATION_METRICS, bootstrap_ci, confusion_matrix
-from textnn.models.base import EncoderWithHead, InputSpec, ModelOutput
+from textnn.models.base import EncoderWithHead, InputSpec, ModelOutput, TokenFeatures
 from textnn.modules.heads import ClassifierHead, PairClassifierHead
 from textnn.modules.pooling import last_valid, masked_max, masked_mean
 from textnn.tasks.base import Task
@@ -49,11 +55,16 @@ class ClassificationData(WordVectorData):
     max_length: int = opt(0, "truncate inputs to this many tokens; 0 = no limit (or the encoder's own limit)")
     kfold: int = opt(0, "k-fold cross-validation when there is no dev file: split train into k folds")
     fold: int = opt(0, "which fold (0-based) is held out as dev when kfold > 0")
+    wordpiece_vocab_size: int = opt(8000, "tokenizer wordpiece: size of the vocabulary trained on data.train")
+
+    TOKENIZATION = (*WordVectorData.TOKENIZATION, "wordpiece_vocab_size")
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_key(self.tokenizer != "bpe", "data.tokenizer", self.tokenizer, "word, whitespace or char "
-                  "(bpe is for language modelling)")
+        check_key(is_int(self.wordpiece_vocab_size) and self.wordpiece_vocab_size >= 8, "data.wordpiece_vocab_size",
+                  self.wordpiece_vocab_size, "an integer >= 8")
+        check_key(self.tokenizer != "bpe", "data.tokenizer", self.tokenizer, "word, whitespace, char or "
+                  "wordpiece (bpe is for language modelling)")
         check_key(self.max_length >= 0, "data.max_length", self.max_length, "an integer >= 0")
         check_key(self.kfold == 0 or self.kfold >= 2, "data.kfold", self.kfold, "0 (off) or >= 2")
         check_key(self.kfold == 0 or 0 <= self.fold < self.kfold, "data.fold", self.fold, f"0 .. {self.kfold - 1}")
@@ -83,9 +94,9 @@ class Classifier(EncoderWithHead):
         super().__init__(encoder, head)
         self.pooling = pooling
 
-    def sentence(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def sentence(self, ids: torch.Tensor, mask: torch.Tensor, segments: torch.Tensor | None = None) -> torch.Tensor:
         """The encoder's sentence vector, or its per-token states pooled by `head.pooling`: [B, D]."""
-        out = self.encoder(ids, mask)
+        out = self.encoder(ids, mask, features=TokenFeatures(segments=segments) if segments is not None else None)
         if out.sentence is not None:
             return out.sentence
         if self.pooling == "max":
@@ -95,8 +106,10 @@ class Classifier(EncoderWithHead):
         return last_valid(out.tokens, mask)
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor, pair_ids: torch.Tensor | None = None,
-                pair_mask: torch.Tensor | None = None) -> ModelOutput:
-        u = self.sentence(ids, mask)
+                pair_mask: torch.Tensor | None = None, segments: torch.Tensor | None = None) -> ModelOutput:
+        """Scores [B, C] of single inputs, of pairs read one sentence at a time (pair_ids), or of inputs
+        packed into one sequence (segments [B, T]: 0 first sentence, 1 second)."""
+        u = self.sentence(ids, mask, segments)
         if pair_ids is None:
             return ModelOutput(logits=self.head(u))
         return ModelOutput(logits=self.head(u, self.sentence(pair_ids, pair_mask)))
@@ -110,6 +123,7 @@ class ClassificationBatch:
     index: list[int]  # positions of these examples in their split
     pair_ids: torch.Tensor | None = None  # [B, T2] second sentence of a pair
     pair_mask: torch.Tensor | None = None
+    segments: torch.Tensor | None = None  # [B, T] segment ids of packed inputs (encoders that read them)
     lr_scale: float = 1.0  # the trainer scales this step's learning rate by it; classification never does
 
     @property
@@ -124,7 +138,7 @@ class ClassificationBatch:
     def to(self, device: torch.device) -> "ClassificationBatch":
         move = lambda t: t.to(device, non_blocking=True) if t is not None else None  # noqa: E731
         return replace(self, ids=move(self.ids), mask=move(self.mask), labels=move(self.labels),
-                       pair_ids=move(self.pair_ids), pair_mask=move(self.pair_mask))
+                       pair_ids=move(self.pair_ids), pair_mask=move(self.pair_mask), segments=move(self.segments))
 
 
 @dataclass
@@ -133,6 +147,7 @@ class EncodedSplit:
     ids: list[list[int]]
     pair_ids: list[list[int]] | None
     labels: list[int]  # -1 where unlabelled (prediction input)
+    segments: list[list[int]] | None = None  # packed inputs: segment id per token of `ids`
 
 
 def _label_order(labels: set[str]) -> list[str]:
@@ -153,8 +168,9 @@ class ClassificationTask(Task):
     def unusable_reason(cls, encoder_cls: type) -> str | None:
         if not (encoder_cls.gives_sentence or encoder_cls.gives_tokens):
             return "it gives neither a sentence vector nor per-token states"
-        if encoder_cls.reads:
-            return f"it reads {' and '.join(encoder_cls.reads)} features, which classification does not build"
+        missing = [name for name in encoder_cls.reads if name != "segments"]
+        if missing:
+            return f"it reads {' and '.join(missing)} features, which classification does not build"
         return None
 
     @classmethod
@@ -176,6 +192,11 @@ class ClassificationTask(Task):
     def is_pair(self) -> bool:
         return bool(self.config.data.text_pair_column)
 
+    @property
+    def packs(self) -> bool:
+        """Inputs are packed into one [CLS] a [SEP] (b [SEP]) sequence with segment ids (BERT)."""
+        return "segments" in registry.encoder_class(self.config.model_name).reads
+
     # --- building from data or from a run directory -----------------------------------------------
     @classmethod
     def from_data(cls, config: Config) -> "ClassificationTask":
@@ -189,6 +210,8 @@ class ClassificationTask(Task):
         start = Path(config.init_from) if config.init_from else None
         if start is not None:  # the starting run's tokenizer and vocabulary: its encoder was trained on them
             tokenizer, start_vocab = cls.load_text_pipeline(start)
+        elif data.tokenizer == "wordpiece":
+            tokenizer = _train_wordpiece(config)
         else:
             tokenizer = Tokenizer(data.tokenizer, data.lowercase)
         train_records, train_tokens = read_and_tokenize(config, tokenizer, data.train)
@@ -200,11 +223,20 @@ class ClassificationTask(Task):
             train_records, train_tokens = [train_records[i] for i in train_idx], [train_tokens[i] for i in train_idx]
         elif data.dev:
             dev_records, dev_tokens = read_and_tokenize(config, tokenizer, data.dev)
+        packs = "segments" in registry.encoder_class(config.model_name).reads
         if start is not None:
             vocab = start_vocab
+        elif tokenizer.kind == "wordpiece":
+            vocab = Vocab(tokenizer.vocabulary(), unk=WORDPIECE_UNK)
         else:
+            # A packing encoder frames its inputs with [CLS] and [SEP] (and pre-trains with [MASK]).
+            specials = (PAD, UNK, CLS, SEP, MASK) if packs else (PAD, UNK)
             vocab = Vocab.build((toks for pair in train_tokens for toks in pair if toks is not None),
-                                min_freq=data.min_freq, max_size=data.max_vocab)
+                                min_freq=data.min_freq, max_size=data.max_vocab, specials=specials)
+        if packs and not (CLS in vocab.stoi and SEP in vocab.stoi):
+            raise TextnnError(f"model {config.model_name} reads inputs framed as [CLS] a [SEP] b [SEP], but the "
+                              f"vocabulary of model.init_from={config.init_from} has no {CLS} or {SEP}; start from "
+                              f"a run or checkpoint of that family")
         if data.vectors and data.vectors_vocab:
             from textnn.interop.vectors import read_vectors
 
@@ -254,7 +286,7 @@ class ClassificationTask(Task):
                                          pretrained=self.pretrained))
         head_cfg = self.config.head
         size = encoder.sentence_size or encoder.token_size
-        head_cls = PairClassifierHead if self.is_pair else ClassifierHead
+        head_cls = PairClassifierHead if self.is_pair and not self.packs else ClassifierHead
         head = head_cls(size, len(self.labels), hidden=head_cfg.hidden, dropout=head_cfg.dropout,
                         max_norm=head_cfg.max_norm)
         return Classifier(encoder, head, head_cfg.pooling)
@@ -269,8 +301,15 @@ class ClassificationTask(Task):
     def encode(self, records: list[Record], tokens: list[tuple[list[str], list[str] | None]],
                require_known_labels: bool = True) -> EncodedSplit:
         max_len = self._max_length()
-        ids = [self.vocab.encode(a[:max_len]) for a, _ in tokens]
-        pair_ids = [self.vocab.encode(b[:max_len]) for _, b in tokens] if self.is_pair else None
+        segments = None
+        if self.packs:  # one sequence per example, [CLS] a [SEP] (b [SEP]) cut longest-first to max_len in all
+            cls_id, sep_id = self.vocab.stoi[CLS], self.vocab.stoi[SEP]
+            packed = [pack(self.vocab.encode(a), self.vocab.encode(b) if self.is_pair else None, cls_id, sep_id,
+                           max_len or 0) for a, b in tokens]
+            ids, pair_ids, segments = [p.ids for p in packed], None, [p.segments for p in packed]
+        else:
+            ids = [self.vocab.encode(a[:max_len]) for a, _ in tokens]
+            pair_ids = [self.vocab.encode(b[:max_len]) for _, b in tokens] if self.is_pair else None
         labels = []
         for record in records:
             if record.label is None:
@@ -287,7 +326,7 @@ class ClassificationTask(Task):
             if not text_tokens or (self.is_pair and not pair_tokens):  # by read_and_tokenize: predict input
                 raise TextnnError(f"{where(record.path, record.line)}: the text has no tokens after "
                                   f"tokenizing; remove the line or fix the text column")
-        return EncodedSplit(records, ids, pair_ids, labels)
+        return EncodedSplit(records, ids, pair_ids, labels, segments)
 
     def encode_file(self, path: str, require_labels: bool = True) -> EncodedSplit:
         records, tokens = read_and_tokenize(self.config, self.tokenizer, path, require_labels=require_labels)
@@ -304,8 +343,9 @@ class ClassificationTask(Task):
             pair_ids = pair_mask = None
             if split.pair_ids is not None:
                 pair_ids, pair_mask = pad([split.pair_ids[i] for i in index], self.vocab.pad_id)
+            segments = pad([split.segments[i] for i in index], 0)[0] if split.segments is not None else None
             labels = torch.tensor([split.labels[i] for i in index], dtype=torch.long)
-            batches.append(ClassificationBatch(ids, mask, labels, index, pair_ids, pair_mask))
+            batches.append(ClassificationBatch(ids, mask, labels, index, pair_ids, pair_mask, segments))
         return batches
 
     def _lengths(self, split: EncodedSplit) -> list[int]:
@@ -331,7 +371,7 @@ class ClassificationTask(Task):
 
     # --- loss, evaluation, prediction -------------------------------------------------------------
     def loss(self, model: torch.nn.Module, batch: ClassificationBatch) -> torch.Tensor:
-        out = model(batch.ids, batch.mask, batch.pair_ids, batch.pair_mask)
+        out = model(batch.ids, batch.mask, batch.pair_ids, batch.pair_mask, batch.segments)
         return F.cross_entropy(out.logits.float(), batch.labels, reduction="sum")
 
     @torch.no_grad()
@@ -342,7 +382,7 @@ class ClassificationTask(Task):
         probs = np.zeros((len(split.ids), len(self.labels)), dtype=np.float32)
         for batch in self.eval_batches(split):
             batch = batch.to(device)
-            logits = model(batch.ids, batch.mask, batch.pair_ids, batch.pair_mask).logits.float()
+            logits = model(batch.ids, batch.mask, batch.pair_ids, batch.pair_mask, batch.segments).logits.float()
             probs[batch.index] = torch.softmax(logits, dim=-1).cpu().numpy()
         return probs
 
@@ -446,6 +486,21 @@ def read_and_tokenize(config: Config, tokenizer: Tokenizer, path: str, require_l
     dropped = set(empty)
     kept = [i for i in range(len(records)) if i not in dropped]
     return [records[i] for i in kept], [tokens[i] for i in kept]
+
+
+def _train_wordpiece(config: Config) -> Tokenizer:
+    """A WordPiece of data.wordpiece_vocab_size pieces trained on the training texts (both sentences of a
+    pair), cached by the file's content and these settings."""
+    data = config.data
+
+    def compute() -> dict:
+        records = read_split(config, data.train)
+        texts = (text for r in records for text in (r.text, r.text_pair) if text)
+        return Tokenizer.train_wordpiece(texts, data.wordpiece_vocab_size, data.lowercase).to_dict()
+
+    settings = {"kind": "wordpiece_model", "vocab_size": data.wordpiece_vocab_size, "lowercase": data.lowercase,
+                "format": data.format, "columns": [data.text_column, data.text_pair_column]}
+    return Tokenizer.from_dict(cached(data.train, settings, compute, enabled=data.cache))
 
 
 def read_split(config: Config, path: str, require_labels: bool = True, fmt: str = "") -> Records:

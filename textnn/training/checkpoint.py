@@ -91,7 +91,14 @@ def init_encoder_from(model: torch.nn.Module, path: str | Path) -> dict[str, lis
     an error naming the parameter and both shapes.
     """
     path = Path(path)
-    state = _read_weights(path)
+    return init_encoder_from_state(model, _read_weights(path), path)
+
+
+def init_encoder_from_state(model: torch.nn.Module, state: dict[str, torch.Tensor],
+                            path: str | Path) -> dict[str, list[str]]:
+    """`init_encoder_from` for weights already read (and renamed: a Hugging Face checkpoint's); `path`
+    names their source in errors."""
+    path = Path(path)
     encoder_state = {name: tensor for name, tensor in state.items() if name.startswith("encoder.")}
     if not encoder_state:
         raise TextnnError(f"{path}: holds no encoder weights (no parameter named encoder.*); it was written by "

@@ -30,8 +30,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--data", required=True, help="labelled file in the run's data format")
     p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the 95%% CI (0 = off)")
     p.add_argument("--streams", type=int, default=0,
-                   help="language models: contiguous parts of the file read side by side (default 16; 1 = the "
-                        "exact sequential number, every token seeing everything before it)")
+                   help="language models: read N contiguous parts of the file side by side, each from a zero "
+                        "state (faster, a different number); default: one sequential stream (GPT: overlapping windows)")
     p.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
 
     p = sub.add_parser("predict", help="label text: one input per line (text, or text<TAB>pair), JSONL out; "

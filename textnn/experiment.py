@@ -108,8 +108,8 @@ def load_run(run_dir: str | Path, device: str = "cpu") -> tuple[Config, object, 
 def evaluate_run(run_dir: str | Path, data_path: str, bootstrap_samples: int = 1000, streams: int = 0) -> dict:
     """Metrics of a trained run on a labelled file read with the run's own data settings.
 
-    `streams` (language models only): how many contiguous parts of the file are read side by side;
-    1 reads it in order from its first token, the exact sequential number (0 = the task's default).
+    `streams` (language models only): how many contiguous parts of the file are read side by side,
+    each from a zero state; 0 = the task's default (one sequential stream; GPT: overlapping windows).
     """
     _, task, model = load_run(run_dir)
     options = {"streams": streams} if streams else {}

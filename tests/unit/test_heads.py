@@ -9,7 +9,7 @@ from torch import nn
 
 from textnn import registry
 from textnn.errors import TextnnError
-from textnn.modules.heads import (ClassifierHead, LMHead, MLMHead, PairClassifierHead, RegressionHead, SpanHead,
+from textnn.modules.heads import (AdaptiveLMHead, ClassifierHead, LMHead, MLMHead, PairClassifierHead, RegressionHead, SpanHead,
                                   TaggerHead)
 from textnn.tasks.classification import ClassificationHeadConfig
 
@@ -135,3 +135,51 @@ def test_a_task_refuses_an_encoder_it_cannot_use_naming_why():
     raw = {"task": "tagging", "data": {"train": "t.conll"}, "model": {"name": "dan"}}
     with pytest.raises(TextnnError, match="no per-token states"):
         config_from_dict(raw, "x.yaml")
+
+
+def test_the_adaptive_softmax_is_the_product_of_the_head_and_the_cluster_probabilities():
+    """V = 7 cut at [2, 4]: head words 0-1 and two cluster entries; cluster 1 holds 2-3 (states projected
+    to D / 2), cluster 2 holds 4-6 (D / 4). p(w) = p_head(w), or p_head(cluster) * p_cluster(w)."""
+    torch.manual_seed(0)
+    head = AdaptiveLMHead(8, 7, cutoffs=[2, 4], div_value=2.0)
+    assert [tail[0].out_features for tail in head.tails] == [4, 2]
+    states = torch.randn(5, 8)
+    head_p = torch.softmax(torch.cat([states @ head.words.T + head.words_bias, head.clusters(states)], -1), -1)
+    tail_p = [torch.softmax(tail[1](states @ tail[0].weight.T), -1) for tail in head.tails]
+    expected = torch.cat([head_p[:, :2], head_p[:, 2:3] * tail_p[0], head_p[:, 3:4] * tail_p[1]], -1)  # [5, 7]
+    log_probs = head(states)
+    torch.testing.assert_close(log_probs.exp(), expected)
+    torch.testing.assert_close(log_probs.exp().sum(-1), torch.ones(5))
+    targets = torch.tensor([0, 3, 6, 1, 4])
+    torch.testing.assert_close(head.nll(states, targets), -log_probs.gather(1, targets[:, None]).squeeze(1))
+
+
+def test_the_adaptive_softmax_loss_has_the_gradient_of_a_full_softmax_over_its_log_probabilities():
+    """`nll` computes each tail only for its own rows; the gradient is that of cross-entropy over the
+    exact log-probabilities of every word, for the states and every parameter."""
+    torch.manual_seed(0)
+    head = AdaptiveLMHead(6, 20, cutoffs=[4, 9, 15], div_value=1.5)
+    states = torch.randn(12, 6, requires_grad=True)
+    targets = torch.tensor([0, 3, 5, 8, 9, 14, 15, 19, 2, 10, 17, 1])
+
+    def gradients(loss: torch.Tensor) -> list[torch.Tensor]:
+        return torch.autograd.grad(loss, [states, *head.parameters()])
+
+    sparse = gradients(head.nll(states, targets).sum())
+    full = gradients(F.cross_entropy(head(states), targets, reduction="sum"))
+    for a, b in zip(sparse, full):
+        torch.testing.assert_close(a, b)
+
+
+def test_a_tied_adaptive_softmax_scores_its_head_words_with_the_input_embedding():
+    torch.manual_seed(0)
+    embedding = nn.Embedding(10, 4)
+    head = AdaptiveLMHead(4, 10, cutoffs=[3], tied=embedding.weight, bias=False)
+    assert head.words is None and head.words_bias is None
+    states = torch.randn(2, 4)
+    head_scores = torch.cat([states @ embedding.weight[:3].T, head.clusters(states)], -1)  # [2, 3 + 1]
+    torch.testing.assert_close(head(states)[:, :3], torch.log_softmax(head_scores, -1)[:, :3])
+    head.nll(states, torch.tensor([1, 2])).sum().backward()
+    assert embedding.weight.grad[:3].abs().sum() > 0 and embedding.weight.grad[3:].abs().sum() == 0
+    with pytest.raises(ValueError, match="cutoffs"):
+        AdaptiveLMHead(4, 10, cutoffs=[3, 10])

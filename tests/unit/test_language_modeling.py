@@ -28,14 +28,14 @@ class Point:
 
 def make_config(tmp_path: Path, tokenizer: str = "char", bptt: int = 8, batch_size: int = 4, seed: int = 0,
                 train_text: str = CODE * 6, dev_text: str = CODE.replace("a", "q") * 2, stateful: bool = True,
-                **train):
+                head: dict | None = None, **train):
     (tmp_path / "train.txt").write_text(train_text, encoding="utf-8")
     (tmp_path / "dev.txt").write_text(dev_text, encoding="utf-8")
     return config_from_dict({
         "task": "language_modeling",
         "data": {"format": "text", "train": str(tmp_path / "train.txt"), "dev": str(tmp_path / "dev.txt"),
                  "tokenizer": tokenizer, "bptt": bptt, "stateful": stateful},
-        "model": {"name": "char_lstm_lm", "preset": "tiny"},
+        "model": {"name": "char_lstm_lm", "preset": "tiny"}, "head": head or {},
         "train": {"batch_size": batch_size, "seed": seed, "progress": False, "bootstrap_samples": 0, **train},
     }, "test")
 
@@ -140,6 +140,26 @@ def test_loss_is_a_sum_over_count_targets(tmp_path):
     logits = model(batch.ids).logits
     expected = F.cross_entropy(logits.reshape(-1, logits.size(-1)), batch.targets.reshape(-1), reduction="sum")
     torch.testing.assert_close(task.loss(model, batch), expected)
+
+
+def test_an_adaptive_softmax_run_trains_saves_and_evaluates_as_it_trained(tmp_path):
+    from textnn.experiment import evaluate_run, load_run, train
+
+    adaptive = {"softmax": "adaptive", "cutoffs": [8, 20], "div_value": 2.0}
+    config = make_config(tmp_path, head=adaptive, max_steps=4, eval_every=2)
+    run, result = train(config, tmp_path / "run")
+    assert math.isfinite(result.dev["bpc"])
+    _, _, model = load_run(run.path)
+    assert type(model.head).__name__ == "AdaptiveLMHead"
+    assert evaluate_run(run.path, config.data.dev)["bpc"] == pytest.approx(result.dev["bpc"], rel=1e-6)
+    task = LanguageModelingTask.from_data(config)
+    model = task.build_model()
+    task.loss(model, task.train_batches(0)[0]).backward()
+    assert all(p.grad is not None for p in model.parameters())  # every cluster got a target
+    with pytest.raises(TextnnError, match="head.cutoffs.*vocabulary has"):
+        LanguageModelingTask.from_data(make_config(tmp_path, head={"softmax": "adaptive", "cutoffs": [8, 500]})).build_model()
+    with pytest.raises(TextnnError, match="head.cutoffs"):
+        make_config(tmp_path, head={"softmax": "adaptive", "cutoffs": [20, 8]})
 
 
 def test_bad_format_and_too_short_text_raise(tmp_path):

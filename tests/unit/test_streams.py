@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from textnn.config import config_from_dict
@@ -164,10 +165,12 @@ class StateRecorder(nn.Module):
         self.scale = nn.Parameter(torch.ones(()))
         self.received: list[torch.Tensor | None] = []
 
-    def forward(self, ids: torch.Tensor, state=None, mask=None) -> ModelOutput:
+    def forward(self, ids: torch.Tensor, state=None, mask=None, targets=None) -> ModelOutput:
         self.received.append(state)
         logits = self.bias.expand(*ids.shape, -1)  # [B, T, V]
-        return ModelOutput(logits=logits, state=ids[:, -1:].float() * self.scale)  # [B, 1], with a grad_fn
+        nll = F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1), reduction="none")  # [B*T]
+        return ModelOutput(logits=None, state=ids[:, -1:].float() * self.scale,  # [B, 1], with a grad_fn
+                           loss=(nll * mask.reshape(-1)).sum())
 
 
 def test_loss_carries_the_detached_state_between_windows_and_restarts_each_epoch(tmp_path):

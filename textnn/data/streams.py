@@ -264,3 +264,42 @@ def shuffled_windows(stream: torch.Tensor, bptt: int, batch_size: int, seed: int
     count = (len(stream) - 1 - offset) // bptt  # windows whose bptt targets all exist
     starts = offset + bptt * torch.from_numpy(rng.permutation(count))  # [W]
     return WindowBatches(stream, starts, bptt, batch_size)
+
+
+class SlidingWindows(_LazyBatches):
+    """A whole stream read in overlapping windows, for models that read each window afresh (GPT).
+
+    Window k starts at k * stride and holds up to `bptt` inputs; it scores only the targets no
+    earlier window scored, its last `stride` (the first window scores all of its own). So every
+    target is scored exactly once, and each one after the first window has at least bptt - stride
+    tokens of context, where back-to-back windows would give the first target of every window none
+    (the sliding evaluation of Baevski & Auli 2019 §4.3; Radford et al. 2019 evaluate GPT-2 so).
+    Batch k holds windows k*B .. (k+1)*B - 1; the last window may be shorter (padding masked).
+    """
+
+    def __init__(self, stream: torch.Tensor, bptt: int, stride: int, batch_size: int, pad_id: int):
+        if not 1 <= stride <= bptt:
+            raise ValueError(f"stride must be in [1, bptt={bptt}]; got {stride}")
+        self.stream, self.bptt, self.stride, self.batch_size, self.pad_id = stream, bptt, stride, batch_size, pad_id
+        last_target = len(stream) - 1  # targets are stream[1:], numbered 1 .. N-1
+        self.starts = [0]  # window k starts at k * stride; the last one reaches the last target
+        while self.starts[-1] + bptt < last_target:
+            self.starts.append(self.starts[-1] + stride)
+
+    def __len__(self) -> int:
+        return math.ceil(len(self.starts) / self.batch_size)
+
+    def batch(self, index: int) -> LMBatch:
+        starts = self.starts[index * self.batch_size:(index + 1) * self.batch_size]
+        ids = torch.full((len(starts), self.bptt), self.pad_id, dtype=torch.long)  # [B, T]
+        targets = torch.full_like(ids, self.pad_id)  # [B, T]
+        mask = torch.zeros_like(ids, dtype=torch.bool)  # [B, T]
+        for row, start in enumerate(starts):
+            window = self.stream[start:start + self.bptt + 1]  # [<= T+1]
+            length = len(window) - 1
+            ids[row, :length], targets[row, :length] = window[:-1], window[1:]
+            # Targets start+1 .. start+length; the previous window (at start - stride) scored those up
+            # to start - stride + bptt, the first bptt - stride of them.
+            first_new = 0 if start == 0 else self.bptt - self.stride
+            mask[row, first_new:length] = True
+        return LMBatch(ids=ids, targets=targets, mask=mask, num_targets=int(mask.sum()))

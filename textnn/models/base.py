@@ -13,6 +13,8 @@ no task output: the task puts a head on it (`modules/heads.py`) and trains the p
                      encoder reads ONE sequence framed as [CLS] a [SEP] (b [SEP]) with segment ids
                      (BERT's input, data/packing.py), so a task packs a pair into it
     uses_vectors     starts its word embedding from pretrained vectors (data.vectors) when given
+    windowed         causal, but carries no state from one window to the next (GPT's fixed
+                     context): a language model evaluates it in overlapping windows
 
 A family registers with one line in `registry.ENCODERS` ("name": "module:Class"); the class names
 its Config dataclass (`config_class`) and presets (`presets`). Every encoder is built the same way,
@@ -74,7 +76,7 @@ class ModelOutput:
     loss: the summed loss over the batch when the task's targets were given to `forward`, else None.
     """
 
-    logits: torch.Tensor
+    logits: torch.Tensor | None  # None when the model was given its targets and returns only the loss
     state: object | None = None
     regularizer: torch.Tensor | None = None
     loss: torch.Tensor | None = None  # the summed loss, when the model computes it itself (a CRF's likelihood)
@@ -90,6 +92,7 @@ class Encoder(nn.Module):
     causal: ClassVar[bool] = False
     reads: ClassVar[tuple[str, ...]] = ()
     uses_vectors: ClassVar[bool] = False  # builds its word embedding from InputSpec.pretrained when given
+    windowed: ClassVar[bool] = False  # reads each window afresh: no state carries context across windows
     lm_bias: ClassVar[bool] = True  # whether a language-model head on this encoder has an output bias
 
     def __init__(self) -> None:

@@ -104,6 +104,7 @@ class GPT(Encoder):
     config_class = GPTConfig
     gives_tokens = True
     causal = True
+    windowed = True  # a fixed context: nothing carries over from one window to the next
     lm_bias = False  # GPT-2's output layer: logits = h W_e^T, no bias
 
     def __init__(self, cfg: GPTConfig, spec: InputSpec) -> None:

@@ -9,6 +9,8 @@ layer, a language model no classifier.
     RegressionHead       sentence vector [B, D] -> one real value [B]
     TaggerHead           token states [B, T, D] -> tag scores [B, T, K], softmax or linear-chain CRF
     LMHead               token states [B, T, D] -> vocabulary scores [B, T, V], tied or not
+    AdaptiveLMHead       token states [B, T, D] -> log-probabilities [B, T, V] by frequency clusters
+                         (Grave et al. 2017); its `nll` never scores the whole vocabulary
     MLMHead              token states [B, T, D] -> vocabulary scores [B, T, V] (BERT's transform + tied output)
     SpanHead             token states [B, T, D] -> start and end scores [B, T] each (extractive QA)
 """
@@ -144,6 +146,80 @@ class LMHead(Head):
 
     def forward(self, states: torch.Tensor) -> torch.Tensor:
         return self.decoder(states)  # [..., D] -> [..., V]
+
+    def nll(self, states: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Negative log-likelihood of each target: states [N, D], targets [N] -> [N] (float32)."""
+        return F.cross_entropy(self(states).float(), targets, reduction="none")
+
+
+class AdaptiveLMHead(Head):
+    """The adaptive softmax (Grave et al. 2017, "Efficient softmax approximation for GPUs", §4).
+
+    The vocabulary, ids in order of decreasing frequency, is cut at `cutoffs` c1 < c2 < ... < V into a
+    head, the c1 most frequent words plus one entry per tail cluster, and tail clusters [c_i, c_i+1).
+    p(w) = p_head(w) for a head word and p_head(cluster) * p_cluster(w) for a tail word. Cluster i
+    (from 1) reads the states projected to D / div_value^i dimensions (§4.3), so rare words cost
+    fewer parameters and, in training, only the rows whose target is in a cluster pay for it: `nll`
+    never scores the whole vocabulary. `forward` gives the exact log-probabilities of every word
+    (evaluation, generation), which sum to 1.
+
+    Word vocabularies are sorted by frequency (data/streams.vocab_from_counts; specials first), as
+    the clusters need. With `tied` (the encoder's [V, D] input embedding) the head's word rows are
+    that embedding's first c1 rows (Press & Wolf 2017, applied to the shortlist; the tails keep their
+    own reduced-size weights, since the embedding has no reduced copies of them).
+    """
+
+    def __init__(self, in_dim: int, vocab_size: int, cutoffs: list[int], div_value: float = 4.0,
+                 tied: nn.Parameter | None = None, bias: bool = True) -> None:
+        super().__init__()
+        if not cutoffs or list(cutoffs) != sorted(set(cutoffs)) or cutoffs[0] < 1 or cutoffs[-1] >= vocab_size:
+            raise ValueError(f"cutoffs must increase strictly within (0, {vocab_size}); got {cutoffs}")
+        self.bounds = [*cutoffs, vocab_size]  # cluster i holds ids [bounds[i-1], bounds[i])
+        shortlist = cutoffs[0]
+        self.tied = tied  # [V, D] or None
+        self.words = None if tied is not None else nn.Parameter(torch.empty(shortlist, in_dim))  # [c1, D]
+        if self.words is not None:
+            nn.init.normal_(self.words, std=in_dim ** -0.5)
+        self.words_bias = nn.Parameter(torch.zeros(shortlist)) if bias else None
+        self.clusters = nn.Linear(in_dim, len(cutoffs))  # the head's entries for the tail clusters
+        self.tails = nn.ModuleList()
+        for i, (low, high) in enumerate(zip(self.bounds[:-1], self.bounds[1:]), start=1):
+            size = max(1, int(in_dim // div_value ** i))
+            self.tails.append(nn.Sequential(nn.Linear(in_dim, size, bias=False), nn.Linear(size, high - low, bias=bias)))
+
+    def _head_log_probs(self, states: torch.Tensor) -> torch.Tensor:
+        """states [N, D] -> log-probabilities of the head's c1 words and its cluster entries [N, c1 + k]."""
+        weight = self.tied[: self.bounds[0]] if self.tied is not None else self.words  # [c1, D]
+        scores = torch.cat([F.linear(states, weight, self.words_bias), self.clusters(states)], dim=-1)
+        return F.log_softmax(scores.float(), dim=-1)
+
+    def forward(self, states: torch.Tensor) -> torch.Tensor:
+        """Exact log-probabilities over the whole vocabulary: [..., D] -> [..., V]."""
+        flat = states.reshape(-1, states.size(-1))  # [..., D] -> [N, D]
+        head = self._head_log_probs(flat)  # [N, c1 + k]
+        shortlist = self.bounds[0]
+        parts = [head[:, :shortlist]]
+        for i, tail in enumerate(self.tails):
+            cluster = head[:, shortlist + i].unsqueeze(1)  # [N, 1]
+            parts.append(cluster + F.log_softmax(tail(flat).float(), dim=-1))  # [N, size_i]
+        return torch.cat(parts, dim=-1).reshape(*states.shape[:-1], -1)  # [N, V] -> [..., V]
+
+    def nll(self, states: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Negative log-likelihood of each target: states [N, D], targets [N] -> [N] (float32); each
+        tail cluster is computed for the rows whose target it holds, and only for them."""
+        head = self._head_log_probs(states)  # [N, c1 + k]
+        shortlist = self.bounds[0]
+        in_head = targets < shortlist
+        nll = -head.gather(1, torch.where(in_head, targets, 0).unsqueeze(1)).squeeze(1)  # [N]
+        for i, tail in enumerate(self.tails):
+            low, high = self.bounds[i], self.bounds[i + 1]
+            rows = ((targets >= low) & (targets < high)).nonzero().squeeze(1)  # [n_i]
+            if rows.numel() == 0:
+                continue
+            within = F.log_softmax(tail(states[rows]).float(), dim=-1)  # [n_i, size_i]
+            picked = within.gather(1, (targets[rows] - low).unsqueeze(1)).squeeze(1)  # [n_i]
+            nll = nll.index_put((rows,), -(head[rows, shortlist + i] + picked))
+        return nll
 
 
 class MLMHead(Head):

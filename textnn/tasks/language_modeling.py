@@ -32,17 +32,26 @@ when the family ties): `LanguageModel`. `model.init_from: RUN_DIR` starts from a
 tokenizer and vocabulary are used as they are (a BPE is not retrained, the vocabulary not rebuilt
 from data.train), and its encoder weights are loaded by the caller.
 
-Evaluation reads the WHOLE stream in order: every token but the first is predicted exactly once.
-The stream is split into `streams` contiguous rows read side by side, each carrying its state from
-one window to the next, so a token's context is everything before it in its row; with `streams=1`
-it is everything before it in the file. The default (`EVAL_STREAMS` = 16, fewer for short streams so
-that each row has at least `bptt` tokens) trades at most 15 context restarts for batch speed; pass
-`streams=1` for the exact sequential number, as AWD-LSTM does for its test scores (Merity et al.
-2018, test batch size 1). Reported: `loss` (mean negative log-likelihood, nats per token),
-`perplexity` = exp(loss) and `tokens` (predicted tokens, `<eos>` included); for the char tokenizer
-`bpc` = loss / ln 2 (bits per character); for bpe also `word_perplexity` = exp(total nll / words),
-words = whitespace words + one `<eos>` per line (less the stream's first, never predicted), so the
-number compares with word-level perplexities on the same text.
+Evaluation reads the WHOLE stream in order: every token but the first is predicted exactly once,
+and the number does not depend on how the stream is cut into batches. An encoder that carries
+state (recurrent LMs, NPLM's last ids, Transformer-XL's memory) reads it as ONE row, window after
+window, so a token's context is everything before it in the file, as AWD-LSTM reports its test
+scores (Merity et al. 2018, test batch size 1). `streams=N` reads N contiguous rows side by side
+instead, N times fewer steps, but each row starts from a zero state: on WikiText-2 the 2 x 200
+LSTM read 563 sequentially and 1,408 in 16 rows (docs/RESULTS.md), which is why sequential is
+the default. An encoder that reads each window afresh (`Encoder.windowed`: GPT) is evaluated in
+overlapping windows (`SlidingWindows`, data.eval_stride), batched: each target is scored once,
+with at least bptt - eval_stride tokens of context after the first window.
+Reported: `loss` (mean negative log-likelihood, nats per token), `perplexity` = exp(loss) and
+`tokens` (predicted tokens, `<eos>` included); for the char tokenizer `bpc` = loss / ln 2 (bits per
+character); for bpe also `word_perplexity` = exp(total nll / words), words = whitespace words + one
+`<eos>` per line (less the stream's first, never predicted), so the number compares with word-level
+perplexities on the same text.
+
+Output layer (`head:`): the full softmax (`LMHead`) or the adaptive softmax (`AdaptiveLMHead`,
+Grave et al. 2017), whose training loss never scores the whole vocabulary. The model is handed the
+targets and returns the summed loss, so neither training nor evaluation builds [B, T, V] scores
+for it; evaluation is exact either way.
 """
 
 from __future__ import annotations
@@ -54,30 +63,29 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from textnn import registry
 from textnn.config import Config, DataConfig, check_key, opt
 from textnn.data.readers import read_lines
-from textnn.data.streams import (EOS, LMBatch, StreamBatches, WindowBatches, batchify, bptt_lengths,
-                                 document_tokens, read_file_stream, shuffled_windows, to_vocab_ids,
+from textnn.data.streams import (EOS, LMBatch, SlidingWindows, StreamBatches, WindowBatches, batchify,
+                                 bptt_lengths, document_tokens, read_file_stream, shuffled_windows, to_vocab_ids,
                                  vocab_from_counts)
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.errors import TextnnError
 from textnn.models.base import EncoderWithHead, InputSpec, ModelOutput
-from textnn.modules.heads import LMHead
+from textnn.modules.heads import AdaptiveLMHead, LMHead
 from textnn.tasks.base import Task
 from textnn.training import distributed
 
 # B batch (parallel windows or rows), T window length (data.bptt), V vocabulary size, N stream length,
 # D encoder state size, B' batch rows kept by reorder_state, L layers, H heads
 
-__all__ = ["EOS", "EVAL_STREAMS", "AttentionLanguageModel", "EncodedStream", "LMBatch", "LanguageModel",
+__all__ = ["EOS", "AttentionLanguageModel", "EncodedStream", "LMBatch", "LanguageModel",
            "LanguageModelingData", "LanguageModelingTask", "WindowBatches", "language_model"]
 
-EVAL_STREAMS = 16
 SPECIALS = (PAD, UNK, EOS)
+SOFTMAXES = ("full", "adaptive")
 
 
 @dataclass
@@ -90,6 +98,7 @@ class LanguageModelingData(DataConfig):
     stateful: bool = opt(True, "read the training stream as batch_size contiguous streams and carry the (detached) state across batches; false = independent shuffled windows")
     holdout: float = opt(0.0, "when data.dev is empty, hold out this final fraction of data.train as dev (nanoGPT's Tiny Shakespeare split: 0.1)")
     bpe_vocab_size: int = opt(8000, "tokenizer bpe: size of the BPE vocabulary trained on data.train")
+    eval_stride: int = opt(0, "models that read each window afresh (GPT): evaluation windows overlap, each scoring its last eval_stride targets, so every target after the first window has >= bptt - eval_stride tokens of context; 0 = bptt / 2")
 
     # The options that fix how text becomes ids (they come from the run in model.init_from): here
     # also the size of the BPE.
@@ -100,15 +109,34 @@ class LanguageModelingData(DataConfig):
         check_key(self.bptt >= 1, "data.bptt", self.bptt, "an integer >= 1")
         check_key(0.0 <= self.holdout < 1.0, "data.holdout", self.holdout, "a fraction in [0, 1)")
         check_key(self.bpe_vocab_size >= 2, "data.bpe_vocab_size", self.bpe_vocab_size, "an integer >= 2")
+        check_key(0 <= self.eval_stride <= self.bptt, "data.eval_stride", self.eval_stride,
+                  f"an integer in [0, data.bptt = {self.bptt}] (0 = bptt / 2)")
         if self.bptt_variable and not self.stateful:
             raise TextnnError("config key data.bptt_variable: variable-length windows cut contiguous rows "
                               "(Merity et al. 2018); set data.stateful=true or data.bptt_variable=false")
 
 
+@dataclass
+class LanguageModelingHead:
+    """Head options of language modelling: the output layer over the vocabulary."""
+
+    softmax: str = opt("full", "full (one linear map over the vocabulary) or adaptive (Grave et al. 2017: frequency clusters, smaller dimensions for rare words; the training loss never scores the whole vocabulary, evaluation is exact)")
+    cutoffs: list[int] = opt([2000, 10000], "adaptive: where the clusters start, in vocabulary ids (most frequent first): the head holds ids below the first cutoff")
+    div_value: float = opt(4.0, "adaptive: cluster i reads the states projected to D / div_value^i dimensions")
+
+    def __post_init__(self) -> None:
+        check_key(self.softmax in SOFTMAXES, "head.softmax", self.softmax, " or ".join(SOFTMAXES))
+        check_key(bool(self.cutoffs) and all(c >= 1 for c in self.cutoffs) and self.cutoffs == sorted(set(self.cutoffs)),
+                  "head.cutoffs", self.cutoffs, "a strictly increasing list of integers >= 1")
+        check_key(self.div_value >= 1.0, "head.div_value", self.div_value, "a number >= 1")
+
+
 class LanguageModel(EncoderWithHead):
-    """A causal encoder with an `LMHead`: logits[b, t] scores the token that follows ids[b, t].
+    """A causal encoder with an `LMHead` or `AdaptiveLMHead`: logits[b, t] scores the token that follows ids[b, t].
 
     forward(ids [B, T], state, mask) -> ModelOutput(logits [B, T, V], state, regularizer (training only))
+    forward(ids, state, mask, targets [B, T]) -> ModelOutput(loss = summed nll of the masked targets,
+                                     no logits: an adaptive head never scores the whole vocabulary)
     step(ids [B, T], state)          -> (logits [B, V] of the last position, state)   (generation)
     reorder_state(state, indices)    -> the state of the batch rows `indices` [B']   (beam search)
 
@@ -116,10 +144,17 @@ class LanguageModel(EncoderWithHead):
     since the stream padding of the last row only ever follows real tokens (None is fine).
     """
 
-    def forward(self, ids: torch.Tensor, state: object = None, mask: torch.Tensor | None = None) -> ModelOutput:
+    def forward(self, ids: torch.Tensor, state: object = None, mask: torch.Tensor | None = None,
+                targets: torch.Tensor | None = None) -> ModelOutput:
         out = self.encoder(ids, mask, state)
-        return ModelOutput(logits=self.head(out.tokens), state=out.state,
-                           regularizer=out.regularizer)  # [B, T, D] -> [B, T, V]
+        if targets is None:
+            return ModelOutput(logits=self.head(out.tokens), state=out.state,
+                               regularizer=out.regularizer)  # [B, T, D] -> [B, T, V]
+        states = out.tokens.reshape(-1, out.tokens.size(-1))  # [B, T, D] -> [B*T, D]
+        nll = self.head.nll(states, targets.reshape(-1))  # [B*T]
+        if mask is not None:
+            nll = nll * mask.reshape(-1)  # mask [B, T] -> [B*T]
+        return ModelOutput(logits=None, state=out.state, regularizer=out.regularizer, loss=nll.sum())
 
     def step(self, ids: torch.Tensor, state: object = None) -> tuple[torch.Tensor, object]:
         """One decoding step (`generation.decoding`, through `LMDecoder`): logits of the last position [B, V];
@@ -159,11 +194,21 @@ def _detach(state: object) -> object:
     return type(state)(_detach(s) for s in state)
 
 
-def language_model(model_name: str, cfg: object, vocab_size: int, pad_id: int = 0) -> LanguageModel:
+def language_model(model_name: str, cfg: object, vocab_size: int, pad_id: int = 0,
+                   head_cfg: LanguageModelingHead | None = None) -> LanguageModel:
     """The registered encoder `model_name` built from its config `cfg`, with an LMHead (sharing the
-    encoder's input embedding when the family ties; no bias where the family has none)."""
+    encoder's input embedding when the family ties; no bias where the family has none), or the
+    adaptive softmax that `head_cfg` asks for (its head words tied in the same way)."""
     encoder = registry.encoder_class(model_name)(cfg, InputSpec(vocab_size=vocab_size, pad_id=pad_id))
-    head = LMHead(encoder.token_size, vocab_size, tied=encoder.output_embedding(), bias=encoder.lm_bias)
+    head_cfg = head_cfg or LanguageModelingHead()
+    if head_cfg.softmax == "adaptive":
+        if head_cfg.cutoffs[-1] >= vocab_size:
+            raise TextnnError(f"config key head.cutoffs: got {head_cfg.cutoffs}, but the vocabulary has {vocab_size} "
+                              f"tokens; every cutoff must be below it (lower them, or use head.softmax=full)")
+        head = AdaptiveLMHead(encoder.token_size, vocab_size, head_cfg.cutoffs, head_cfg.div_value,
+                              tied=encoder.output_embedding(), bias=encoder.lm_bias)
+    else:
+        head = LMHead(encoder.token_size, vocab_size, tied=encoder.output_embedding(), bias=encoder.lm_bias)
     model_cls = AttentionLanguageModel if callable(getattr(encoder, "forward_with_attention", None)) else LanguageModel
     return model_cls(encoder, head)
 
@@ -172,6 +217,7 @@ class LanguageModelingTask(Task):
     """Next-token prediction on plain-text streams, in the trainer's task protocol (see the module doc)."""
 
     data_config = LanguageModelingData
+    head_config = LanguageModelingHead
     formats = ("text",)
     metric_directions = {"loss": False, "perplexity": False, "bpc": False, "word_perplexity": False}
 
@@ -180,7 +226,6 @@ class LanguageModelingTask(Task):
         self.tokenizer = tokenizer
         self.vocab = vocab
         self.splits: dict[str, EncodedStream] = {}
-        self.eval_streams = EVAL_STREAMS
         self._rows: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None  # batchified train stream
         self._state: object = None  # the recurrent state carried between stateful training windows
 
@@ -278,7 +323,8 @@ class LanguageModelingTask(Task):
         self.vocab.save(run_path / "vocab.json")
 
     def build_model(self) -> LanguageModel:
-        return language_model(self.config.model_name, self.config.model, len(self.vocab), self.vocab.pad_id)
+        return language_model(self.config.model_name, self.config.model, len(self.vocab), self.vocab.pad_id,
+                              self.config.head)
 
     # --- encoding and decoding ----------------------------------------------------------------------
     def encode_file(self, path: str, require_labels: bool = True) -> EncodedStream:
@@ -357,12 +403,14 @@ class LanguageModelingTask(Task):
         """Windows in this epoch (they differ from epoch to epoch with variable BPTT or stateless windows)."""
         return len(self.train_batches(epoch))  # cheap: the batches are built on access
 
-    def eval_batches(self, data: EncodedStream, streams: int = 0) -> StreamBatches:
-        """The stream as `streams` contiguous rows side by side (`batchify`), cut into windows of data.bptt."""
+    def eval_batches(self, data: EncodedStream, streams: int = 0) -> StreamBatches | SlidingWindows:
+        """How evaluation reads a whole stream (module docstring): one row carrying its state (`streams`
+        rows side by side when asked), or overlapping windows for an encoder that carries no state."""
         bptt = self.config.data.bptt
-        if streams <= 0:
-            streams = max(1, min(self.eval_streams, (len(data.ids) - 1) // bptt))
-        inputs, targets, mask = batchify(data.ids, streams, self.vocab.pad_id)
+        if registry.encoder_class(self.config.model_name).windowed and not streams:
+            stride = self.config.data.eval_stride or max(1, bptt // 2)
+            return SlidingWindows(data.ids, bptt, stride, self.config.train.batch_size, self.vocab.pad_id)
+        inputs, targets, mask = batchify(data.ids, streams or 1, self.vocab.pad_id)
         return StreamBatches(inputs, targets, mask, bptt_lengths(inputs.size(1), bptt), bptt)
 
     # --- loss and evaluation ----------------------------------------------------------------------
@@ -375,23 +423,17 @@ class LanguageModelingTask(Task):
         the trainer's division by the count gives mean loss + regularizer.
         """
         state = self._state if batch.carry and not batch.reset else None
-        out = model(batch.ids, state, batch.mask)  # a real target's input is real: padding fills both
+        out = model(batch.ids, state, batch.mask, batch.targets)  # a real target's input is real: padding fills both
         if batch.carry:
             self._state = _detach(out.state)
-        total = self._nll(out.logits, batch)
+        total = out.loss
         if out.regularizer is not None:
             total = total + out.regularizer * batch.count
         return total
 
-    @staticmethod
-    def _nll(logits: torch.Tensor, batch: LMBatch) -> torch.Tensor:
-        flat = logits.float().reshape(-1, logits.size(-1))  # [B, T, V] -> [B*T, V]
-        nll = F.cross_entropy(flat, batch.targets.reshape(-1), reduction="none")  # [B*T]
-        return (nll * batch.mask.reshape(-1)).sum()  # mask [B, T] -> [B*T]
-
     def evaluate_file(self, model: torch.nn.Module, path: str, bootstrap_samples: int = 0,
                       options: dict | None = None) -> dict:
-        """`textnn evaluate` on a text file; options["streams"]: rows read side by side (1 = sequential)."""
+        """`textnn evaluate` on a text file; options["streams"]: rows read side by side (0 = the default reading)."""
         options = dict(options or {})
         streams = options.pop("streams", 0)
         if options:
@@ -413,9 +455,9 @@ class LanguageModelingTask(Task):
         total, count, state = torch.zeros((), dtype=torch.float64, device=device), 0, None
         for batch in self.eval_batches(data, streams):
             batch = batch.to(device)
-            out = model(batch.ids, state, batch.mask)
+            out = model(batch.ids, state, batch.mask, batch.targets)
             state = _detach(out.state)
-            total += self._nll(out.logits, batch).double()
+            total += out.loss.double()
             count += batch.count
         nll = float(total)
         loss = nll / count

@@ -37,9 +37,9 @@ and the number does not depend on how the stream is cut into batches. An encoder
 state (recurrent LMs, NPLM's last ids, Transformer-XL's memory) reads it as ONE row, window after
 window, so a token's context is everything before it in the file, as AWD-LSTM reports its test
 scores (Merity et al. 2018, test batch size 1). `streams=N` reads N contiguous rows side by side
-instead, N times fewer steps, but each row starts from a zero state: on WikiText-2 the 2 x 200
-LSTM read 563 sequentially and 1,408 in 16 rows (docs/RESULTS.md), which is why sequential is
-the default. An encoder that reads each window afresh (`Encoder.windowed`: GPT) is evaluated in
+instead, N times fewer steps, but each row starts from a zero state, so the number depends on N
+(docs/RESULTS.md measures both on the WikiText-2 recipes); sequential is the default so that the
+reported number is one number, whatever the batch. An encoder that reads each window afresh (`Encoder.windowed`: GPT) is evaluated in
 overlapping windows (`SlidingWindows`, data.eval_stride), batched: each target is scored once,
 with at least bptt - eval_stride tokens of context after the first window.
 Reported: `loss` (mean negative log-likelihood, nats per token), `perplexity` = exp(loss) and

@@ -115,3 +115,75 @@ def test_resume_refuses_a_changed_config(setup, tmp_path):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 2
     assert "train.lr" in err and "new --run-dir" in err
+
+
+# --- every task, stopped at several steps -------------------------------------------------------------
+# Each run below is stopped after `train.max_steps` steps and continued with `--resume` (max_steps may
+# change on resume: it bounds the run, not its course); the checkpoint is all the stopped run leaves,
+# so this is what a run killed after that step's checkpoint resumes from. No dev set: nothing is
+# evaluated between the steps, so the stopped run ends exactly where the checkpoint was written.
+LM_WORDS = "the a cat dog sat ran on under mat rug and then".split()
+TASKS = {
+    "classification": ("task: classification\ndata: {{format: tsv, train: {root}/train.tsv}}\n"
+                       "model: {{name: dan, preset: tiny}}\n", 8),
+    "tagging": ("task: tagging\ndata: {{format: conll, train: {root}/train.conll}}\n"
+                "model: {{name: rnn_tagger, preset: tiny}}\n", 8),
+    "lm-stateful": ("task: language_modeling\ndata: {{format: text, train: {root}/train.txt, tokenizer: whitespace,"
+                    " bptt: 6}}\nmodel: {{name: rnn_lm, preset: tiny}}\n", 4),
+    "lm-awd-variable": ("task: language_modeling\ndata: {{format: text, train: {root}/train.txt, tokenizer: "
+                        "whitespace, bptt: 6, bptt_variable: true}}\nmodel: {{name: awd_lstm, preset: tiny}}\n", 4),
+    "lm-windows": ("task: language_modeling\ndata: {{format: text, train: {root}/train.txt, tokenizer: whitespace,"
+                   " bptt: 6, stateful: false}}\nmodel: {{name: rnn_lm, preset: tiny}}\n", 4),
+    "transformer-xl": ("task: language_modeling\ndata: {{format: text, train: {root}/train.txt, tokenizer: "
+                       "whitespace, bptt: 6}}\nmodel: {{name: transformer_xl, preset: tiny}}\n", 4),
+}
+TRAIN = ("train: {{optimizer: adam, lr: 0.01, epochs: 2, batch_size: {batch}, checkpoint_every: 1, progress: false,"
+         " threads: 1, log_every: 1, seed: 3}}\n")
+
+
+@pytest.fixture(scope="module")
+def task_files(tmp_path_factory):
+    from tests.e2e.test_tagging_cli import write_toy_ner
+
+    root = tmp_path_factory.mktemp("resume-tasks")
+    write_sentiment_tsv(root / "train.tsv", 40, seed=1)  # 5 steps an epoch, as for every task here
+    # (but variable BPTT, whose window lengths vary)
+    write_toy_ner(root / "train.conll", 40, seed=1)
+    lines = [" ".join(LM_WORDS[(i * 7 + j * 3) % len(LM_WORDS)] for j in range(3 + i % 5)) for i in range(20)]
+    (root / "train.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")  # 5 windows of 4 x 6 tokens
+    return root
+
+
+def _train_in_process(config: Path, run: Path, *args: str) -> None:
+    from textnn.cli import main
+
+    assert main(["train", str(config), "--run-dir", str(run), *args]) == 0
+
+
+@pytest.fixture(scope="module")
+def task_references(task_files):
+    return {}
+
+
+@pytest.mark.parametrize("stop_at", [2, 5, 7], ids=["epoch-1-mid", "epoch-end", "epoch-2-mid"])
+@pytest.mark.parametrize("task", list(TASKS))
+def test_every_task_resumes_to_identical_weights_from_mid_epoch(task_files, task_references, task, stop_at):
+    root = task_files
+    text, batch = TASKS[task]
+    config = root / f"{task}.yaml"
+    config.write_text(text.format(root=root) + TRAIN.format(batch=batch), encoding="utf-8")
+    if task not in task_references:
+        _train_in_process(config, root / f"{task}-reference")
+        task_references[task] = load_file(str(root / f"{task}-reference" / "checkpoint" / "last.safetensors"))
+    expected = task_references[task]
+    run = root / f"{task}-stopped-{stop_at}"
+    _train_in_process(config, run, f"train.max_steps={stop_at}")
+    assert _step_of(run / "checkpoint" / "last.safetensors") == stop_at
+    _train_in_process(config, run, "--resume")
+    got = load_file(str(run / "checkpoint" / "last.safetensors"))
+    assert _step_of(run / "checkpoint" / "last.safetensors") == _step_of(
+        root / f"{task}-reference" / "checkpoint" / "last.safetensors") > stop_at
+    keys = [k for k in expected if k.startswith(("model.", "optim."))]
+    assert keys
+    for key in keys:
+        assert torch.equal(expected[key], got[key]), key

@@ -8,6 +8,9 @@ The trainer never knows which model or task it trains. A task gives it:
     task.evaluate(model, split, bootstrap_samples) -> dict of metrics (incl. "loss")
     task.has_split(split)     -> bool
     task.default_metric       -> name of the metric to select checkpoints on
+    task.carried_state() / task.restore_carried_state(state)
+                              -> what the next batch starts from (a stateful LM's recurrent state),
+                                 saved in every checkpoint so that a resume is exact
 
 and a Batch has `.count` (loss terms, e.g. examples or target tokens), `.num_tokens` (for throughput)
 and `.to(device)`, and `.lr_scale` (1.0 unless the task wants this step's learning rate scaled, e.g.
@@ -42,7 +45,8 @@ from textnn.errors import TextnnError
 from textnn.runs import RunDir
 from textnn.training import distributed
 from textnn.training.budget import planned_steps
-from textnn.training.checkpoint import load_checkpoint, load_weights, save_checkpoint, save_weights
+from textnn.training.checkpoint import (load_carried_state, load_checkpoint, load_weights, save_checkpoint,
+                                        save_weights)
 from textnn.training.optim import (after_evaluation, build_optimizer, evaluation_weights, freeze_layers, lr_factor,
                                    set_lr)
 
@@ -186,8 +190,9 @@ class Trainer:
 
     def _save_checkpoint(self, state: dict) -> None:
         """Process 0 writes the checkpoint; the others reseed where a resume from it will (distributed.reseed)."""
+        carried = distributed.gather_states(self.task.carried_state())  # a stateful stream's, per process
         if distributed.is_main():
-            save_checkpoint(self.run.checkpoint_file, self.model, self.optimizer, state)
+            save_checkpoint(self.run.checkpoint_file, self.model, self.optimizer, state, carried)
         distributed.reseed(self.cfg.seed, state["step"])
 
     def _evaluate(self, split: str, bootstrap: int = 0) -> dict:
@@ -261,6 +266,7 @@ class Trainer:
                 raise TextnnError(f"{run.path}: the run was trained by {state.get('processes', 1)} process(es) "
                                   f"and cannot continue with {distributed.world()}: a step's batches depend on "
                                   f"the number; resume it with as many")
+            self.task.restore_carried_state(load_carried_state(run.checkpoint_file, distributed.rank(), self.device))
             run.truncate_metrics(state["step"])
             say(f"resuming {run.path} at step {state['step']} (epoch {state['epoch'] + 1})")
         distributed.reseed(cfg.seed, state["step"])

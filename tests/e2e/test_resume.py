@@ -15,6 +15,8 @@ import torch
 from safetensors.torch import load_file
 
 from tests.conftest import write_sentiment_tsv
+from textnn.cli import main
+from textnn.runs import RunDir
 
 # DAN has word dropout and dropout (so the RNG state matters), Adam has moments, the linear schedule
 # depends on the step, grad_accum=2 makes the data position land mid-group.
@@ -62,7 +64,17 @@ def _step_of(checkpoint: Path) -> int:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["kill", "ctrl-c"])
-def test_killed_run_resumes_to_identical_weights(setup, sig):
+def test_killed_run_resumes_to_identical_weights(setup, sig, capsys):
+    _kill_and_resume(setup, sig, capsys)
+
+
+@pytest.mark.parametrize("setup", ["adam-linear"], indirect=True)
+def test_sigterm_is_handled_as_ctrl_c(setup, capsys):
+    """What `docker stop`, Slurm and Kubernetes send before they kill: the step finishes, a checkpoint is saved."""
+    _kill_and_resume(setup, signal.SIGTERM, capsys)
+
+
+def _kill_and_resume(setup, sig: signal.Signals, capsys) -> None:
     root, config = setup
     run_dir = root / f"interrupted-{sig.name}"
     proc = _cli("train", str(config), "--run-dir", str(run_dir), cache=root / "cache")
@@ -75,12 +87,19 @@ def test_killed_run_resumes_to_identical_weights(setup, sig):
     _, err = proc.communicate(timeout=120)
     status = json.loads((run_dir / "run.json").read_text())["status"]
     if sig == signal.SIGKILL:
-        assert status == "running"  # really died mid-run
-    else:
-        assert proc.returncode == 130, err
+        assert status == "running"  # really died mid-run: its process is gone, so it shows as died
+        assert RunDir(run_dir).effective_status() == "died"
+    else:  # exit status 130 or 143, as a process stopped by the signal
+        assert proc.returncode == 128 + sig, err
         assert status == "interrupted"
-        assert "--resume" in err
+        assert "checkpoint saved" in err and "--resume" in err
     assert not (run_dir / "report.md").exists()
+    # Its best weights so far can be used, with one line saying that they are not final.
+    capsys.readouterr()
+    assert main(["evaluate", str(run_dir), "--data", str(root / "dev.tsv"), "--bootstrap", "0"]) == 0
+    warning = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert warning == [f"warning: {run_dir} is not finished (status: {'died' if sig == signal.SIGKILL else status});"
+                       f" using its best weights so far"]
 
     stopped_at = _step_of(checkpoint)
     total = json.loads((root / "reference" / "run.json").read_text())["steps"]
@@ -155,8 +174,6 @@ def task_files(tmp_path_factory):
 
 
 def _train_in_process(config: Path, run: Path, *args: str) -> None:
-    from textnn.cli import main
-
     assert main(["train", str(config), "--run-dir", str(run), *args]) == 0
 
 
@@ -187,3 +204,51 @@ def test_every_task_resumes_to_identical_weights_from_mid_epoch(task_files, task
     assert keys
     for key in keys:
         assert torch.equal(expected[key], got[key]), key
+
+
+# A process that trains `config` into `run` and is killed (SIGKILL, nothing handled) as its third step
+# begins: before its first checkpoint, which this config writes at the end of the epoch.
+KILLED_AT_STEP_3 = """\
+import os, signal, sys
+from textnn.cli import main
+from textnn.training.trainer import Trainer
+train_step = Trainer._train_step
+def dies_at_step_3(self, group, step, epoch=0):
+    if step == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return train_step(self, group, step, epoch)
+Trainer._train_step = dies_at_step_3
+main(["train", sys.argv[1], "--run-dir", sys.argv[2]])
+"""
+
+
+def test_a_run_killed_before_its_first_checkpoint_starts_over_on_resume(tmp_path, capsys):
+    write_sentiment_tsv(tmp_path / "train.tsv", 40, seed=1)
+    config = tmp_path / "dan.yaml"
+    config.write_text(f"task: classification\ndata: {{format: tsv, train: {tmp_path / 'train.tsv'}}}\n"
+                      "model: {name: dan, preset: tiny}\n"
+                      "train: {epochs: 2, batch_size: 8, log_every: 1, progress: false, threads: 1}\n")
+    run = tmp_path / "run"
+    killed = subprocess.run([sys.executable, "-c", KILLED_AT_STEP_3, str(config), str(run)], capture_output=True,
+                            text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(Path.cwd())})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert not (run / "checkpoint" / "last.safetensors").exists()
+    assert [r["step"] for r in RunDir(run).read_metrics()] == [1, 2]
+    assert RunDir(run).effective_status() == "died"
+
+    # A plain rerun is refused (the directory is a run) and points to --resume, which starts it over.
+    assert main(["train", str(config), "--run-dir", str(run)]) == 2
+    assert "--resume" in capsys.readouterr().err
+    assert main(["train", str(config), "--run-dir", str(run), "--resume"]) == 0
+    assert f"{run}: the run stopped before its first checkpoint, so there is nothing to resume; starting it " \
+           f"over" in capsys.readouterr().err
+    _train_in_process(config, tmp_path / "reference")
+    expected = load_file(str(tmp_path / "reference" / "checkpoint" / "last.safetensors"))
+    got = load_file(str(run / "checkpoint" / "last.safetensors"))
+    for key in [k for k in expected if k.startswith(("model.", "optim."))]:
+        assert torch.equal(expected[key], got[key]), key
+    # the dead attempt's records are gone: each is written once, with the loss of the new attempt
+    steps_and_losses = [[(r["split"], r["step"], r.get("loss")) for r in RunDir(path).read_metrics()]
+                        for path in (run, tmp_path / "reference")]
+    assert steps_and_losses[0] == steps_and_losses[1]
+    assert RunDir(run).effective_status() == "finished"

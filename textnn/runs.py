@@ -75,8 +75,10 @@ class RunDir:
 
     def starts_over(self) -> bool:
         """Whether `--resume` must start this run over: it stopped (killed, interrupted, failed) before
-        writing its first checkpoint, so there is nothing to continue, and nothing to lose either."""
-        return self.config_file.is_file() and not self.checkpoint_file.is_file()
+        writing its first checkpoint, so there is nothing to continue, and nothing to lose either.
+        Never a finished run (whose checkpoint may have been deleted to save space: its weights stay)."""
+        return (self.config_file.is_file() and not self.checkpoint_file.is_file()
+                and self.effective_status() != "finished")
 
     def create(self, config: Config, resume: bool, start_over: bool = False) -> None:
         """Make the directory for a new run, or check that `config` may continue the one here.

@@ -100,6 +100,17 @@ def test_a_live_run_is_neither_resumed_nor_started_over(tmp_path, config, capsys
     assert all(p.read_bytes() == data for p, data in before.items() if p.exists())
 
 
+def test_a_finished_run_without_its_checkpoint_is_not_started_over(tmp_path, config, capsys):
+    run = tmp_path / "run"
+    assert main(["train", str(config), "--run-dir", str(run)]) == 0
+    (run / "checkpoint" / "last.safetensors").unlink()  # deleted to save space: the weights are what counts
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert main(["train", str(config), "--run-dir", str(run), "--resume"]) == 2
+    assert "nothing to resume" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+
+
 def test_a_run_is_finished_only_once_its_report_is_written(tmp_path, config, monkeypatch):
     seen = []
     write_report = experiment.write_report

@@ -1,7 +1,7 @@
 """Command-line front end: parse arguments, call `textnn.experiment` / `textnn.demo`, print results.
 
-Errors a user can cause surface as one line on stderr and exit code 2; Ctrl-C during training saves
-a checkpoint and exits with 130.
+Errors a user can cause surface as one line on stderr and exit code 2; Ctrl-C (SIGTERM) during
+training saves a checkpoint and exits with 130 (143), as a process stopped by that signal does.
 """
 
 from __future__ import annotations
@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
 
             if distributed.is_main():  # torchrun: every process stops; process 0 says so
                 print(str(err), file=sys.stderr)
-            return 130
+            return 128 + err.signal_number
         raise
 
 

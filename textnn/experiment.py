@@ -23,7 +23,8 @@ from textnn.runs import FollowerRunDir, RunDir
 from textnn.training import distributed
 from textnn.training.budget import check_resume_budget
 from textnn.training.checkpoint import init_encoder_from, init_encoder_from_state, load_weights
-from textnn.training.trainer import Trainer, TrainResult, TrainingInterrupted, resolve_device
+from textnn.training.trainer import (Trainer, TrainResult, TrainingInterrupted, finished_status,
+                                    resolve_device)
 
 
 def seed_everything(seed: int) -> None:
@@ -50,29 +51,41 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
         seed_everything(config.train.seed)
         task = registry.task_class(config.task).from_data(config)
         model = task.build_model()
+        start_over = resume and run.starts_over()
+        if start_over:  # killed before its first checkpoint: nothing to continue, nothing to lose
+            run.check_not_live()
+            if distributed.is_main():
+                print(f"{run.path}: the run stopped before its first checkpoint, so there is nothing to resume; "
+                      f"starting it over", file=sys.stderr)
+            resume = False
         if resume:  # before run.create rewrites config.yaml: a refused resume changes nothing
             run.check_resume(config)
             check_resume_budget(run, config, task)
         if config.init_from and not resume:
             _start_encoder(model, config.init_from)
-        distributed.on_main(lambda: _create_run(run, config, resume, task))
+        distributed.on_main(lambda: _create_run(run, config, resume, task, start_over))
         if not distributed.is_main():
             run = FollowerRunDir(run.path)
         trainer = Trainer(task, model, config.train, run)
+        # run.json shows a live run (its heartbeat) until it is marked finished, after its report.
+        stop_heartbeat = run.start_heartbeat()
         try:
             result = trainer.fit(resume=resume)
+            if distributed.is_main():
+                write_report(run, config, result, task)
+            run.set_status("finished", **finished_status(result))
         except TrainingInterrupted:
             raise
         except BaseException as err:
             run.set_status("failed", error=str(err) or type(err).__name__)
             raise
-        if distributed.is_main():
-            write_report(run, config, result, task)
+        finally:
+            stop_heartbeat()
     return run, result
 
 
-def _create_run(run: RunDir, config: Config, resume: bool, task) -> None:
-    run.create(config, resume)
+def _create_run(run: RunDir, config: Config, resume: bool, task, start_over: bool) -> None:
+    run.create(config, resume, start_over)
     task.save(run.path)
 
 
@@ -95,9 +108,16 @@ def _start_encoder(model: torch.nn.Module, init_from: str) -> None:
 
 
 def load_run(run_dir: str | Path, device: str = "cpu") -> tuple[Config, object, torch.nn.Module]:
-    """Rebuild (config, task, model) from a finished run directory; weights loaded, eval mode."""
+    """Rebuild (config, task, model) from a run directory; weights loaded, eval mode.
+
+    A run that is not finished (interrupted, died, still training) has the best weights so far: one
+    warning line on stderr says so."""
     run = RunDir(run_dir)
     run.require_finished()
+    status = run.effective_status()
+    if status != "finished":  # interrupted, died, or still training: its weights are the best so far
+        print(f"warning: {run.path} is not finished (status: {status or 'unknown'}); using its best weights so far",
+              file=sys.stderr)
     config = run.load_config()
     task = registry.task_class(config.task).from_run(run.path, config)
     model = task.build_model()

@@ -2,7 +2,10 @@
 
     runs/<name>/
       config.yaml            fully resolved config
-      run.json               status (running / finished / interrupted / failed) and summary numbers
+      run.json               status (running / finished / interrupted / failed) and summary numbers;
+                             while running also the pid and host of the training process and a
+                             heartbeat (the time of the last sign of life, rewritten every
+                             HEARTBEAT_SECONDS), so that a run whose process died shows as `died`
       model.safetensors      best weights (by the dev metric), written atomically
       vocab.json, labels.json, tokenizer.json   whatever the task needs to rebuild its inputs
       checkpoint/last.safetensors              resumable state (training/checkpoint.py)
@@ -15,7 +18,12 @@ Every command other than `train` takes a run directory and rebuilds task and mod
 from __future__ import annotations
 
 import json
+import os
+import socket
+import threading
+import time
 from pathlib import Path
+from typing import Callable
 
 from textnn.config import Config, config_from_dict, read_yaml
 from textnn.errors import TextnnError
@@ -26,11 +34,16 @@ from textnn.training.checkpoint import atomic_write_text
 RESUMABLE_CHANGES = {"epochs", "max_steps", "max_minutes", "progress", "device", "threads"}
 # metrics.jsonl splits written once, at the end of a run, from the best weights.
 FINAL_SPLITS = ("dev_final", "test")
+# A running run rewrites its heartbeat this often (from a thread, so also during a long evaluation); one
+# that has not for STALE_SECONDS has died, or hangs, wherever it ran.
+HEARTBEAT_SECONDS = 30.0
+STALE_SECONDS = 600.0
 
 
 class RunDir:
     def __init__(self, path: str | Path):
         self.path = Path(path)
+        self._lock = threading.Lock()  # the heartbeat thread and the trainer both rewrite run.json
 
     config_file = property(lambda self: self.path / "config.yaml")
     status_file = property(lambda self: self.path / "run.json")
@@ -40,7 +53,8 @@ class RunDir:
 
     def check_resume(self, config: Config) -> None:
         """Refuse to continue the run here with `config` unless it has a checkpoint and the same config,
-        but for the options that may change (RESUMABLE_CHANGES)."""
+        but for the options that may change (RESUMABLE_CHANGES), and no process trains it now."""
+        self.check_not_live()
         if not self.checkpoint_file.is_file():
             raise TextnnError(f"{self.path}: nothing to resume (no checkpoint/last.safetensors); "
                               f"run without --resume")
@@ -52,10 +66,32 @@ class RunDir:
                 raise TextnnError(f"{self.config_file}: cannot resume with {key}={wanted.get(key)!r} "
                                   f"(the run was started with {saved.get(key)!r}); use a new --run-dir")
 
-    def create(self, config: Config, resume: bool) -> None:
-        """Make the directory for a new run, or check that `config` may continue the one here."""
+    def check_not_live(self) -> None:
+        """Refuse to touch a run that a live process is training (two trainers would write over each other)."""
+        if self.effective_status() == "running":
+            info = self.status()
+            raise TextnnError(f"{self.path}: the run is still training (process {info.get('pid')} on "
+                              f"{info.get('host')}); stop it first (Ctrl-C, or kill {info.get('pid')})")
+
+    def starts_over(self) -> bool:
+        """Whether `--resume` must start this run over: it stopped (killed, interrupted, failed) before
+        writing its first checkpoint, so there is nothing to continue, and nothing to lose either.
+        Never a finished run (whose checkpoint may have been deleted to save space: its weights stay)."""
+        return (self.config_file.is_file() and not self.checkpoint_file.is_file()
+                and self.effective_status() != "finished")
+
+    def create(self, config: Config, resume: bool, start_over: bool = False) -> None:
+        """Make the directory for a new run, or check that `config` may continue the one here.
+
+        `start_over` (see `starts_over`): the files of the attempt that stopped before its first
+        checkpoint are removed and the run starts afresh in the same directory.
+        """
         if resume:
             self.check_resume(config)
+        elif start_over:
+            self.check_not_live()
+            for stale in (self.status_file, self.metrics_file, self.weights_file, self.path / "report.md"):
+                stale.unlink(missing_ok=True)
         elif self.path.exists() and any(self.path.iterdir()):
             raise TextnnError(f"{self.path}: run directory already exists and is not empty; pass --resume to "
                               f"continue it, --run-dir to choose another, or delete it")
@@ -74,8 +110,55 @@ class RunDir:
         return json.loads(self.status_file.read_text(encoding="utf-8"))
 
     def set_status(self, status: str, **info: object) -> None:
-        data = {**self.status(), **info, "status": status}
-        atomic_write_text(self.status_file, json.dumps(data, indent=2))
+        """Rewrite run.json with `status` and `info`; `running` also records this process and a heartbeat."""
+        if status == "running":
+            info = {**info, "pid": os.getpid(), "host": socket.gethostname(), "heartbeat": round(time.time(), 1)}
+        with self._lock:
+            data = {**self.status(), **info, "status": status}
+            atomic_write_text(self.status_file, json.dumps(data, indent=2))
+
+    def beat(self) -> None:
+        """Renew the heartbeat of a running run (nothing once it is no longer running)."""
+        with self._lock:
+            data = self.status()
+            if data.get("status") == "running" and data.get("pid") == os.getpid():
+                data["heartbeat"] = round(time.time(), 1)
+                atomic_write_text(self.status_file, json.dumps(data, indent=2))
+
+    def start_heartbeat(self, every: float = HEARTBEAT_SECONDS) -> Callable[[], None]:
+        """Renew the heartbeat every `every` seconds from a thread (so also during a long evaluation),
+        until the function returned is called."""
+        stop = threading.Event()
+
+        def beat() -> None:
+            while not stop.wait(every):
+                try:
+                    self.beat()
+                except OSError:  # a full disk or a vanished directory: the trainer finds out itself
+                    pass
+
+        thread = threading.Thread(target=beat, name="textnn-heartbeat", daemon=True)
+        thread.start()
+
+        def stop_beating() -> None:
+            stop.set()
+            thread.join()
+
+        return stop_beating
+
+    def effective_status(self) -> str:
+        """run.json's status, but `died` for a run that says `running` and whose process is gone (on this
+        host) or whose heartbeat is older than STALE_SECONDS (on any host); "" for no run.json."""
+        info = self.status()
+        status = info.get("status", "")
+        if status != "running":
+            return status
+        if info.get("host") == socket.gethostname() and isinstance(info.get("pid"), int) and not _alive(info["pid"]):
+            return "died"
+        heartbeat = info.get("heartbeat")
+        if not isinstance(heartbeat, (int, float)) or time.time() - heartbeat > STALE_SECONDS:
+            return "died"
+        return status
 
     def require_finished(self) -> None:
         """Commands that use trained weights call this first."""
@@ -111,10 +194,13 @@ class FollowerRunDir(RunDir):
     The trainer calls the same methods on every process; here the ones that write do nothing.
     """
 
-    def create(self, config: Config, resume: bool) -> None:
+    def create(self, config: Config, resume: bool, start_over: bool = False) -> None:
         raise RuntimeError("process 0 creates the run directory")
 
     def set_status(self, status: str, **info: object) -> None:
+        pass
+
+    def beat(self) -> None:
         pass
 
     def append_metrics(self, record: dict) -> None:
@@ -122,6 +208,19 @@ class FollowerRunDir(RunDir):
 
     def truncate_metrics(self, after_step: int) -> None:
         pass
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process `pid` exists on this host (one of another user counts: it exists)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
 
 
 def _flatten(config: dict) -> dict:

@@ -13,7 +13,9 @@ Building: `from_data(config)` reads the files (or, with model.init_from, takes t
 vocabulary from the starting run), `from_run(path, config)` rebuilds from a run directory,
 `save(path)` writes what `from_run` reads, `build_model()` returns an `EncoderWithHead`.
 Training (see training/trainer.py): `train_batches(epoch)`, `loss(model, batch)`,
-`evaluate(model, split, bootstrap_samples)`, `has_split(split)`, `default_metric`.
+`evaluate(model, split, bootstrap_samples)`, `has_split(split)`, `default_metric`, and
+`carried_state()` / `restore_carried_state(state)` for a task whose next batch starts from what the
+last one left (the checkpoint keeps it, so that a resume is exact).
 Commands: `encode_file(path)`, `evaluate_file(model, path, bootstrap_samples, options)`,
 `predict(model, lines, source, options)` -> output lines,
 `report_sections(metrics, split, run_path)` -> markdown lines, `format_metrics(metrics)` -> text lines.
@@ -70,6 +72,14 @@ class Task:
 
     def higher_is_better(self, metric: str) -> bool:
         return self.metric_directions[metric]
+
+    # --- state carried between training batches ----------------------------------------------------
+    def carried_state(self) -> object:
+        """What the next training batch starts from (tensors, tuples, lists; None: nothing carried)."""
+        return None
+
+    def restore_carried_state(self, state: object) -> None:
+        """Take back `carried_state()` as a checkpoint saved it, on the trainer's device (on resume)."""
 
     # --- run files ----------------------------------------------------------------------------------
     @staticmethod

@@ -18,11 +18,10 @@ train.batch_size contiguous rows ([N] -> [B, N/B]) read window by window in orde
 recurrent state the model returns and hands it (detached: truncated BPTT, Zaremba et al. 2014) to
 the next window, and restarts it at zero at the start of every epoch. `data.bptt_variable: true`
 draws each window's length as Merity et al. (2018) §4.1 do and scales that step's learning rate by
-length / bptt (`LMBatch.lr_scale`). On `--resume` the carried state is not in the checkpoint: a run
-resumed in the middle of an epoch restarts the state at zero for its next window (one context
-restart per row, as at an epoch start); a resume from an epoch boundary is exact. Under torchrun
-(training/distributed.py) P processes lay the stream out as P * B rows and each reads its own B
-contiguous rows, carrying their state.
+length / bptt (`LMBatch.lr_scale`). The carried state (Transformer-XL: its memory) is saved in every
+checkpoint (`carried_state`), so a run resumed in the middle of an epoch goes on exactly as if it
+had not stopped. Under torchrun (training/distributed.py) P processes lay the stream out as P * B
+rows and each reads its own B contiguous rows, carrying their state (each process's is saved).
 `data.stateful: false`: independent windows from a random offset, shuffled (both seeded by
 (train.seed, epoch)), each from a zero state.
 
@@ -430,6 +429,13 @@ class LanguageModelingTask(Task):
         if out.regularizer is not None:
             total = total + out.regularizer * batch.count
         return total
+
+    def carried_state(self) -> object:
+        """The detached state the next stateful training window starts from (None before the first)."""
+        return self._state
+
+    def restore_carried_state(self, state: object) -> None:
+        self._state = state
 
     def evaluate_file(self, model: torch.nn.Module, path: str, bootstrap_samples: int = 0,
                       options: dict | None = None) -> dict:

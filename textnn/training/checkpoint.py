@@ -1,7 +1,9 @@
 """Atomic, pickle-free checkpoints.
 
-A checkpoint is ONE safetensors file: model weights (`model.*`), optimizer tensors (`optim.*`) and
-RNG states (`rng.*`) as tensors, and everything else (trainer position, optimizer hyper-parameters,
+A checkpoint is ONE safetensors file: model weights (`model.*`), optimizer tensors (`optim.*`), RNG
+states (`rng.*`) and the state a task carries from one batch to the next (`carried.<process>.<i>`: a
+stateful language model's recurrent state or Transformer-XL memory, one per training process) as
+tensors, and everything else (trainer position, optimizer hyper-parameters,
 Python/NumPy RNG states) as JSON in the file's metadata. One file means one atomic rename: a run
 killed at any moment leaves either the previous checkpoint or the new one, never half of each.
 Loading never executes code (no pickle anywhere).
@@ -9,6 +11,7 @@ Loading never executes code (no pickle anywhere).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -133,10 +136,44 @@ def _set_rng_state(tensors: dict[str, torch.Tensor], meta: dict) -> None:
     np.random.set_state((name, np.asarray(keys, dtype=np.uint32), pos, has_gauss, cached))
 
 
+def pack_state(state: object, prefix: str, tensors: dict[str, torch.Tensor]) -> object:
+    """A carried state (None, a tensor, or tuples / lists of them) as a JSON layout; its tensors go into
+    `tensors` as `prefix`0, `prefix`1, ... `unpack_state` rebuilds the state from the two."""
+    numbers = itertools.count()
+
+    def pack(item: object) -> object:
+        if item is None:
+            return None
+        if isinstance(item, torch.Tensor):
+            key = f"{prefix}{next(numbers)}"
+            tensors[key] = item.detach().to("cpu").contiguous().clone()
+            return {"tensor": key}
+        if isinstance(item, (tuple, list)):
+            return {type(item).__name__: [pack(part) for part in item]}
+        raise TypeError(f"a carried state holds tensors, tuples and lists, not {type(item).__name__}")
+
+    return pack(state)
+
+
+def unpack_state(layout: object, tensors: dict[str, torch.Tensor], device: torch.device) -> object:
+    if layout is None:
+        return None
+    if "tensor" in layout:
+        return tensors[layout["tensor"]].to(device)
+    kind, items = next(iter(layout.items()))
+    return {"tuple": tuple, "list": list}[kind](unpack_state(item, tensors, device) for item in items)
+
+
 def save_checkpoint(path: str | Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                    trainer_state: dict) -> None:
-    """Model + optimizer + RNG + trainer state in one atomically written safetensors file."""
+                    trainer_state: dict, carried: list[object] | None = None) -> None:
+    """Model + optimizer + RNG + trainer state in one atomically written safetensors file.
+
+    `carried`: the state each training process carries into its next batch (`Task.carried_state`),
+    in process order; None or all None for tasks whose batches start afresh.
+    """
     tensors = _plain_tensors(model.state_dict(), "model.")
+    carried_layout = [pack_state(state, f"carried.{process}.", tensors)
+                      for process, state in enumerate(carried or [])]
     optim_state = optimizer.state_dict()
     scalars: dict[str, dict] = {}
     for index, per_param in optim_state["state"].items():
@@ -152,9 +189,22 @@ def save_checkpoint(path: str | Path, model: torch.nn.Module, optimizer: torch.o
         "optim_groups": json.dumps(optim_state["param_groups"]),
         "optim_scalars": json.dumps(scalars),
         "rng": json.dumps(rng_meta),
+        "carried": json.dumps(carried_layout),
     }
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(path, save(tensors, metadata=metadata))
+
+
+def load_carried_state(path: str | Path, process: int, device: torch.device) -> object:
+    """The state process `process` carried into its next batch when the checkpoint was written (None
+    when it carried none, or for a checkpoint written before carried states were saved)."""
+    with safe_open(str(path), framework="pt") as handle:
+        layouts = json.loads((handle.metadata() or {}).get("carried", "[]"))
+        if process >= len(layouts):
+            return None
+        prefix = f"carried.{process}."
+        tensors = {key: handle.get_tensor(key) for key in handle.keys() if key.startswith(prefix)}
+    return unpack_state(layouts[process], tensors, device)
 
 
 def read_trainer_state(path: str | Path) -> dict:

@@ -27,6 +27,8 @@ What each process does (the trainer, training/trainer.py, follows these rules):
 - Evaluation. Process 0 evaluates while the others wait (`on_main`), and sends them the metrics, from
   which every process takes the same decisions (best step, early stopping, NT-ASGD's switch).
 - Stopping. A Ctrl-C, or the time limit, seen by any process stops all of them after the same step.
+- Carried state. Each process's carried state (its rows' recurrent state or memory) is gathered on
+  process 0 for every checkpoint (`gather_states`), and a resumed process r takes back its own.
 - Random numbers. Process 0 keeps the generators of a one-process run (its states are the ones the
   checkpoint saves); process r > 0 is reseeded from (seed, r, step) at the start and at every
   checkpoint (`reseed`), so its dropout differs from process 0's and a resumed run draws the same.
@@ -144,6 +146,36 @@ def any_process(*flags: bool) -> tuple[bool, ...]:
     tensor = torch.tensor([float(flag) for flag in flags], dtype=torch.float64, device=_comm_device())
     dist.all_reduce(tensor)
     return tuple(bool(value > 0) for value in tensor.tolist())
+
+
+def gather_states(state: object) -> list[object]:
+    """Every process's `state` (None, a tensor, or tuples / lists of them, the same layout and shapes on
+    every process: a stateful stream's rows are batch_size on each), in process order.
+
+    Process 0 writes the checkpoint, so it must hold the state each process carries into its next
+    window; tensors travel as tensors (all_gather), nothing is pickled.
+    """
+    if world() == 1:
+        return [state]
+    local: list[torch.Tensor] = []
+    _map_tensors(state, lambda tensor: local.append(tensor) or tensor)
+    gathered: list[list[torch.Tensor]] = [[] for _ in range(world())]
+    for tensor in local:
+        mine = tensor.detach().to(_comm_device()).contiguous()
+        parts = [torch.empty_like(mine) for _ in range(world())]
+        dist.all_gather(parts, mine)
+        for process, part in enumerate(parts):
+            gathered[process].append(part.cpu())
+    return [_map_tensors(state, lambda _, parts=iter(tensors): next(parts)) for tensors in gathered]
+
+
+def _map_tensors(state: object, fn: Callable[[torch.Tensor], torch.Tensor]) -> object:
+    """`state` with `fn` applied to each of its tensors, in order (tuples and lists kept as they are)."""
+    if isinstance(state, torch.Tensor):
+        return fn(state)
+    if isinstance(state, (tuple, list)):
+        return type(state)(_map_tensors(item, fn) for item in state)
+    return state
 
 
 def barrier() -> None:

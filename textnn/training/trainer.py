@@ -8,6 +8,9 @@ The trainer never knows which model or task it trains. A task gives it:
     task.evaluate(model, split, bootstrap_samples) -> dict of metrics (incl. "loss")
     task.has_split(split)     -> bool
     task.default_metric       -> name of the metric to select checkpoints on
+    task.carried_state() / task.restore_carried_state(state)
+                              -> what the next batch starts from (a stateful LM's recurrent state),
+                                 saved in every checkpoint so that a resume is exact
 
 and a Batch has `.count` (loss terms, e.g. examples or target tokens), `.num_tokens` (for throughput)
 and `.to(device)`, and `.lr_scale` (1.0 unless the task wants this step's learning rate scaled, e.g.
@@ -23,6 +26,7 @@ writes and evaluates, and all processes take the same decisions.
 What can go wrong mid-run is contained: a step whose loss is not finite is skipped before it can
 touch the weights (after train.max_bad_steps in a row the run stops), a NaN dev score is never the
 best, and Ctrl-C during a dev evaluation abandons it at the next batch (the resumed run redoes it).
+SIGTERM (what `docker stop`, Slurm and Kubernetes send before they kill) is handled as Ctrl-C is.
 """
 
 from __future__ import annotations
@@ -42,14 +46,24 @@ from textnn.errors import TextnnError
 from textnn.runs import RunDir
 from textnn.training import distributed
 from textnn.training.budget import planned_steps
-from textnn.training.checkpoint import load_checkpoint, load_weights, save_checkpoint, save_weights
+from textnn.training.checkpoint import (load_carried_state, load_checkpoint, load_weights, save_checkpoint,
+                                        save_weights)
 from textnn.training.optim import (after_evaluation, build_optimizer, evaluation_weights, freeze_layers, lr_factor,
                                    set_lr)
 
 
 
+# Signals that stop training cleanly: Ctrl-C, and SIGTERM, which `docker stop`, Slurm, Kubernetes and
+# torchrun send before they kill.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 class TrainingInterrupted(Exception):
-    """Raised after Ctrl-C once the checkpoint is safely written."""
+    """Raised after Ctrl-C or SIGTERM once the checkpoint is safely written."""
+
+    def __init__(self, message: str, signal_number: int = signal.SIGINT):
+        super().__init__(message)
+        self.signal_number = signal_number  # the command exits with 128 + this, as a process killed by it
 
 
 class EvaluationInterrupted(Exception):
@@ -118,6 +132,7 @@ class Trainer:
         self.metric = cfg.metric or task.default_metric
         self.higher_is_better = task.higher_is_better(self.metric)
         self._interrupted = False
+        self._signal = signal.SIGINT  # the signal that interrupted training (Ctrl-C or SIGTERM)
         self._best_dev: dict | None = None  # dev metrics of the saved best weights, from this process
         self.base_lr = cfg.lr  # of the last step, before each parameter group's own scale
         self.batches_per_step = cfg.grad_accum * distributed.world()  # micro-batches, over all processes
@@ -186,13 +201,14 @@ class Trainer:
 
     def _save_checkpoint(self, state: dict) -> None:
         """Process 0 writes the checkpoint; the others reseed where a resume from it will (distributed.reseed)."""
+        carried = distributed.gather_states(self.task.carried_state())  # a stateful stream's, per process
         if distributed.is_main():
-            save_checkpoint(self.run.checkpoint_file, self.model, self.optimizer, state)
+            save_checkpoint(self.run.checkpoint_file, self.model, self.optimizer, state, carried)
         distributed.reseed(self.cfg.seed, state["step"])
 
     def _evaluate(self, split: str, bootstrap: int = 0) -> dict:
         self.model.eval()
-        # Ctrl-C only sets a flag (`_on_sigint`); this hook runs before every forward pass of the
+        # Ctrl-C only sets a flag (`_on_signal`); this hook runs before every forward pass of the
         # model, so an evaluation notices it between two batches instead of after the whole split,
         # and no task needs to know about signals. Several processes: the others wait for process 0's
         # evaluation (distributed.on_main), so it finishes and the Ctrl-C is acted on after it.
@@ -208,20 +224,24 @@ class Trainer:
         if self._interrupted:
             raise EvaluationInterrupted
 
-    def _on_sigint(self, signum, frame) -> None:
-        # A second Ctrl-C stops at once. Not under torchrun: it passes a Ctrl-C on to every process that
-        # already got it from the terminal, and kills them itself if they have not stopped in 30 s.
+    def _on_signal(self, signum, frame) -> None:
+        # Ctrl-C and SIGTERM alike: finish the step (or abandon the evaluation), checkpoint, stop. A second
+        # one stops at once. Not under torchrun: it passes a signal on to every process (which may already
+        # have it from the terminal), and kills them itself if they have not stopped in 30 s.
         if self._interrupted and distributed.world() == 1:
             raise KeyboardInterrupt
         self._interrupted = True
-        say("interrupt: finishing this step or evaluation, then saving a checkpoint" +
-            (" (Ctrl-C again to abort)" if distributed.world() == 1 else ""))
+        self._signal = signum
+        again = "Ctrl-C" if signum == signal.SIGINT else "the signal"
+        say(f"interrupt ({signal.Signals(signum).name}): finishing this step or evaluation, then saving a "
+            f"checkpoint" + (f" ({again} again to abort)" if distributed.world() == 1 else ""))
 
     def _stop_interrupted(self, state: dict) -> None:
         self._save_checkpoint(state)
         self.run.set_status("interrupted", step=state["step"])
         raise TrainingInterrupted(f"interrupted at step {state['step']}; checkpoint saved. Continue with "
-                                  f"`{distributed.command()} train CONFIG --run-dir {self.run.path} --resume`")
+                                  f"`{distributed.command()} train CONFIG --run-dir {self.run.path} --resume`",
+                                  self._signal)
 
     def _stop_reason(self, state: dict) -> str | None:
         """Why training must stop before its next step, if it must (also checked on resume)."""
@@ -261,13 +281,14 @@ class Trainer:
                 raise TextnnError(f"{run.path}: the run was trained by {state.get('processes', 1)} process(es) "
                                   f"and cannot continue with {distributed.world()}: a step's batches depend on "
                                   f"the number; resume it with as many")
+            self.task.restore_carried_state(load_carried_state(run.checkpoint_file, distributed.rank(), self.device))
             run.truncate_metrics(state["step"])
             say(f"resuming {run.path} at step {state['step']} (epoch {state['epoch'] + 1})")
         distributed.reseed(cfg.seed, state["step"])
         has_dev = self.task.has_split("dev")
         run.set_status("running", total_steps=self.total_steps)
 
-        previous_handler = signal.signal(signal.SIGINT, self._on_sigint)
+        previous_handlers = {signum: signal.signal(signum, self._on_signal) for signum in STOP_SIGNALS}
         bar = tqdm(total=self.total_steps, initial=state["step"], disable=not cfg.progress or not distributed.is_main(),
                    desc=f"train {run.path.name}", unit="step", file=sys.stderr, dynamic_ncols=True,
                    mininterval=0.2 if sys.stderr.isatty() else 10.0)
@@ -329,7 +350,8 @@ class Trainer:
                         self._stop_interrupted(state)
         finally:
             bar.close()
-            signal.signal(signal.SIGINT, previous_handler)
+            for signum, handler in previous_handlers.items():
+                signal.signal(signum, handler)
 
         stopped = stopped or "completed"
         if has_dev and state.get("evaluated_step") != state["step"]:
@@ -359,11 +381,8 @@ class Trainer:
                              higher_is_better=self.higher_is_better,
                              parameters=self.model.num_parameters(), dev=dev, test=test,
                              stopped=stopped, skipped_steps=state.get("skipped_steps", 0))
-        run.set_status("finished", steps=result.steps, train_seconds=round(result.train_seconds, 2),
-                       examples_per_second=round(result.examples_per_second, 1),
-                       tokens_per_second=round(result.tokens_per_second, 1),
-                       metric=self.metric, best=result.best_metric, best_step=result.best_step,
-                       dev=_scalars(dev), test=_scalars(test), stopped=stopped, skipped_steps=result.skipped_steps)
+        # Still `running`: the run is finished once its report is written too (experiment.train, with
+        # `finished_status`), so a run killed while writing it does not look finished.
         return result
 
     def _scheduled_evaluation(self, state: dict) -> None:
@@ -428,6 +447,15 @@ class Trainer:
             raise TextnnError(f"config key train.metric: '{self.metric}' is not reported by this task; "
                               f"choose one of {', '.join(k for k in metrics if isinstance(metrics[k], float))}")
         return metrics
+
+
+def finished_status(result: TrainResult) -> dict:
+    """What run.json records about a finished run (`RunDir.set_status("finished", **this)`)."""
+    return dict(steps=result.steps, train_seconds=round(result.train_seconds, 2),
+                examples_per_second=round(result.examples_per_second, 1),
+                tokens_per_second=round(result.tokens_per_second, 1), metric=result.metric_name,
+                best=result.best_metric, best_step=result.best_step, dev=_scalars(result.dev),
+                test=_scalars(result.test), stopped=result.stopped, skipped_steps=result.skipped_steps)
 
 
 def _scalars(metrics: dict) -> dict:

@@ -31,12 +31,14 @@ ENCODERS: dict[str, str] = {
     "awd_lstm": "textnn.models.awd_lstm:AWDLSTM",
     "gpt": "textnn.models.gpt:GPT",
     "transformer_xl": "textnn.models.transformer_xl:TransformerXL",
+    "word2vec": "textnn.models.word2vec:Word2Vec",
 }
 
 TASKS: dict[str, str] = {
     "classification": "textnn.tasks.classification:ClassificationTask",
     "tagging": "textnn.tasks.tagging:TaggingTask",
     "language_modeling": "textnn.tasks.language_modeling:LanguageModelingTask",
+    "embeddings": "textnn.tasks.embeddings:EmbeddingsTask",
 }
 
 

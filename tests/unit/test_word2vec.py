@@ -183,19 +183,21 @@ def two_topic_corpus(path: Path, lines: int = 1500, seed: int = 0) -> Path:
     return path
 
 
-def train_vectors(corpus: Path, tmp_path: Path, **model) -> WordVectors:
+def train_vectors(corpus: Path, tmp_path: Path, threads: int = 1, **model) -> WordVectors:
     from textnn.experiment import train
 
-    run, _ = train(config(corpus, **model), tmp_path / f"run_{'_'.join(map(str, model.values()))}")
+    cfg = config(corpus, **model)
+    cfg.train.threads = threads
+    run, _ = train(cfg, tmp_path / f"run_{'_'.join(map(str, model.values()))}")
     words, vectors = read_vectors(run.path / "vectors.txt")
     return WordVectors(words, vectors)
 
 
-@pytest.mark.parametrize("architecture,loss", [("skipgram", "negative"), ("cbow", "negative"),
-                                               ("skipgram", "hierarchical")])
-def test_planted_topics_are_learned(tmp_path: Path, architecture: str, loss: str) -> None:
+@pytest.mark.parametrize("architecture,loss,threads", [("skipgram", "negative", 1), ("cbow", "negative", 1),
+                                                       ("skipgram", "hierarchical", 1), ("cbow", "hierarchical", 2)])
+def test_planted_topics_are_learned(tmp_path: Path, architecture: str, loss: str, threads: int) -> None:
     corpus = two_topic_corpus(tmp_path / "topics.txt")
-    vectors = train_vectors(corpus, tmp_path, architecture=architecture, loss=loss, sample=0.0, alpha=0.05)
+    vectors = train_vectors(corpus, tmp_path, threads, architecture=architecture, loss=loss, sample=0.0, alpha=0.05)
     same = [w for w in TOPIC_A + TOPIC_B
             if (vectors.neighbors(w, 1)[0][0] in TOPIC_A) == (w in TOPIC_A)]
     assert len(same) >= 18  # nearly every word's nearest neighbour is from its own topic
@@ -324,3 +326,23 @@ def test_config_checks() -> None:
                           "model": {"name": "word2vec"}}, "test")
     with pytest.raises(TextnnError, match="word2vec cannot serve task classification"):
         config_from_dict({"task": "classification", "data": {"train": "x"}, "model": {"name": "word2vec"}}, "test")
+
+
+def test_a_resumed_run_ends_with_the_vectors_of_an_uninterrupted_one(tmp_path: Path) -> None:
+    from textnn.experiment import train
+
+    corpus = two_topic_corpus(tmp_path / "topics.txt", lines=300)
+    whole = config(corpus, batch_words=64)
+    whole.train.epochs = 2
+    full_run, full = train(whole, tmp_path / "full")
+    assert full.steps > 4
+    cut = config(corpus, batch_words=64)
+    cut.train.epochs, cut.train.max_steps = 2, 3  # stops mid-epoch, after a checkpoint of step 3
+    run, first = train(cut, tmp_path / "cut")
+    assert first.stopped == "max_steps" and first.steps == 3
+    more = config(corpus, batch_words=64)
+    more.train.epochs = 2
+    _, resumed = train(more, tmp_path / "cut", resume=True)
+    assert resumed.steps == full.steps
+    np.testing.assert_array_equal(read_vectors(run.path / "vectors.bin")[1],
+                                  read_vectors(full_run.path / "vectors.bin")[1])

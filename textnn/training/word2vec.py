@@ -25,6 +25,7 @@ import math
 import signal
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -53,33 +54,35 @@ def sgd_step(inputs: torch.Tensor, outputs: torch.Tensor, context: torch.Tensor,
     shared out when several windows of the step update the same row (ROW_SHARE below).
     Returns the summed loss (a 0-d tensor, left on the device).
     """
-    dim, dtype = inputs.shape[1], inputs.dtype
+    dim = inputs.shape[1]
     ctx = F.embedding(context, inputs)  # [N, C, D] (faster than inputs[context] on the CPU)
     out = F.embedding(targets, outputs)  # [N, T, D]
     mask = context_mask.to(ctx.dtype)
     if cbow:
         count = mask.sum(1, keepdim=True)  # [N, 1]
+        weights = weights * (count > 0)  # a word alone in its sentence predicts nothing
+    # the shares of rows updated by several windows (ROW_SHARE), folded into the small error terms
+    # rather than into the [*, D] updates
+    share_in = _share(context, mask, inputs.shape[0]).to(ctx.dtype)  # [N, C]
+    share_out = _share(targets, weights, outputs.shape[0]).to(ctx.dtype)  # [N, T]
+    if cbow:
         hidden = torch.bmm(mask.unsqueeze(1), ctx).squeeze(1) / count.clamp(min=1)  # [N, D]
         scores = torch.bmm(out, hidden.unsqueeze(2)).squeeze(2)  # [N, T]
-        weights = weights * (count > 0)  # a word alone in its sentence predicts nothing
         g = (labels - torch.sigmoid(scores)) * weights * lr  # [N, T]
         grad_hidden = torch.bmm(g.unsqueeze(1), out)  # [N, 1, D]
-        grad_ctx = grad_hidden * mask.unsqueeze(2)  # [N, C, D]
-        grad_out = g.unsqueeze(2) * hidden.unsqueeze(1)  # [N, T, D]
+        grad_ctx = grad_hidden * (mask * share_in).unsqueeze(2)  # [N, C, D]
+        grad_out = (g * share_out).unsqueeze(2) * hidden.unsqueeze(1)  # [N, T, D]
         loss = -(F.logsigmoid(torch.where(labels > 0, scores, -scores)) * weights).sum()
     else:
         scores = torch.bmm(ctx, out.transpose(1, 2))  # [N, C, T]
         both = mask.unsqueeze(2) * weights.unsqueeze(1)  # [N, C, T]
-        g = (labels.unsqueeze(1) - torch.sigmoid(scores)) * both * lr
-        grad_ctx = torch.bmm(g, out)  # [N, C, D]
-        grad_out = torch.bmm(g.transpose(1, 2), ctx)  # [N, T, D]
+        g = (labels.unsqueeze(1) - torch.sigmoid(scores)) * both * lr  # [N, C, T]
+        grad_ctx = torch.bmm(g * share_in.unsqueeze(2), out)  # [N, C, D]
+        grad_out = torch.bmm((g * share_out.unsqueeze(1)).transpose(1, 2), ctx)  # [N, T, D]
         signed = torch.where(labels.unsqueeze(1) > 0, scores, -scores)
         loss = -(F.logsigmoid(signed) * both).sum()
-    in_rows, out_rows = context.reshape(-1), targets.reshape(-1)  # [N*C], [N*T]
-    grad_ctx = grad_ctx.reshape(-1, dim) * _share(in_rows, mask.reshape(-1) > 0, inputs.shape[0]).to(dtype)  # [N*C, D]
-    grad_out = grad_out.reshape(-1, dim) * _share(out_rows, weights.reshape(-1) > 0, outputs.shape[0]).to(dtype)  # [N*T, D]
-    inputs.index_add_(0, in_rows, grad_ctx)
-    outputs.index_add_(0, out_rows, grad_out)
+    inputs.index_add_(0, context.reshape(-1), grad_ctx.reshape(-1, dim))  # [N*C, D]
+    outputs.index_add_(0, targets.reshape(-1), grad_out.reshape(-1, dim))  # [N*T, D]
     return loss
 
 
@@ -92,9 +95,11 @@ ROW_SHARE = 0.25
 
 
 def _share(rows: torch.Tensor, used: torch.Tensor, size: int) -> torch.Tensor:
-    """[R, 1] factor of each update to `rows` [R]: n^-ROW_SHARE, n = the updates of that row in use."""
-    counts = torch.bincount(rows, weights=used.float(), minlength=size)  # [size]
-    return counts.clamp(min=1).pow(-ROW_SHARE)[rows].unsqueeze(1)  # [R, 1]
+    """The factor n^-ROW_SHARE of each update to `rows` (any shape), n = the updates of that row in use
+    (`used` > 0, same shape)."""
+    flat = rows.reshape(-1)  # [R]
+    counts = torch.bincount(flat, weights=(used.reshape(-1) > 0).float(), minlength=size)  # [size]
+    return counts[flat].clamp(min=1).pow(-ROW_SHARE).view(rows.shape)
 
 
 class Word2VecTrainer:
@@ -109,6 +114,16 @@ class Word2VecTrainer:
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=self.mcfg.start_alpha)
         self._interrupted = False
         self.data = task.device_arrays(self.device)
+        # train.threads on the CPU: that many threads each train their share of a step's words on
+        # one core, updating the shared tables without locks (Hogwild, Recht et al. 2011), as
+        # word2vec.c and gensim's workers do. torch's own intra-op threads would split every small
+        # operation and wait at its end, which costs more than it saves here (and far more on a
+        # busy machine). Several threads make a run's result vary slightly from run to run.
+        workers = cfg.threads if self.device.type == "cpu" and cfg.threads > 1 else 1
+        self._workers_range = range(workers)
+        self._pool = ThreadPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,)) if workers > 1 else None
+        if workers > 1:
+            torch.set_num_threads(1)
         self.total_steps = sum(task.num_train_batches(epoch) for epoch in range(cfg.epochs))
         if cfg.max_steps:
             self.total_steps = min(self.total_steps, cfg.max_steps)
@@ -163,6 +178,23 @@ class Word2VecTrainer:
         weights[:, 1:] = (noise != centre.unsqueeze(1)).float()  # word2vec.c skips a draw of the word itself
         return targets, labels, weights
 
+    def _parts(self, start: int, end: int) -> list[tuple[int, int, int]]:
+        """(part, start, end) of a step's words for each worker thread."""
+        edges = np.linspace(start, end, len(self._workers_range) + 1).round().astype(int).tolist()
+        return [(k, edges[k], edges[k + 1]) for k in self._workers_range if edges[k + 1] > edges[k]]
+
+    def _train_part(self, stream: torch.Tensor, sentence: torch.Tensor, part: tuple[int, int, int],
+                    key: tuple[int, int], lr: float) -> torch.Tensor:
+        """Train the windows of words start..end of the epoch's stream; returns their summed loss."""
+        number, start, end = part
+        generator = self._generator(*key, number)
+        loss = torch.zeros((), device=self.device)
+        for centre, context, mask in self._windows(stream, sentence, start, end, generator):
+            targets, labels, weights = self._targets(centre, generator)
+            loss += sgd_step(self.model.input.data, self.model.output.data, context, mask, targets, labels,
+                             weights, lr, cbow=self.mcfg.architecture == "cbow")
+        return loss
+
     def _epoch_stream(self, epoch: int):
         """The words of an epoch after subsampling: ids, sentence numbers and raw positions (for the lr)."""
         return self.task.subsample(epoch, self.cfg.seed, self.data)
@@ -189,8 +221,6 @@ class Word2VecTrainer:
         corpus_words = self.task.corpus_words
         planned_words = corpus_words * cfg.epochs
         alpha, min_alpha = mcfg.start_alpha, mcfg.min_alpha
-        outputs_rows = self.model.output.data
-        inputs_rows = self.model.input.data
         previous_handler = signal.signal(signal.SIGINT, self._on_sigint)
         bar = tqdm(total=self.total_steps, initial=state["step"], disable=not cfg.progress,
                    desc=f"train {run.path.name}", unit="step", file=sys.stderr, dynamic_ncols=True,
@@ -207,15 +237,17 @@ class Word2VecTrainer:
                 read = (raw_position[torch.tensor(ends, dtype=torch.long, device=self.device) - 1] + 1).tolist()
                 for index in range(state["batch_in_epoch"], len(starts)):
                     start, end = starts[index], ends[index]
-                    generator = self._generator(state["epoch"], index)
-                    groups = self._windows(stream, sentence, start, end, generator)
                     # Linear decay over the words read, as word2vec.c and gensim do (2013a section 4.2).
                     done = (state["epoch"] * corpus_words + read[index]) / planned_words
                     lr = max(min_alpha, alpha - (alpha - min_alpha) * done)
-                    for centre, context, mask in groups:
-                        targets, labels, weights = self._targets(centre, generator)
-                        log_loss += sgd_step(inputs_rows, outputs_rows, context, mask, targets, labels, weights,
-                                             lr, cbow=mcfg.architecture == "cbow")
+                    parts = self._parts(start, end)
+                    key = (state["epoch"], index)
+                    if self._pool is None:
+                        log_loss += self._train_part(stream, sentence, parts[0], key, lr)
+                    else:
+                        for loss in self._pool.map(lambda part: self._train_part(stream, sentence, part, key, lr),
+                                                   parts):
+                            log_loss += loss
                     log_predictions += end - start
                     state["step"] += 1
                     state["batch_in_epoch"] = index + 1
@@ -252,6 +284,8 @@ class Word2VecTrainer:
         finally:
             bar.close()
             signal.signal(signal.SIGINT, previous_handler)
+            if self._pool is not None:
+                self._pool.shutdown()
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         state["seconds"] = time.perf_counter() - started

@@ -60,6 +60,7 @@ def test_train_writes_a_run_with_both_vector_files(trained) -> None:
         assert (run / name).is_file(), name
     status = json.loads((run / "run.json").read_text())
     assert status["status"] == "finished" and status["stopped"] == "completed"
+    assert status["dropped_words"] == 1 and status["vocabulary"] == 16  # "once", counted
     words, vectors = read_vectors(run / "vectors.bin")
     assert sorted(words) == sorted(FRUIT + TOOLS)  # "once" fell below min_freq
     assert vectors.shape == (16, 20)

@@ -18,6 +18,7 @@ file (`: section` lines) gives 3CosAdd / 3CosMul accuracy; a word-pair file give
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,6 +143,8 @@ class EmbeddingsTask(Task):
         task.ids, task.sentence = ids[known], sentence[known]
         task.raw_position = np.flatnonzero(known)  # [M'] where each kept token was in the corpus (learning rate)
         task.corpus_words, task.dropped = total, int((~known).sum())
+        print(f"{path}: {total:,} tokens, {len(vocab):,} words seen at least {data.min_freq} times; "
+              f"{task.dropped:,} tokens ({task.dropped / total:.1%}) of rarer words left out", file=sys.stderr)
         return task
 
     @classmethod

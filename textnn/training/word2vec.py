@@ -130,7 +130,7 @@ class Word2VecTrainer:
 
     # ----------------------------------------------------------------------------------------------
     def _generator(self, *key: int) -> torch.Generator:
-        """A generator for one (epoch, step): a resumed run draws exactly what the first would have."""
+        """A generator for one (epoch, step, thread's part): a resumed run draws what the first would have."""
         generator = torch.Generator(device=self.device)
         generator.manual_seed(seed_of(self.cfg.seed, *key))
         return generator
@@ -211,8 +211,8 @@ class Word2VecTrainer:
 
     def fit(self, resume: bool = False) -> TrainResult:
         cfg, run, mcfg = self.cfg, self.run, self.mcfg
-        state = {"step": 0, "epoch": 0, "batch_in_epoch": 0, "seconds": 0.0, "words": 0, "loss_sum": 0.0,
-                 "predictions": 0}
+        # words: corpus words of the finished epochs; epoch_words: read so far in the current one
+        state = {"step": 0, "epoch": 0, "batch_in_epoch": 0, "seconds": 0.0, "words": 0, "epoch_words": 0}
         if resume:
             state = load_checkpoint(run.checkpoint_file, self.model, self.optimizer)
             run.truncate_metrics(state["step"])
@@ -301,7 +301,7 @@ class Word2VecTrainer:
             if metrics:
                 run.append_metrics({"split": split, "step": state["step"], **_scalars(metrics)})
         seconds = max(state["seconds"], 1e-9)
-        words = state["words"] + state.get("epoch_words", 0)
+        words = state["words"] + state["epoch_words"]
         metric = self.task.default_metric
         best = dev.get(metric) if dev else None
         result = TrainResult(steps=state["step"], epochs_completed=state["epoch"], train_seconds=seconds,
@@ -311,7 +311,8 @@ class Word2VecTrainer:
                              dev=dev, test=test, stopped=stopped)
         run.set_status("finished", steps=result.steps, train_seconds=round(seconds, 2),
                        words_per_second=round(words / seconds, 1), metric=metric, best=best,
-                       dev=_scalars(dev), test=_scalars(test), stopped=stopped)
+                       dev=_scalars(dev), test=_scalars(test), stopped=stopped, vocabulary=len(self.task.vocab),
+                       corpus_words=self.task.corpus_words, dropped_words=self.task.dropped)
         return result
 
     def _diverged(self, state: dict, loss: float) -> None:

@@ -252,7 +252,8 @@ def _visualize(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"train": _train, "evaluate": _evaluate, "predict": _predict, "compare": _compare,
-            "explain": _explain, "neighbors": _neighbors, "analogy": _analogy, "demo": _demo, "generate": _generate, "visualize": _visualize}
+            "explain": _explain, "neighbors": _neighbors, "analogy": _analogy, "demo": _demo, "generate": _generate,
+            "visualize": _visualize}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,7 +29,8 @@ class Workspace:
     def __init__(self, root: Path):
         self.root = root
         rng = random.Random(0)
-        lines = [" ".join(rng.choices(FRUIT if rng.random() < 0.5 else TOOLS, k=rng.randint(4, 9))) for _ in range(1500)]
+        lines = [" ".join(rng.choices(FRUIT if rng.random() < 0.5 else TOOLS, k=rng.randint(4, 9)))
+                 for _ in range(1500)]
         lines.append("once")  # below min_freq: dropped and counted, never a vector
         (root / "corpus.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
         (root / "questions.txt").write_text(": fruit\napple banana cherry grape\n: gram-tools\nbolt gear nut lever\n"

@@ -88,7 +88,8 @@ def read_similarity_pairs(path: str | Path) -> list[tuple[str, str, float]]:
         try:
             score = float(fields[2])
         except ValueError:
-            raise TextnnError(f"{where(str(path), number)}: score {fields[2]!r} is not a number; fix that line") from None
+            raise TextnnError(f"{where(str(path), number)}: score {fields[2]!r} is not a number; "
+                              f"fix that line") from None
         pairs.append((fields[0].strip(), fields[1].strip(), score))
     if not pairs:
         raise TextnnError(f"{path}: no word pairs found; expected 'word1<TAB>word2<TAB>score' lines")

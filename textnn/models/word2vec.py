@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from textnn.config import check_model_field, is_int, opt
-from textnn.models.base import Encoder, EncoderOutput, InputSpec
+from textnn.models.base import Encoder, EncoderOutput, InputSpec, LayerGroups
 
 
 @dataclass
@@ -37,7 +37,7 @@ class Word2VecConfig:
     sample: float = opt(1e-3, "subsampling threshold t of frequent words (2013b section 2.3); 0 = keep every word")
     alpha: float = opt(0.0, "starting learning rate, decayed linearly to min_alpha over the run; 0 = 0.025 for skipgram, 0.05 for cbow (word2vec's defaults)")
     min_alpha: float = opt(1e-4, "learning rate at the end of the run")
-    batch_words: int = opt(2048, "words whose windows are trained in one update (more: faster, coarser)")
+    batch_words: int = opt(2048, "words whose windows are trained in one step, shared among train.threads (more: faster, coarser; on a GPU try 32768)")
 
     def __post_init__(self) -> None:
         check_model_field(self.architecture in ("skipgram", "cbow"), "architecture", self.architecture, "skipgram or cbow")
@@ -155,6 +155,10 @@ class Word2Vec(Encoder):
     def forward(self, ids: torch.Tensor, mask: torch.Tensor, state: object = None,
                 features: object = None) -> EncoderOutput:
         return EncoderOutput(tokens=self.input[ids] * mask.unsqueeze(-1))
+
+    def layer_groups(self) -> LayerGroups:
+        """Both tables in one group (they are parameters of this module itself, not of a child)."""
+        return [("vectors", [self.input, self.output])]
 
     def vectors(self) -> np.ndarray:
         """The word vectors [V, D] (the input table), float32 on the CPU."""

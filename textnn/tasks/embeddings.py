@@ -94,7 +94,8 @@ class EmbeddingsTask(Task):
         data = config.data
         if data.tokenizer != "whitespace":
             raise TextnnError(f"config key data.tokenizer: got {data.tokenizer!r}; task embeddings reads "
-                              f"whitespace-separated tokens: set data.tokenizer: whitespace (tokenize the corpus first)")
+                              f"whitespace-separated tokens: set data.tokenizer: whitespace (tokenize the corpus "
+                              f"first)")
         if config.init_from:
             raise TextnnError("config key model.init_from: task embeddings trains its vectors from scratch; remove it")
         if not data.train:
@@ -118,7 +119,8 @@ class EmbeddingsTask(Task):
         try:
             text = path.read_text(encoding=data.encoding)
         except UnicodeDecodeError as err:
-            raise TextnnError(f"{path}: not {data.encoding} (byte {err.start}); re-encode it or set data.encoding") from None
+            raise TextnnError(f"{path}: not {data.encoding} (byte {err.start}); re-encode it or set "
+                              f"data.encoding") from None
         if data.lowercase:
             text = text.lower()
         lines = [line.split() for line in text.splitlines()]

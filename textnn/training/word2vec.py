@@ -36,6 +36,7 @@ from textnn.config import TrainConfig
 from textnn.errors import TextnnError
 from textnn.models.word2vec import seed_of
 from textnn.runs import RunDir
+from textnn.training import distributed
 from textnn.training.checkpoint import load_checkpoint, save_checkpoint, save_weights
 from textnn.training.trainer import TrainingInterrupted, TrainResult, resolve_device, say
 
@@ -106,6 +107,9 @@ class Word2VecTrainer:
     """Trains the word2vec tables of `task` (tasks/embeddings.py) into `run`; `fit` as `Trainer.fit`."""
 
     def __init__(self, task, model, cfg: TrainConfig, run: RunDir):
+        if distributed.world() > 1:
+            raise TextnnError("task embeddings trains in one process: run it without torchrun and set "
+                              "train.threads (CPU) or use a GPU")
         self.task, self.cfg, self.run = task, cfg, run
         self.device = resolve_device(cfg.device)
         self.model = model.to(self.device)
@@ -121,9 +125,10 @@ class Word2VecTrainer:
         # busy machine). Several threads make a run's result vary slightly from run to run.
         workers = cfg.threads if self.device.type == "cpu" and cfg.threads > 1 else 1
         self._workers_range = range(workers)
-        self._pool = ThreadPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,)) if workers > 1 else None
+        self._pool = None
         if workers > 1:
             torch.set_num_threads(1)
+            self._pool = ThreadPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,))
         self.total_steps = sum(task.num_train_batches(epoch) for epoch in range(cfg.epochs))
         if cfg.max_steps:
             self.total_steps = min(self.total_steps, cfg.max_steps)

@@ -32,6 +32,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--streams", type=int, default=0,
                    help="language models: read N contiguous parts of the file side by side, each from a zero "
                         "state (faster, a different number); default: one sequential stream (GPT: overlapping windows)")
+    p.add_argument("--top-n", type=int, default=0,
+                   help="word-embeddings runs, analogy files: only the N most frequent words are candidates "
+                        "(default: the run's data.analogy_top_n, 30000)")
     p.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
 
     p = sub.add_parser("predict", help="label text: one input per line (text, or text<TAB>pair), JSONL out; "
@@ -51,6 +54,18 @@ def _parser() -> argparse.ArgumentParser:
                        "(config.json, model.safetensors, vocabulary) that transformers loads")
     p.add_argument("run", help="run directory written by `textnn train`")
     p.add_argument("output", help="directory to write (created if missing)")
+
+    p = sub.add_parser("neighbors", help="the nearest words (cosine) of words, from a word-embeddings run")
+    p.add_argument("run", help="run directory of task embeddings")
+    p.add_argument("words", nargs="+", help="words to look up")
+    p.add_argument("-k", type=int, default=10, help="neighbours per word (default 10)")
+
+    p = sub.add_parser("analogy", help="a is to b as c is to ?, from a word-embeddings run (3CosAdd)")
+    p.add_argument("run", help="run directory of task embeddings")
+    p.add_argument("a")
+    p.add_argument("b")
+    p.add_argument("c")
+    p.add_argument("-k", type=int, default=10, help="answers to show (default 10)")
 
     p = sub.add_parser("compare", help="train several configs on the same data and tabulate them")
     p.add_argument("configs", nargs="+", help="YAML config files")
@@ -120,7 +135,8 @@ def _train(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     from textnn.experiment import evaluate_run, metric_lines
 
-    metrics = evaluate_run(args.run, args.data, bootstrap_samples=args.bootstrap, streams=args.streams)
+    metrics = evaluate_run(args.run, args.data, bootstrap_samples=args.bootstrap, streams=args.streams,
+                           top_n=args.top_n)
     print(json.dumps(metrics) if args.json else "\n".join(metric_lines(args.run, metrics)))
     return 0
 
@@ -163,6 +179,22 @@ def _compare(args: argparse.Namespace) -> int:
     if args.markdown:
         Path(args.markdown).write_text(format_table(rows, markdown=True) + "\n", encoding="utf-8")
         print(f"markdown table: {args.markdown}")
+    return 0
+
+
+def _neighbors(args: argparse.Namespace) -> int:
+    from textnn.experiment import neighbors_run
+
+    for word, found in neighbors_run(args.run, args.words, args.k).items():
+        print(f"{word}: " + "  ".join(f"{other} {score:.3f}" for other, score in found))
+    return 0
+
+
+def _analogy(args: argparse.Namespace) -> int:
+    from textnn.experiment import analogy_run
+
+    found = analogy_run(args.run, args.a, args.b, args.c, args.k)
+    print(f"{args.a} : {args.b} :: {args.c} : " + "  ".join(f"{word} {score:.3f}" for word, score in found))
     return 0
 
 
@@ -234,6 +266,10 @@ def _visualize(args: argparse.Namespace) -> int:
 
 COMMANDS = {"train": _train, "evaluate": _evaluate, "predict": _predict, "export": _export, "compare": _compare,
             "explain": _explain, "demo": _demo, "generate": _generate, "visualize": _visualize}
+
+COMMANDS = {"train": _train, "evaluate": _evaluate, "predict": _predict, "compare": _compare,
+            "explain": _explain, "neighbors": _neighbors, "analogy": _analogy, "demo": _demo, "generate": _generate,
+            "visualize": _visualize}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,8 +23,7 @@ from textnn.runs import FollowerRunDir, RunDir
 from textnn.training import distributed
 from textnn.training.budget import check_resume_budget
 from textnn.training.checkpoint import init_encoder_from, init_encoder_from_state, load_weights
-from textnn.training.trainer import (Trainer, TrainResult, TrainingInterrupted, finished_status,
-                                    resolve_device)
+from textnn.training.trainer import TrainResult, TrainingInterrupted, finished_status, resolve_device
 
 
 def seed_everything(seed: int) -> None:
@@ -66,7 +65,7 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
         distributed.on_main(lambda: _create_run(run, config, resume, task, start_over))
         if not distributed.is_main():
             run = FollowerRunDir(run.path)
-        trainer = Trainer(task, model, config.train, run)
+        trainer = task.trainer(model, config.train, run)
         # run.json shows a live run (its heartbeat) until it is marked finished, after its report.
         stop_heartbeat = run.start_heartbeat()
         try:
@@ -125,16 +124,40 @@ def load_run(run_dir: str | Path, device: str = "cpu") -> tuple[Config, object, 
     return config, task, model.to(resolve_device(device)).eval()
 
 
-def evaluate_run(run_dir: str | Path, data_path: str, bootstrap_samples: int = 1000, streams: int = 0) -> dict:
+def evaluate_run(run_dir: str | Path, data_path: str, bootstrap_samples: int = 1000, streams: int = 0,
+                 top_n: int = 0) -> dict:
     """Metrics of a trained run on a labelled file read with the run's own data settings.
 
     `streams` (language models only): how many contiguous parts of the file are read side by side,
     each from a zero state; 0 = the task's default (one sequential stream; GPT: overlapping windows).
+    `top_n` (word embeddings only): analogy candidates are the N most frequent words (0 = the run's default).
     """
     _, task, model = load_run(run_dir)
     options = {"streams": streams} if streams else {}
+    if top_n:
+        options["top_n"] = top_n
     with torch.no_grad():
         return task.evaluate_file(model, data_path, bootstrap_samples=bootstrap_samples, options=options)
+
+
+def word_vectors_of(run_dir: str | Path):
+    """The word vectors of a word-embeddings run (metrics/word_vectors.WordVectors)."""
+    _, task, model = load_run(run_dir)
+    if not callable(getattr(task, "word_vectors", None)):
+        raise TextnnError(f"{run_dir}: not a word-embeddings run (task {task.config.task}); `neighbors` and "
+                          f"`analogy` read runs of task embeddings")
+    return task.word_vectors(model)
+
+
+def neighbors_run(run_dir: str | Path, words: list[str], k: int = 10) -> dict[str, list[tuple[str, float]]]:
+    """The k nearest words (cosine) of each word, from a word-embeddings run."""
+    vectors = word_vectors_of(run_dir)
+    return {word: vectors.neighbors(word, k) for word in words}
+
+
+def analogy_run(run_dir: str | Path, a: str, b: str, c: str, k: int = 10) -> list[tuple[str, float]]:
+    """a is to b as c is to ?: the k best answers (3CosAdd) of a word-embeddings run."""
+    return word_vectors_of(run_dir).analogy(a, b, c, k)
 
 
 def metric_lines(run_dir: str | Path, metrics: dict) -> list[str]:

@@ -34,12 +34,14 @@ ENCODERS: dict[str, str] = {
     "transformer_xl": "textnn.models.transformer_xl:TransformerXL",
     "seq2seq": "textnn.models.seq2seq:Seq2Seq",
     "transformer_mt": "textnn.models.transformer_mt:TransformerMT",
+    "word2vec": "textnn.models.word2vec:Word2Vec",
 }
 
 TASKS: dict[str, str] = {
     "classification": "textnn.tasks.classification:ClassificationTask",
     "tagging": "textnn.tasks.tagging:TaggingTask",
     "language_modeling": "textnn.tasks.language_modeling:LanguageModelingTask",
+    "embeddings": "textnn.tasks.embeddings:EmbeddingsTask",
 }
 
 

@@ -12,7 +12,7 @@ Class attributes:
 Building: `from_data(config)` reads the files (or, with model.init_from, takes the tokenizer and
 vocabulary from the starting run), `from_run(path, config)` rebuilds from a run directory,
 `save(path)` writes what `from_run` reads, `build_model()` returns an `EncoderWithHead`.
-Training (see training/trainer.py): `train_batches(epoch)`, `loss(model, batch)`,
+Training (see training/trainer.py): `trainer(model, cfg, run)`, `train_batches(epoch)`, `loss(model, batch)`,
 `evaluate(model, split, bootstrap_samples)`, `has_split(split)`, `default_metric`, and
 `carried_state()` / `restore_carried_state(state)` for a task whose next batch starts from what the
 last one left (the checkpoint keeps it, so that a resume is exact).
@@ -102,6 +102,17 @@ class Task:
             return huggingface.text_pipeline(run_path)
         tokenizer = Tokenizer.from_dict(cls.read_json(run_path / "tokenizer.json"))
         return tokenizer, Vocab.load(run_path / "vocab.json")
+
+    # --- training ------------------------------------------------------------------------------------
+    def trainer(self, model, cfg, run):
+        """What trains this task's model into `run` (an object with `fit(resume) -> TrainResult`).
+
+        The generic `Trainer` for every task that learns by gradient steps of an optimizer; a task
+        whose method needs its own loop (word2vec's sparse SGD) returns that instead.
+        """
+        from textnn.training.trainer import Trainer
+
+        return Trainer(self, model, cfg, run)
 
     # --- commands -----------------------------------------------------------------------------------
     def evaluate_file(self, model, path: str, bootstrap_samples: int = 0, options: dict | None = None) -> dict:

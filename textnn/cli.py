@@ -32,6 +32,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--streams", type=int, default=0,
                    help="language models: contiguous parts of the file read side by side (default 16; 1 = the "
                         "exact sequential number, every token seeing everything before it)")
+    p.add_argument("--beam", type=int, default=None, metavar="K",
+                   help="translation: score beam-search output (K live hypotheses) instead of greedy output")
+    p.add_argument("--length-penalty", type=float, default=None, metavar="A",
+                   help="translation with --beam: alpha of the GNMT length penalty (default 0.6)")
     p.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
 
     p = sub.add_parser("predict", help="label text: one input per line (text, or text<TAB>pair), JSONL out; "
@@ -46,6 +50,17 @@ def _parser() -> argparse.ArgumentParser:
                    help="tagging runs: jsonl (default; tokens, tags, spans per sentence) or conll "
                         "(token, gold if the input has it, predicted tag)")
     p.add_argument("--output", "-o", help="write the predictions here instead of standard output")
+
+    p = sub.add_parser("translate", help="translate text with a trained translation run: one sentence per line")
+    p.add_argument("run", help="run directory of a translation model")
+    p.add_argument("input", nargs="?", default="-", help="input file, or - for standard input (default)")
+    p.add_argument("--beam", type=int, default=None, metavar="K",
+                   help="beam search keeping K live hypotheses (default: greedy)")
+    p.add_argument("--length-penalty", type=float, default=None, metavar="A",
+                   help="beam search: alpha of the GNMT length penalty ((5 + length) / 6) ** alpha (default 0.6)")
+    p.add_argument("--nbest", type=int, default=None, metavar="N",
+                   help="beam search: write the N best translations of each line as 'INDEX ||| TEXT ||| SCORE'")
+    p.add_argument("--output", "-o", help="write the translations here instead of standard output")
 
     p = sub.add_parser("compare", help="train several configs on the same data and tabulate them")
     p.add_argument("configs", nargs="+", help="YAML config files")
@@ -87,10 +102,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--stop-at-eos", action="store_true",
                    help="end each sample at the end of its line (<eos>, or a newline for character models)")
 
-    p = sub.add_parser("visualize", help="look inside a language model: attention maps (GPT) or LSTM cells")
-    p.add_argument("run", help="run directory of a language model")
+    p = sub.add_parser("visualize", help="look inside a model: attention maps (GPT), LSTM cells, or a "
+                       "translation's source x target attention")
+    p.add_argument("run", help="run directory of a language model or a translation model")
     source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--text", help="the text the model reads")
+    source.add_argument("--text", help="the text the model reads (translation: the source sentence)")
     source.add_argument("--file", help="a UTF-8 file holding the text the model reads")
     p.add_argument("--output", help="folder for the PNG/HTML files (default RUN/views)")
     return parser
@@ -115,12 +131,24 @@ def _train(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     from textnn.experiment import evaluate_run, metric_lines
 
-    metrics = evaluate_run(args.run, args.data, bootstrap_samples=args.bootstrap, streams=args.streams)
+    options = {key: value for key, value in (("beam", args.beam), ("length_penalty", args.length_penalty))
+               if value is not None}
+    metrics = evaluate_run(args.run, args.data, bootstrap_samples=args.bootstrap, streams=args.streams,
+                           options=options)
     print(json.dumps(metrics) if args.json else "\n".join(metric_lines(args.run, metrics)))
     return 0
 
 
 def _predict(args: argparse.Namespace) -> int:
+    return _write_predictions(args, {"input_format": args.input_format, "output_format": args.output_format})
+
+
+def _translate(args: argparse.Namespace) -> int:
+    return _write_predictions(args, {"beam": args.beam, "length_penalty": args.length_penalty, "nbest": args.nbest})
+
+
+def _write_predictions(args: argparse.Namespace, options: dict) -> int:
+    """Read args.input (a file or - for stdin), write the task's output lines to args.output or stdout."""
     from textnn.experiment import predict_run
 
     if args.input == "-":
@@ -133,7 +161,6 @@ def _predict(args: argparse.Namespace) -> int:
             lines, source = path.read_text(encoding="utf-8").splitlines(), str(path)
         except UnicodeDecodeError as err:
             raise TextnnError(f"{path}: not UTF-8 (byte {err.start}); re-encode the file as UTF-8") from None
-    options = {"input_format": args.input_format, "output_format": args.output_format}
     text = "".join(line + "\n" for line in predict_run(args.run, lines, source, options))
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
@@ -219,8 +246,8 @@ def _visualize(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"train": _train, "evaluate": _evaluate, "predict": _predict, "compare": _compare,
-            "explain": _explain, "demo": _demo, "generate": _generate, "visualize": _visualize}
+COMMANDS = {"train": _train, "evaluate": _evaluate, "predict": _predict, "translate": _translate,
+            "compare": _compare, "explain": _explain, "demo": _demo, "generate": _generate, "visualize": _visualize}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -99,14 +99,16 @@ def load_run(run_dir: str | Path, device: str = "cpu") -> tuple[Config, object, 
     return config, task, model.to(resolve_device(device)).eval()
 
 
-def evaluate_run(run_dir: str | Path, data_path: str, bootstrap_samples: int = 1000, streams: int = 0) -> dict:
+def evaluate_run(run_dir: str | Path, data_path: str, bootstrap_samples: int = 1000, streams: int = 0,
+                 options: dict | None = None) -> dict:
     """Metrics of a trained run on a labelled file read with the run's own data settings.
 
     `streams` (language models only): how many contiguous parts of the file are read side by side;
     1 reads it in order from its first token, the exact sequential number (0 = the task's default).
+    `options`: the task's other evaluation options (translation: beam, length_penalty).
     """
     _, task, model = load_run(run_dir)
-    options = {"streams": streams} if streams else {}
+    options = {**({"streams": streams} if streams else {}), **(options or {})}
     with torch.no_grad():
         return task.evaluate_file(model, data_path, bootstrap_samples=bootstrap_samples, options=options)
 
@@ -130,10 +132,14 @@ def predict_run(run_dir: str | Path, lines: Iterable[str], source: str = "<stdin
 def _load_decoder_run(run_dir: str | Path, command: str) -> tuple[Config, object, torch.nn.Module]:
     """load_run for the commands that decode token by token; a run whose model cannot is refused by name."""
     config, task, model = load_run(run_dir)
+    _require_decoder(run_dir, config, model, command)
+    return config, task, model
+
+
+def _require_decoder(run_dir: str | Path, config: Config, model: torch.nn.Module, command: str) -> None:
     if not callable(getattr(model, "step", None)):
         raise TextnnError(f"{run_dir}: `{command}` needs a language model run (a model that reads text token by "
                           f"token); this run is a {config.task} run (model {config.model_name})")
-    return config, task, model
 
 
 def generate_run(run_dir: str | Path, prompt: str, decoding: DecodingConfig, num_samples: int = 1):
@@ -148,12 +154,16 @@ def generate_run(run_dir: str | Path, prompt: str, decoding: DecodingConfig, num
 
 
 def visualize_run(run_dir: str | Path, text: str, output_dir: str | Path | None = None) -> list[Path]:
-    """Views of a language model reading `text`: attention heatmaps (Transformers) or LSTM cells.
+    """Views of a model reading `text`: a task's own view (translation: the source x target attention),
+    or, for language models, attention heatmaps (Transformers) or LSTM cells.
 
     Files go to `output_dir` (default <run>/views); returns their paths.
     """
-    _, task, model = _load_decoder_run(run_dir, "visualize")
     output = Path(output_dir) if output_dir else Path(run_dir) / "views"
+    config, task, model = load_run(run_dir)
+    if callable(getattr(task, "write_views", None)):
+        return task.write_views(model, text, output, title=f"Attention of {Path(run_dir).name}")
+    _require_decoder(run_dir, config, model, "visualize")
     if callable(getattr(model, "forward_with_attention", None)):
         from textnn.viz.attention import write_attention_view
 

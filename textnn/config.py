@@ -468,6 +468,8 @@ def explain(section: str = "") -> str:
     if section in ("", "head", *registry.TASKS):
         for task in tasks:
             parts += [f"[head] task {task}", *describe(registry.task_class(task).head_config, "head")]
+    if section in registry.TASKS and registry.task_class(section).metric_note:
+        parts += [f"[metrics] task {section}", f"  {registry.task_class(section).metric_note}"]
     if section in ("", "train"):
         parts += ["[train]", *describe(TrainConfig, "train")]
     if section in ("", "model") or wanted in registry.ENCODERS:

@@ -256,6 +256,10 @@ class TranslationTask(Task):
     formats = ("parallel", "tsv")
     metric_directions = {"loss": False, "perplexity": False, "bleu": True, "chrf": True}
     default_metric = "perplexity"
+    metric_note = ("dev metrics: loss and perplexity (unsmoothed) at every evaluation, the cheap default "
+                   "(train.metric: perplexity); train.metric: bleu (or chrf) selects checkpoints by sacreBLEU of "
+                   "greedy dev translations, decoding the dev set at every evaluation; otherwise BLEU and chrF are "
+                   "computed for the final evaluation (train.bootstrap_samples > 0) and by `textnn evaluate`")
 
     def __init__(self, config: Config, tokenizers: tuple[Tokenizer, Tokenizer], vocabs: tuple[Vocab, Vocab]):
         self.config = config

@@ -31,6 +31,7 @@ ENCODERS: dict[str, str] = {
     "awd_lstm": "textnn.models.awd_lstm:AWDLSTM",
     "gpt": "textnn.models.gpt:GPT",
     "transformer_xl": "textnn.models.transformer_xl:TransformerXL",
+    "seq2seq": "textnn.models.seq2seq:Seq2Seq",
 }
 
 TASKS: dict[str, str] = {

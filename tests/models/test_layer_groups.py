@@ -7,7 +7,7 @@ import pytest
 from torch import nn
 
 from textnn import registry
-from textnn.models.base import EncoderWithHead, InputSpec
+from textnn.models.base import EncoderDecoder, EncoderWithHead, InputSpec
 from textnn.modules.heads import ClassifierHead
 
 
@@ -19,8 +19,15 @@ def members(group: list) -> list[nn.Parameter]:
 def test_layer_groups_cover_every_parameter_once_input_first(name):
     cls = registry.encoder_class(name)
     values = {k: v for k, v in cls.presets["tiny"].items() if k != "head"}
-    encoder = cls(cls.config_class(**values), InputSpec(vocab_size=30, pad_id=1, num_chars=12, num_casings=5))
-    model = EncoderWithHead(encoder, ClassifierHead(encoder.sentence_size or encoder.token_size or 1, 3))
+    spec = InputSpec(vocab_size=30, pad_id=1, num_chars=12, num_casings=5)
+    # An encoder-decoder is built from a source and a target spec (here one joint vocabulary).
+    if issubclass(cls, EncoderDecoder):
+        encoder = cls(cls.config_class(**values), spec, spec)
+        size = encoder.token_size
+    else:
+        encoder = cls(cls.config_class(**values), spec)
+        size = encoder.sentence_size or encoder.token_size or 1
+    model = EncoderWithHead(encoder, ClassifierHead(size, 3))
     groups = model.layer_groups()
     assert groups[-1][0] == "head" and len({n for n, _ in groups}) == len(groups)
     seen = [id(p) for _, group in groups for p in members(group)]

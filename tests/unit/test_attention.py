@@ -157,3 +157,100 @@ def test_pre_ln_block_is_the_residual_formula_and_the_identity_when_branches_are
             layer.weight.zero_()
             layer.bias.zero_()
     torch.testing.assert_close(block(x, causal=True).hidden, x, rtol=0, atol=0)
+
+
+# ------------------------------------------------------------------------------------------ score functions
+
+from textnn.modules.attention import SCORES, Attended, DotAttention, make_attention  # noqa: E402
+
+DQ, DK, DV, S = 6, 6, 5, 7
+
+
+def score_inputs(seed: int = 0) -> tuple[torch.Tensor, ...]:
+    g = torch.Generator().manual_seed(seed)
+    query, keys, values = torch.randn(3, 4, DQ, generator=g), torch.randn(3, S, DK, generator=g), torch.randn(3, S, DV, generator=g)
+    return query, keys, values, padding_mask([7, 3, 1], S)
+
+
+@pytest.mark.parametrize("score", SCORES)
+def test_every_score_function_gives_weights_over_the_real_keys_only(score):
+    torch.manual_seed(0)
+    attention = make_attention(score, DQ, DK, attention_size=8, max_positions=10)
+    query, keys, values, mask = score_inputs()
+    out = attention(query, keys, values, mask)
+    assert isinstance(out, Attended)
+    assert out.context.shape == (3, 4, DV) and out.weights.shape == (3, 4, S)
+    torch.testing.assert_close(out.weights.sum(-1), torch.ones(3, 4))
+    assert (out.weights[~mask[:, None, :].expand(-1, 4, -1)] == 0).all()  # masked keys get weight 0
+    assert (out.weights[mask[:, None, :].expand(-1, 4, -1)] > 0).all()
+    torch.testing.assert_close(out.context, out.weights @ values)
+    # The prepared keys (computed once per source sentence) give the same result.
+    again = attention.attend(query, attention.prepare(keys), values, mask)
+    torch.testing.assert_close(again.weights, out.weights, rtol=0, atol=0)
+    # A different query changes the weights (the score reads the query) ...
+    assert not torch.allclose(attention(query + 1.0, keys, values, mask).weights[0], out.weights[0])
+    # ... and only location attention ignores the keys.
+    moved = attention(query, keys.flip(1) * 2.0, values, mask).weights
+    assert torch.equal(moved, out.weights) == (score == "location")
+
+
+def test_the_score_formulas():
+    torch.manual_seed(0)
+    query, keys, values, mask = score_inputs(1)
+    full = torch.ones(3, S, dtype=torch.bool)
+
+    def softmax_of(scores):
+        return torch.softmax(scores, dim=-1)
+
+    dot = make_attention("dot", DQ, DK, 8, 10)
+    torch.testing.assert_close(dot(query, keys, values, full).weights, softmax_of(query @ keys.transpose(1, 2)))
+    scaled = make_attention("scaled_dot", DQ, DK, 8, 10)
+    torch.testing.assert_close(scaled(query, keys, values, full).weights,
+                               softmax_of(query @ keys.transpose(1, 2) / DK ** 0.5))
+    general = make_attention("general", DQ, DK, 8, 10)
+    w = general.key_proj.weight  # [Dq, Dk]
+    torch.testing.assert_close(general(query, keys, values, full).weights,
+                               softmax_of(query @ w @ keys.transpose(1, 2)))
+    additive = make_attention("additive", DQ, DK, 8, 10)
+    hidden = torch.tanh(additive.query_proj(query)[:, :, None] + additive.key_proj(keys)[:, None])  # [B, Tq, S, A]
+    torch.testing.assert_close(additive(query, keys, values, full).weights,
+                               softmax_of(hidden @ additive.v.weight[0]))
+    cosine = make_attention("cosine", DQ, DK, 8, 10)
+    cos = F.cosine_similarity(query[:, :, None], keys[:, None], dim=-1)  # [B, Tq, S]
+    torch.testing.assert_close(cosine(query, keys, values, full).weights, softmax_of(10.0 * cos))
+    location = make_attention("location", DQ, DK, 8, 10)
+    torch.testing.assert_close(location(query, keys, values, full).weights,
+                               softmax_of(location.position_scores(query)[:, :, :S]))
+    assert type(make_attention("concat", DQ, DK, 8, 10)) is type(additive)  # Luong's concat is v^T tanh(W q + U k)
+
+
+def test_score_function_errors():
+    with pytest.raises(TextnnError, match="one size"):
+        make_attention("dot", 4, 6, 8, 10)
+    with pytest.raises(TextnnError, match="unknown attention score"):
+        make_attention("bilinear", 4, 4, 8, 10)
+    query, keys, values, mask = score_inputs()
+    with pytest.raises(TextnnError, match="max_source_positions = 5"):
+        make_attention("location", DQ, DK, 8, 5)(query, keys, values, mask)
+
+
+def test_multi_head_attention_with_one_head_and_identity_projections_is_scaled_dot_attention():
+    """The two families agree where they meet: one head, projections the identity, no bias."""
+    attn = MultiHeadAttention(DK, 1, bias=False).eval()
+    with torch.no_grad():
+        attn.in_proj.weight.copy_(torch.eye(DK).repeat(3, 1))  # [3D, D]: query, key and value rows
+        attn.out_proj.weight.copy_(torch.eye(DK))
+    query, keys, _, mask = score_inputs(2)
+    single = DotAttention(scaled=True)(query, keys, keys, mask)
+    multi = attn(query, keys, key_mask=mask, need_weights=True)
+    torch.testing.assert_close(multi.output, single.context, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(multi.weights[:, 0], single.weights, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(attn(query, keys, key_mask=mask).output, single.context, rtol=1e-5, atol=1e-6)
+
+
+def test_memory_cache_holds_the_projected_memory():
+    attn = MultiHeadAttention(D, H).eval()
+    x, memory = inputs(2, 3, seed=8), inputs(2, 5, seed=9)
+    cache = attn.memory_cache(memory)
+    assert cache.keys.shape == (2, H, 5, D // H)
+    torch.testing.assert_close(attn(x, memory, cache=cache).output, attn(x, memory).output, rtol=0, atol=0)

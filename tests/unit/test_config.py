@@ -19,6 +19,7 @@ from textnn.config import (
     read_yaml,
 )
 from textnn.errors import TextnnError
+from textnn.models.base import EncoderDecoder
 from textnn.runs import RunDir
 
 BASE = {"task": "classification", "data": {"train": "train.tsv"}, "model": {"name": "cnn"}}
@@ -287,7 +288,9 @@ def test_explain_one_model_shows_its_fields_and_presets(name):
         assert f"default={default!r}" in text
     assert "[train]" not in text and "[data]" not in text
     tasks = [task for task in registry.TASKS if name in registry.models_for(task)]
-    assert tasks and f"tasks: {', '.join(tasks)} " in header[0]
+    # Encoder-decoders serve the translation task only; before it is registered they serve none.
+    waiting = issubclass(registry.encoder_class(name), EncoderDecoder) and "translation" not in registry.TASKS
+    assert (tasks or waiting) and f"tasks: {', '.join(tasks)} " in header[0]
 
 
 def test_explain_a_section_and_an_unknown_name():

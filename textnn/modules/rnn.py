@@ -67,12 +67,18 @@ class RNNEncoder(nn.Module):
         self.output_size = hidden_size * self.num_directions
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return self.forward_with_final(x, mask)[0]
+
+    def forward_with_final(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, object]:
+        """The outputs [B, T, K*H] (as `forward`) and the final state as the fused module returns it:
+        h_n [L*K, B, H] (or (h_n, c_n) for an LSTM), each row's taken at its own last real token
+        (packing), layer-major with the directions of a layer next to each other."""
         # pack_padded_sequence wants lengths on the CPU and > 0; an empty row runs over its pad position.
         lengths = lengths_from_mask(mask).clamp(min=1).cpu()
         packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-        out, _ = self.rnn(packed)
+        out, final = self.rnn(packed)
         out, _ = pad_packed_sequence(out, batch_first=True, total_length=x.size(1))  # [B, T, K*H]
-        return out
+        return out, final
 
 
 # --------------------------------------------------------------------------------------------------

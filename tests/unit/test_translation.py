@@ -185,6 +185,18 @@ def test_step_by_step_feeding_matches_the_full_pass_and_greedy_matches_its_argma
     assert torch.equal(forced.argmax(-1), tokens)
 
 
+def test_decoding_options_beam_length_penalty_and_nbest(tmp_path):
+    task = _task(tmp_path)
+    greedy = task.decoding_config({})
+    assert greedy.method == "greedy" and greedy.max_len_a == task.config.head.max_len_a
+    beam = task.decoding_config({"beam": 3, "length_penalty": 1.0, "nbest": 2})
+    assert (beam.method, beam.beam_size, beam.length_penalty, beam.n_best) == ("beam", 3, 1.0, 2)
+    with pytest.raises(TextnnError, match="add --beam K"):
+        task.decoding_config({"nbest": 2})
+    with pytest.raises(TextnnError, match="--streams: not an option of translation"):
+        task.decoding_config({"streams": 4})
+
+
 def test_tied_output_layer_shares_the_target_embedding(tmp_path):
     task = _task(tmp_path)
     model = task.build_model()

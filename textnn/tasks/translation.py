@@ -379,7 +379,8 @@ class TranslationTask(Task):
         tokens = self.target_vocab.decode(i for i in ids if i not in specials)
         if self.target_tokenizer.kind == "word":
             return detokenize_words(tokens)
-        return self.target_tokenizer.join(tokens)
+        # A BPE output may begin with a piece made for mid-sentence (" the"): lines carry no outer spaces.
+        return self.target_tokenizer.join(tokens).strip()
 
     def source_labels(self, ids: list[int]) -> list[str]:
         return [self._piece(self.source_tokenizer, self.source_vocab, i) for i in ids]

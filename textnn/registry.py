@@ -32,6 +32,7 @@ ENCODERS: dict[str, str] = {
     "gpt": "textnn.models.gpt:GPT",
     "transformer_xl": "textnn.models.transformer_xl:TransformerXL",
     "seq2seq": "textnn.models.seq2seq:Seq2Seq",
+    "transformer_mt": "textnn.models.transformer_mt:TransformerMT",
 }
 
 TASKS: dict[str, str] = {

@@ -33,6 +33,9 @@ ARRANGEMENTS = [
     ("seq2seq", {"attention": "location", "arrangement": "luong", "input_feeding": True}),
     ("seq2seq", {"attention": "cosine", "reverse_source": True}),
     ("seq2seq", {"attention": "scaled_dot", "num_layers": 1}),
+    ("transformer_mt", {}),  # post-LN, as the paper
+    ("transformer_mt", {"pre_ln": True, "activation": "gelu"}),
+    ("transformer_mt", {"share_embeddings": True, "n_layers": 1}),  # built on one joint vocabulary (`build`)
 ]
 IDS = [f"{family}-{'-'.join(f'{k}={v}' for k, v in over.items()) or 'tiny'}" for family, over in ARRANGEMENTS]
 
@@ -41,6 +44,7 @@ def build(family: str, overrides: dict, joint: bool = False, seed: int = 0) -> n
     cls = registry.encoder_class(family)
     torch.manual_seed(seed)
     source = InputSpec(vocab_size=SRC_V, pad_id=PAD)
+    joint = joint or overrides.get("share_embeddings", False)
     target = source if joint else InputSpec(vocab_size=TGT_V, pad_id=PAD)
     return cls(cls.config_class(**{**cls.presets["tiny"], **overrides}), source, target)
 
@@ -253,7 +257,7 @@ def test_location_attention_refuses_a_source_longer_than_its_positions():
     assert type(model).max_length(model.cfg) == 5
 
 
-@pytest.mark.parametrize("family", ["seq2seq"])
+@pytest.mark.parametrize("family", ["seq2seq", "transformer_mt"])
 def test_every_preset_builds(family):
     cls = registry.encoder_class(family)
     assert {"tiny", "paper"} <= set(cls.presets)
@@ -261,7 +265,7 @@ def test_every_preset_builds(family):
         cls.config_class(**values)  # raises on a bad preset
 
 
-@pytest.mark.parametrize("family", ["seq2seq"])
+@pytest.mark.parametrize("family", ["seq2seq", "transformer_mt"])
 def test_the_encoder_tasks_refuse_an_encoder_decoder(family):
     from textnn.config import config_from_dict
 
@@ -270,3 +274,50 @@ def test_the_encoder_tasks_refuse_an_encoder_decoder(family):
     raw = {"task": "classification", "data": {"train": "t.tsv"}, "model": {"name": family}}
     with pytest.raises(TextnnError, match=f"{family} cannot serve task classification"):
         config_from_dict(raw, "x.yaml")
+
+
+# ------------------------------------------------------------------------------------ transformer_mt only
+
+def test_shared_embeddings_are_one_matrix_and_need_one_vocabulary():
+    model = build("transformer_mt", {"share_embeddings": True})
+    assert model.src_embedding.weight is model.tgt_embedding.weight is model.output_embedding()
+    assert sum(p.numel() for p in model.parameters()) == sum(p.numel() for _, p in model.named_parameters())
+    tied = build("transformer_mt", {})
+    assert tied.output_embedding() is tied.tgt_embedding.weight and tied.src_embedding is not tied.tgt_embedding
+    separate = build("transformer_mt", {"tie_output": False})
+    assert separate.output_embedding() is None and separate.src_embedding is not separate.tgt_embedding
+    cls = registry.encoder_class("transformer_mt")
+    cfg = cls.config_class(**{**cls.presets["tiny"], "share_embeddings": True})
+    with pytest.raises(TextnnError, match="share_embeddings"):
+        cls(cfg, InputSpec(vocab_size=SRC_V, pad_id=PAD), InputSpec(vocab_size=TGT_V, pad_id=PAD))
+    with pytest.raises(TextnnError, match="model.tie_output"):
+        cls.config_class(**{**cls.presets["tiny"], "share_embeddings": True, "tie_output": False})
+
+
+def test_the_memory_is_projected_once_in_start_not_at_every_step():
+    model = build("transformer_mt", {}).eval()
+    src, src_mask, tgt, _ = batch()
+    with torch.no_grad():
+        memory = model.encode(src, src_mask)
+        state = model.start(memory)
+        expected, _ = model.step(tgt[:, :3], state)
+        # Steps read the keys and values `start` projected: spoiling the memory afterwards changes nothing.
+        state.memory.states = torch.full_like(memory.states, float("nan"))
+        got, state = model.step(tgt[:, :3], state)
+        torch.testing.assert_close(got, expected, rtol=0, atol=0)
+        assert state.offset == 3 and all(c.length == 3 for c in state.self_caches)
+
+
+def test_the_decoder_is_causal_and_reads_the_source():
+    model = build("transformer_mt", {}).eval()
+    src, src_mask, tgt, tgt_mask = batch()
+    with torch.no_grad():
+        memory = model.encode(src, src_mask)
+        base = model.decode(memory, tgt, tgt_mask).tokens
+        later = tgt.clone()
+        later[:, 3:] = 5  # a change at position 3 leaves positions 0..2 alone
+        changed = model.decode(memory, later, tgt_mask).tokens
+        torch.testing.assert_close(changed[:, :3], base[:, :3], rtol=0, atol=0)
+        assert not torch.allclose(changed[0, 3:], base[0, 3:])
+        other = model.decode(model.encode(src.roll(1, dims=0), src_mask.roll(1, dims=0)), tgt, tgt_mask).tokens
+        assert not torch.allclose(other[0], base[0])

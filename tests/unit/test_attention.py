@@ -254,3 +254,32 @@ def test_memory_cache_holds_the_projected_memory():
     cache = attn.memory_cache(memory)
     assert cache.keys.shape == (2, H, 5, D // H)
     torch.testing.assert_close(attn(x, memory, cache=cache).output, attn(x, memory).output, rtol=0, atol=0)
+
+
+def test_post_ln_block_normalises_each_residual_sum():
+    """Vaswani et al. 2017, §3.1: LayerNorm(x + Sublayer(x)), with ReLU in the feed-forward network."""
+    torch.manual_seed(0)
+    block = TransformerBlock(D, H, 4 * D, dropout=0.0, norm_first=False, activation="relu").eval()
+    x = inputs(2, 5, seed=10)
+    middle = F.layer_norm(x + block.attn(x, causal=True).output, (D,), block.ln_attn.weight, block.ln_attn.bias)
+    ff = F.linear(F.relu(F.linear(middle, block.ff.fc.weight, block.ff.fc.bias)), block.ff.proj.weight,
+                  block.ff.proj.bias)
+    expected = F.layer_norm(middle + ff, (D,), block.ln_ff.weight, block.ln_ff.bias)
+    torch.testing.assert_close(block(x, causal=True).hidden, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+def test_decoder_block_with_caches_equals_one_full_pass(norm_first):
+    from textnn.modules.transformer import DecoderBlock
+
+    block = DecoderBlock(D, H, 2 * D, norm_first=norm_first).eval()
+    x, memory = inputs(2, 6, seed=11), inputs(2, 4, seed=12)
+    keep = padding_mask([4, 2], 4)
+    full = block(x, memory, keep, need_weights=True)
+    memory_cache, self_cache, outputs = block.cross_attn.memory_cache(memory), None, []
+    for t in range(6):
+        out = block(x[:, t:t + 1], memory, keep, self_cache=self_cache, memory_cache=memory_cache, use_cache=True)
+        self_cache = out.self_cache
+        outputs.append(out.hidden)
+    torch.testing.assert_close(torch.cat(outputs, dim=1), full.hidden, rtol=1e-5, atol=1e-6)
+    assert full.weights.shape == (2, H, 6, 4) and (full.weights[1, :, :, 2:] == 0).all()

@@ -173,6 +173,9 @@ def visualize_run(run_dir: str | Path, text: str, output_dir: str | Path | None 
     return [write_cell_view(run_dir, text, output / "cells.html").path]
 
 
+PERCENT_METRICS = ("bleu", "chrf")  # reported on a 0-100 scale by their tasks
+
+
 @dataclass
 class CompareRow:
     name: str
@@ -212,8 +215,9 @@ def format_table(rows: list[CompareRow], markdown: bool = False) -> str:
     header = ["config", "model", "dev metric", "95% CI", "params", "train time", "examples/s"]
     body = []
     for r in rows:
-        # Scores in [0, 1] (accuracy, F1, ...) read as percentages; losses, perplexity and bpc as they are.
-        scale = 100 if r.higher_is_better and r.metric != "loss" else 1
+        # Scores in [0, 1] (accuracy, F1, ...) read as percentages; losses, perplexity, bpc and the scores
+        # sacreBLEU already gives in percent (BLEU, chrF) as they are.
+        scale = 100 if r.higher_is_better and r.metric not in ("loss", *PERCENT_METRICS) else 1
         ci = f"[{scale * r.ci_low:.1f}, {scale * r.ci_high:.1f}]" if r.ci_low is not None else "-"
         body.append([r.name, r.model, f"{r.metric} {scale * r.value:.2f}", ci, f"{r.parameters:,}",
                      f"{r.train_seconds:.1f}s", f"{r.examples_per_second:,.0f}"])

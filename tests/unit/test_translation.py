@@ -131,6 +131,20 @@ def test_bpe_round_trip_gives_back_the_raw_text(tmp_path, joint):
     assert (run / "target_vocab.json").is_file() != joint
 
 
+def test_a_tsv_run_reads_its_columns_and_skips_long_training_pairs(tmp_path, capsys):
+    path = tmp_path / "train.tsv"
+    rows = "".join(f"{i}\t{t}\t{s}\n" for i, (s, t) in enumerate(zip(SOURCE * 3, TARGET * 3)))
+    path.write_text("id\ten\tde\n" + rows, encoding="utf-8")
+    data = {"format": "tsv", "train": str(path), "dev": str(path), "tokenizer": "whitespace", "max_length": 4}
+    raw = {"task": "translation", "data": data, "model": {"name": "tiny_mt"}}
+    task = TranslationTask.from_data(config_from_dict(raw, "test"))
+    assert len(task.splits["train"].source) == 9  # the 6-word pairs are left out of training, and counted
+    assert "skipped 3 of 12 training pairs with more than 4 tokens on a side (lines 3, 7, 11)" in capsys.readouterr().err
+    dev = task.splits["dev"]
+    assert len(dev.source) == 12 and max(len(ids) for ids in dev.source) == 5  # cut to 4 tokens + </s>
+    assert dev.references[1] == TARGET[1]  # scored against the whole raw reference
+
+
 def test_word_level_detokenisation_removes_the_spaces_around_punctuation(tmp_path):
     assert detokenize_words(["a", "dog", "runs", "."]) == "a dog runs."
     assert detokenize_words(["it", "'s", "(", "red", ")", "!"]) == "it's (red)!"

@@ -35,6 +35,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--top-n", type=int, default=0,
                    help="word-embeddings runs, analogy files: only the N most frequent words are candidates "
                         "(default: the run's data.analogy_top_n, 30000)")
+    p.add_argument("--beam", type=int, default=None, metavar="K",
+                   help="translation: score beam-search output (K live hypotheses) instead of greedy output")
+    p.add_argument("--length-penalty", type=float, default=None, metavar="A",
+                   help="translation with --beam: alpha of the GNMT length penalty (default 0.6)")
     p.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
 
     p = sub.add_parser("predict", help="label text: one input per line (text, or text<TAB>pair), JSONL out; "
@@ -66,6 +70,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("b")
     p.add_argument("c")
     p.add_argument("-k", type=int, default=10, help="answers to show (default 10)")
+
+    p = sub.add_parser("translate", help="translate text with a trained translation run: one sentence per line")
+    p.add_argument("run", help="run directory of a translation model")
+    p.add_argument("input", nargs="?", default="-", help="input file, or - for standard input (default)")
+    p.add_argument("--beam", type=int, default=None, metavar="K",
+                   help="beam search keeping K live hypotheses (default: greedy)")
+    p.add_argument("--length-penalty", type=float, default=None, metavar="A",
+                   help="beam search: alpha of the GNMT length penalty ((5 + length) / 6) ** alpha (default 0.6)")
+    p.add_argument("--nbest", type=int, default=None, metavar="N",
+                   help="beam search: write the N best translations of each line as 'INDEX ||| TEXT ||| SCORE'")
+    p.add_argument("--output", "-o", help="write the translations here instead of standard output")
 
     p = sub.add_parser("compare", help="train several configs on the same data and tabulate them")
     p.add_argument("configs", nargs="+", help="YAML config files")
@@ -107,10 +122,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--stop-at-eos", action="store_true",
                    help="end each sample at the end of its line (<eos>, or a newline for character models)")
 
-    p = sub.add_parser("visualize", help="look inside a language model: attention maps (GPT) or LSTM cells")
-    p.add_argument("run", help="run directory of a language model")
+    p = sub.add_parser("visualize", help="look inside a model: attention maps (GPT), LSTM cells, or a "
+                       "translation's source x target attention")
+    p.add_argument("run", help="run directory of a language model or a translation model")
     source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--text", help="the text the model reads")
+    source.add_argument("--text", help="the text the model reads (translation: the source sentence)")
     source.add_argument("--file", help="a UTF-8 file holding the text the model reads")
     p.add_argument("--output", help="folder for the PNG/HTML files (default RUN/views)")
     return parser
@@ -135,13 +151,24 @@ def _train(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     from textnn.experiment import evaluate_run, metric_lines
 
+    options = {key: value for key, value in (("beam", args.beam), ("length_penalty", args.length_penalty))
+               if value is not None}
     metrics = evaluate_run(args.run, args.data, bootstrap_samples=args.bootstrap, streams=args.streams,
-                           top_n=args.top_n)
+                           top_n=args.top_n, options=options)
     print(json.dumps(metrics) if args.json else "\n".join(metric_lines(args.run, metrics)))
     return 0
 
 
 def _predict(args: argparse.Namespace) -> int:
+    return _write_predictions(args, {"input_format": args.input_format, "output_format": args.output_format})
+
+
+def _translate(args: argparse.Namespace) -> int:
+    return _write_predictions(args, {"beam": args.beam, "length_penalty": args.length_penalty, "nbest": args.nbest})
+
+
+def _write_predictions(args: argparse.Namespace, options: dict) -> int:
+    """Read args.input (a file or - for stdin), write the task's output lines to args.output or stdout."""
     from textnn.experiment import predict_run
 
     if args.input == "-":
@@ -154,7 +181,6 @@ def _predict(args: argparse.Namespace) -> int:
             lines, source = path.read_text(encoding="utf-8").splitlines(), str(path)
         except UnicodeDecodeError as err:
             raise TextnnError(f"{path}: not UTF-8 (byte {err.start}); re-encode the file as UTF-8") from None
-    options = {"input_format": args.input_format, "output_format": args.output_format}
     text = "".join(line + "\n" for line in predict_run(args.run, lines, source, options))
     if args.output:
         Path(args.output).write_text(text, encoding="utf-8")
@@ -264,12 +290,9 @@ def _visualize(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"train": _train, "evaluate": _evaluate, "predict": _predict, "export": _export, "compare": _compare,
-            "explain": _explain, "demo": _demo, "generate": _generate, "visualize": _visualize}
-
-COMMANDS = {"train": _train, "evaluate": _evaluate, "predict": _predict, "compare": _compare,
-            "explain": _explain, "neighbors": _neighbors, "analogy": _analogy, "demo": _demo, "generate": _generate,
-            "visualize": _visualize}
+COMMANDS = {"train": _train, "evaluate": _evaluate, "predict": _predict, "translate": _translate,
+            "export": _export, "compare": _compare, "explain": _explain, "neighbors": _neighbors,
+            "analogy": _analogy, "demo": _demo, "generate": _generate, "visualize": _visualize}
 
 
 def main(argv: list[str] | None = None) -> int:

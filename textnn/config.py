@@ -91,8 +91,8 @@ class TrainConfig:
     layer_lr_decay: float = opt(1.0, "discriminative learning rates: the layer group k levels below the head trains at lr * decay^k (ULMFiT: 1/2.6 = 0.3846, Howard & Ruder 2018 section 3.2; BERT fine-tuning e.g. 0.95); 1 = off")
     unfreeze: int = opt(0, "gradual unfreezing (Howard & Ruder 2018 section 3.3): only the head trains at first, and one more layer group from the top joins every N train.unfreeze_unit; 0 = off")
     unfreeze_unit: str = opt("epoch", "what train.unfreeze counts: epoch or step")
-    scheduler: str = opt("constant", "constant, linear (warmup then linear decay to 0) or triangular (slanted triangular, Howard & Ruder 2018)")
-    warmup_steps: int = opt(0, "linear: steps of linear warmup; triangular: steps of the rising edge (0 = 10% of training)")
+    scheduler: str = opt("constant", "constant, linear (warmup then linear decay to 0), triangular (slanted triangular, Howard & Ruder 2018) or inverse_sqrt (linear warmup to train.lr, then lr * sqrt(warmup / step): Vaswani et al. 2017 eq. 3)")
+    warmup_steps: int = opt(0, "linear, inverse_sqrt: steps of linear warmup (inverse_sqrt needs >= 1); triangular: steps of the rising edge (0 = 10% of training)")
     epochs: int = opt(10, "passes over the training data")
     max_steps: int = opt(0, "stop after this many optimizer steps; 0 = no limit")
     max_minutes: float = opt(0.0, "stop after this many minutes of training; 0 = no limit")
@@ -133,13 +133,16 @@ class TrainConfig:
             _check(0 <= value <= 1, f"train.{name}", value, "a number in [0, 1]")
         _check(0 < self.layer_lr_decay <= 1, "train.layer_lr_decay", self.layer_lr_decay,
                "a number in (0, 1]; 1 = the same learning rate for every layer")
+        _check(self.scheduler != "inverse_sqrt" or self.warmup_steps >= 1, "train.warmup_steps", self.warmup_steps,
+               "an integer >= 1 with train.scheduler=inverse_sqrt (the step at which the rate peaks; the "
+               "Transformer used 4000)")
         _check(self.unfreeze_unit in ("epoch", "step"), "train.unfreeze_unit", self.unfreeze_unit, "epoch or step")
         _check(bool(DEVICE.fullmatch(self.device)), "train.device", self.device, "auto, cpu, cuda or cuda:N")
         _check(self.log_every >= 1, "train.log_every", self.log_every, "an integer >= 1")
 
 
 OPTIMIZERS = ("sgd", "adam", "adamw", "adadelta", "ntasgd")
-SCHEDULERS = ("constant", "linear", "triangular")
+SCHEDULERS = ("constant", "linear", "triangular", "inverse_sqrt")
 DEVICE = re.compile(r"auto|cpu|cuda(:[0-9]+)?")
 
 
@@ -469,6 +472,8 @@ def explain(section: str = "") -> str:
     if section in ("", "head", *registry.TASKS):
         for task in tasks:
             parts += [f"[head] task {task}", *describe(registry.task_class(task).head_config, "head")]
+    if section in registry.TASKS and registry.task_class(section).metric_note:
+        parts += [f"[metrics] task {section}", f"  {registry.task_class(section).metric_note}"]
     if section in ("", "train"):
         parts += ["[train]", *describe(TrainConfig, "train")]
     if section in ("", "model") or wanted in registry.ENCODERS:

@@ -125,17 +125,16 @@ def load_run(run_dir: str | Path, device: str = "cpu") -> tuple[Config, object, 
 
 
 def evaluate_run(run_dir: str | Path, data_path: str, bootstrap_samples: int = 1000, streams: int = 0,
-                 top_n: int = 0) -> dict:
+                 top_n: int = 0, options: dict | None = None) -> dict:
     """Metrics of a trained run on a labelled file read with the run's own data settings.
 
     `streams` (language models only): how many contiguous parts of the file are read side by side,
     each from a zero state; 0 = the task's default (one sequential stream; GPT: overlapping windows).
     `top_n` (word embeddings only): analogy candidates are the N most frequent words (0 = the run's default).
+    `options`: the task's other evaluation options (translation: beam, length_penalty).
     """
     _, task, model = load_run(run_dir)
-    options = {"streams": streams} if streams else {}
-    if top_n:
-        options["top_n"] = top_n
+    options = {**({"streams": streams} if streams else {}), **({"top_n": top_n} if top_n else {}), **(options or {})}
     with torch.no_grad():
         return task.evaluate_file(model, data_path, bootstrap_samples=bootstrap_samples, options=options)
 
@@ -186,10 +185,14 @@ def export_run(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
 def _load_decoder_run(run_dir: str | Path, command: str) -> tuple[Config, object, torch.nn.Module]:
     """load_run for the commands that decode token by token; a run whose model cannot is refused by name."""
     config, task, model = load_run(run_dir)
+    _require_decoder(run_dir, config, model, command)
+    return config, task, model
+
+
+def _require_decoder(run_dir: str | Path, config: Config, model: torch.nn.Module, command: str) -> None:
     if not callable(getattr(model, "step", None)):
         raise TextnnError(f"{run_dir}: `{command}` needs a language model run (a model that reads text token by "
                           f"token); this run is a {config.task} run (model {config.model_name})")
-    return config, task, model
 
 
 def generate_run(run_dir: str | Path, prompt: str, decoding: DecodingConfig, num_samples: int = 1):
@@ -204,12 +207,16 @@ def generate_run(run_dir: str | Path, prompt: str, decoding: DecodingConfig, num
 
 
 def visualize_run(run_dir: str | Path, text: str, output_dir: str | Path | None = None) -> list[Path]:
-    """Views of a language model reading `text`: attention heatmaps (Transformers) or LSTM cells.
+    """Views of a model reading `text`: a task's own view (translation: the source x target attention),
+    or, for language models, attention heatmaps (Transformers) or LSTM cells.
 
     Files go to `output_dir` (default <run>/views); returns their paths.
     """
-    _, task, model = _load_decoder_run(run_dir, "visualize")
     output = Path(output_dir) if output_dir else Path(run_dir) / "views"
+    config, task, model = load_run(run_dir)
+    if callable(getattr(task, "write_views", None)):
+        return task.write_views(model, text, output, title=f"Attention of {Path(run_dir).name}")
+    _require_decoder(run_dir, config, model, "visualize")
     if callable(getattr(model, "forward_with_attention", None)):
         from textnn.viz.attention import write_attention_view
 
@@ -217,6 +224,9 @@ def visualize_run(run_dir: str | Path, text: str, output_dir: str | Path | None 
     from textnn.viz.lstm_cells import write_cell_view  # refuses, by name, models without LSTM cells
 
     return [write_cell_view(run_dir, text, output / "cells.html").path]
+
+
+PERCENT_METRICS = ("bleu", "chrf")  # reported on a 0-100 scale by their tasks
 
 
 @dataclass
@@ -258,8 +268,9 @@ def format_table(rows: list[CompareRow], markdown: bool = False) -> str:
     header = ["config", "model", "dev metric", "95% CI", "params", "train time", "examples/s"]
     body = []
     for r in rows:
-        # Scores in [0, 1] (accuracy, F1, ...) read as percentages; losses, perplexity and bpc as they are.
-        scale = 100 if r.higher_is_better and r.metric != "loss" else 1
+        # Scores in [0, 1] (accuracy, F1, ...) read as percentages; losses, perplexity, bpc and the scores
+        # sacreBLEU already gives in percent (BLEU, chrF) as they are.
+        scale = 100 if r.higher_is_better and r.metric not in ("loss", *PERCENT_METRICS) else 1
         ci = f"[{scale * r.ci_low:.1f}, {scale * r.ci_high:.1f}]" if r.ci_low is not None else "-"
         body.append([r.name, r.model, f"{r.metric} {scale * r.value:.2f}", ci, f"{r.parameters:,}",
                      f"{r.train_seconds:.1f}s", f"{r.examples_per_second:,.0f}"])

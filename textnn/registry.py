@@ -42,6 +42,7 @@ TASKS: dict[str, str] = {
     "tagging": "textnn.tasks.tagging:TaggingTask",
     "language_modeling": "textnn.tasks.language_modeling:LanguageModelingTask",
     "embeddings": "textnn.tasks.embeddings:EmbeddingsTask",
+    "translation": "textnn.tasks.translation:TranslationTask",
 }
 
 

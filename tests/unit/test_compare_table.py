@@ -18,3 +18,8 @@ def test_perplexity_and_bpc_are_shown_unscaled():
     table = format_table([row("perplexity", 123.456), row("bpc", 1.5)], markdown=True)
     assert "perplexity 123.46" in table and "bpc 1.50" in table
     assert "12345.6" not in table and "150.00" not in table
+
+
+def test_bleu_and_chrf_are_already_percentages():
+    table = format_table([row("bleu", 31.25), row("chrf", 55.5)])
+    assert "bleu 31.25" in table and "chrf 55.50" in table and "3125" not in table

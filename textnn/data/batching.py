@@ -40,3 +40,44 @@ def pad(sequences: list[list[int]], pad_id: int = 0) -> tuple[torch.Tensor, torc
         ids[row, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
         mask[row, : len(seq)] = True
     return ids, mask
+
+
+def token_budget_batches(lengths: list[int], max_tokens: int, shuffle: bool, seed: int = 0,
+                         bucket_factor: int = 100) -> list[list[int]]:
+    """Batches of about `max_tokens` tokens each, padding included, instead of a fixed sentence count.
+
+    Examples are sorted by length (inside shuffled pools of `bucket_factor` batches' worth, when
+    shuffled), then cut greedily: a batch takes examples while rows * longest <= max_tokens, the
+    padded size that compute and memory follow (fairseq's --max-tokens; Vaswani et al. 2017 §5.1
+    batch "by approximate sequence length", about 25,000 source and target tokens a batch). Short
+    sentences so come many to a batch and long ones few, and every batch costs about the same. An
+    example longer than the budget forms a batch of its own. Shuffled: the batches are put in a
+    random order; the same seed gives the same batches. Not shuffled: sorted over the whole set.
+    """
+    lengths_arr = np.asarray(lengths)
+    order = np.arange(len(lengths))
+    if shuffle:
+        rng = np.random.default_rng(seed)
+        order = rng.permutation(order)
+        mean = max(1.0, float(lengths_arr.mean())) if len(lengths) else 1.0
+        pool = max(1, int(bucket_factor * max_tokens / mean))  # examples in about bucket_factor batches
+        chunks = [order[start:start + pool] for start in range(0, len(order), pool)]
+    else:
+        chunks = [order]
+    batches: list[list[int]] = []
+    for chunk in chunks:
+        chunk = chunk[np.argsort(lengths_arr[chunk], kind="stable")]
+        batch: list[int] = []
+        longest = 0
+        for index in chunk.tolist():
+            longest_with = max(longest, int(lengths_arr[index]))
+            if batch and (len(batch) + 1) * longest_with > max_tokens:
+                batches.append(batch)
+                batch, longest_with = [], int(lengths_arr[index])
+            batch.append(index)
+            longest = longest_with
+        if batch:
+            batches.append(batch)
+    if shuffle:
+        batches = [batches[i] for i in rng.permutation(len(batches))]
+    return batches

@@ -38,6 +38,7 @@ class Task:
     head_config: ClassVar[type] = NoHeadOptions
     metric_directions: ClassVar[dict[str, bool]] = {"loss": False}
     formats: ClassVar[tuple[str, ...]] = ()  # data.format values the task reads
+    metric_note: ClassVar[str] = ""  # what `textnn explain TASK` says about its metrics (train.metric), if anything
 
     # --- what the task can use ----------------------------------------------------------------------
     @classmethod

@@ -58,7 +58,7 @@ def check_resume_budget(run: RunDir, config: Config, task) -> None:
     if after < state["step"] or out_of_time:
         raise TextnnError(f"{prefix} the run is already past that budget (step {state['step']}, "
                           f"{state['seconds'] / 60:.1f} minutes); {remedy}")
-    if wanted.scheduler != "constant" and after != before:
+    if wanted.scheduler in ("linear", "triangular") and after != before:  # constant, inverse_sqrt: step alone
         raise TextnnError(f"{prefix} the {wanted.scheduler} schedule spans the planned steps ({before} -> {after}), "
                           f"so the learning rate of every later step would change; {remedy}")
     if state.get("unscheduled_evaluation") and after > state["step"]:

@@ -85,6 +85,14 @@ def build_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) ->
 
 def lr_factor(step: int, total_steps: int, cfg: TrainConfig) -> float:
     """Multiplier of the peak lr for optimizer step `step` (0-based) of `total_steps`."""
+    if cfg.scheduler == "inverse_sqrt":
+        # Vaswani et al. (2017) §5.3 eq. 3: lrate = d^-0.5 * min(n^-0.5, n * warmup^-1.5) for step
+        # n = step + 1, a linear rise over the warmup then a decay with 1/sqrt(n). Divided by its peak
+        # (at n = warmup) it is a factor of train.lr, so train.lr is the peak rate; the paper's own
+        # schedule is train.lr = (d_model * warmup_steps)^-0.5 (base, d 512, 4000 steps: 7.0e-4).
+        # It does not depend on the length of training, so a longer budget does not change it.
+        n, warmup = step + 1, cfg.warmup_steps
+        return min(n / warmup, (warmup / n) ** 0.5)
     if cfg.scheduler == "constant" or total_steps <= 0:
         return 1.0
     if cfg.scheduler == "linear":

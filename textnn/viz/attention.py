@@ -34,9 +34,27 @@ def token_label(token: str) -> str:
 
 def plot_attention_heads(weights: np.ndarray, labels: list[str], path: str | Path, title: str) -> Path:
     """Write a PNG with one heatmap per head: weights [H, T, T] (rows = queries, columns = keys)."""
-    heads, length, _ = weights.shape
-    if len(labels) != length:
-        raise TextnnError(f"{len(labels)} labels for attention maps over {length} tokens")
+    if len(labels) != weights.shape[1]:
+        raise TextnnError(f"{len(labels)} labels for attention maps over {weights.shape[1]} tokens")
+    return _plot_heads(weights, labels, labels, path, title, "attends to (key)", "position (query)")
+
+
+def plot_source_attention(weights: np.ndarray, source: list[str], target: list[str], path: str | Path,
+                          title: str) -> Path:
+    """A translation's alignment picture (Bahdanau et al. 2015, Figure 3): weights [H, T, S], row t the
+    attention over the source tokens while the decoder predicts target token t; one panel per head."""
+    if weights.shape[1:] != (len(target), len(source)):
+        raise TextnnError(f"attention maps of shape {weights.shape[1:]} for {len(target)} target and "
+                          f"{len(source)} source tokens")
+    return _plot_heads(weights, [token_label(t) for t in target], [token_label(s) for s in source], path, title,
+                       "source token", "output token")
+
+
+def _plot_heads(weights: np.ndarray, rows_labels: list[str], column_labels: list[str], path: str | Path,
+                title: str, xlabel: str, ylabel: str) -> Path:
+    """One heatmap per head of weights [H, R, C], in a grid of at most HEAD_COLUMNS columns, one colour scale."""
+    heads = weights.shape[0]
+    length = max(weights.shape[1], weights.shape[2])
     columns = min(heads, HEAD_COLUMNS)
     rows = math.ceil(heads / columns)
     panel = min(10.0, max(3.0, 0.16 * length))  # inches per head
@@ -51,12 +69,13 @@ def plot_attention_heads(weights: np.ndarray, labels: list[str], path: str | Pat
             ax.set_axis_off()
             continue
         image = ax.imshow(weights[head], cmap="viridis", vmin=0.0, vmax=1.0, interpolation="nearest")
-        ax.set_title(f"head {head + 1}", fontsize=9)
-        ax.set_xticks(range(length), labels, rotation=90, fontsize=font)
-        ax.set_yticks(range(length), labels, fontsize=font)
-        ax.set_xlabel("attends to (key)", fontsize=8)
+        if heads > 1:
+            ax.set_title(f"head {head + 1}", fontsize=9)
+        ax.set_xticks(range(weights.shape[2]), column_labels, rotation=90, fontsize=font)
+        ax.set_yticks(range(weights.shape[1]), rows_labels, fontsize=font)
+        ax.set_xlabel(xlabel, fontsize=8)
         if head % columns == 0:
-            ax.set_ylabel("position (query)", fontsize=8)
+            ax.set_ylabel(ylabel, fontsize=8)
     figure.suptitle(title, fontsize=11)
     figure.colorbar(image, ax=axes.ravel().tolist(), shrink=0.6, label="attention probability")
     _save(figure, path)

@@ -1,0 +1,616 @@
+"""Translation: sentence pairs -> an encoder-decoder family with an output layer -> BLEU, chrF, perplexity.
+
+Data (`data.format`): `parallel`, two line-aligned files PREFIX.SRC and PREFIX.TGT per split (`.gz`
+too; `data.source` / `data.target` are the language suffixes), or `tsv`, one file with a source and
+a target column (`data.source` / `data.target` name them); see data/parallel.py for what is an error
+and what is skipped. Text becomes subwords by a byte-level BPE (`data.tokenizer: bpe`, the
+`tokenizers` library; Sennrich et al. 2016) of `data.bpe_vocab_size` pieces, trained on the training
+pairs: one BPE and vocabulary for both languages (`data.joint_vocab: true`, the Transformer's shared
+source-target vocabulary, Vaswani et al. 2017 §5.1, which lets a family share its embeddings and
+the output layer, Press & Wolf 2017) or one per language. `word` / `whitespace` / `char` tokenize
+by rule, with vocabularies from the training counts (data.min_freq, data.max_vocab). The source
+reads its tokens then `</s>`; the target is `<s>` tokens `</s>`, fed without its last token and
+predicted without its first (teacher forcing). Training pairs with more than `data.max_length`
+tokens on a side (or more than the family reads) are skipped and counted; at evaluation and
+translation the source is cut to that length instead (every input is owed an output).
+
+Batches hold `train.batch_size` pairs of similar length, or about `data.batch_tokens` padded tokens
+(`token_budget_batches`). The trainer's mean loss is per target token (`</s>` included).
+
+Model: any registered `EncoderDecoder` family (models/base.py) with an `LMHead` over the target
+vocabulary on its decoder states, tied to the family's `output_embedding()` when `head.tie` and the
+family gives one: `Translator`. `head.teacher_forcing` < 1 feeds, at each target position, the
+model's own greedy prediction of the previous step instead of the reference token with
+probability 1 - ratio, row by row, running the decoder step by step (Williams & Zipser 1989 call
+the reference-fed case teacher forcing; Bengio et al. 2015 feed predictions on a schedule).
+
+Loss: label-smoothed cross-entropy (Szegedy et al. 2016 §7; Vaswani et al. 2017 §5.4, eps 0.1):
+(1 - eps) * nll + eps * the mean of -log p over the whole target vocabulary, summed over real target
+tokens. Reported (dev, `evaluate`): the UNSMOOTHED `loss` (nats per target token) and `perplexity`,
+and, from greedy translations of the sources detokenised into plain text, sacreBLEU's `bleu` and
+`chrf` against the raw reference lines, with their signatures (metrics/bleu.py). Decoding a dev set
+costs far more than scoring it, so BLEU/chrF are computed at every dev evaluation only when
+`train.metric` is bleu or chrf (checkpoints selected by greedy dev BLEU); with the default metric,
+perplexity, they are computed for the final evaluation of the best checkpoint (the trainer's pass
+with train.bootstrap_samples > 0) and by `textnn evaluate` (greedy, or beam search with --beam).
+
+Decoding (`translate`, `predict`, `evaluate --beam`) goes through generation/decoding.py on
+`TranslationDecoder`: start(batch) encodes the source, step feeds target tokens, reorder follows
+beam hypotheses. Outputs are at most min(max_tokens, head.max_len_a * S + head.max_len_b) tokens for
+a source of S tokens; `<pad>` and `<s>` are never emitted.
+"""
+
+# B batch (sentence pairs), S source length, T target length, V target vocabulary, D decoder state size
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import torch
+import torch.nn.functional as F
+
+from textnn import registry
+from textnn.config import Config, DataConfig, check_key, is_int, opt
+from textnn.data.batching import bucket_batches, pad, token_budget_batches
+from textnn.data.parallel import ParallelText, detokenize_words, read_parallel
+from textnn.data.tokenizers import Tokenizer
+from textnn.data.vocab import PAD, UNK, Vocab
+from textnn.errors import TextnnError
+from textnn.generation.decoding import DecodingConfig, Hypothesis, decode
+from textnn.metrics.bleu import corpus_scores
+from textnn.models.base import EncoderDecoder, EncoderWithHead, InputSpec
+from textnn.modules.heads import LMHead
+from textnn.tasks.base import Task
+
+BOS, EOS = "<s>", "</s>"
+SPECIALS = (PAD, UNK, BOS, EOS)
+DECODE_METRICS = ("bleu", "chrf")
+MAX_OUTPUT_TOKENS = 256  # a hard cap on an output, whatever max_len_a * S + b allows
+GREEDY_SENTENCES = 128  # sentences decoded side by side (greedy, sampling)
+BEAM_SENTENCES = 32  # sentences decoded side by side under beam search (each K rows)
+
+
+@dataclass
+class TranslationData(DataConfig):
+    """Data options of translation: sentence pairs, subwords, batches."""
+
+    format: str = opt("parallel", "parallel (PREFIX.SRC + PREFIX.TGT, line-aligned, .gz ok; the data paths are "
+                                  "prefixes) or tsv (one file with a source and a target column)")
+    tokenizer: str = opt("bpe", "bpe (byte-level BPE trained on the training pairs; output decodes to plain text), "
+                                "word, whitespace or char")
+    source: str = opt("de", "parallel: the source files' suffix (PREFIX.de); tsv: the source column (name or 0-based index)")
+    target: str = opt("en", "parallel: the target files' suffix (PREFIX.en); tsv: the target column (name or 0-based index)")
+    header: bool = opt(True, "tsv: the first line names the columns")
+    bpe_vocab_size: int = opt(8000, "tokenizer bpe: pieces in each BPE (the joint one, or each language's)")
+    joint_vocab: bool = opt(True, "one tokenizer and vocabulary for both languages (lets a family share its "
+                                  "embeddings); false = one per language")
+    max_length: int = opt(0, "training: skip (and count) pairs with more tokens than this on a side; evaluation "
+                             "and translation cut the source to it; 0 = no limit beyond the family's own")
+    skip_bad: bool = opt(False, "skip and count pairs with text on one side only, instead of stopping with an error")
+    batch_tokens: int = opt(0, "batches of about this many padded tokens (sorted by length) instead of "
+                               "train.batch_size pairs; 0 = by pair count")
+
+    TOKENIZATION = (*DataConfig.TOKENIZATION, "bpe_vocab_size", "joint_vocab")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_key(self.format in ("parallel", "tsv"), "data.format", self.format, "parallel or tsv")
+        check_key(bool(self.source) and bool(self.target) and self.source != self.target, "data.source/target",
+                  (self.source, self.target), "two different, non-empty languages or columns")
+        check_key(self.bpe_vocab_size >= 2, "data.bpe_vocab_size", self.bpe_vocab_size, "an integer >= 2")
+        check_key(self.max_length >= 0, "data.max_length", self.max_length, "an integer >= 0")
+        check_key(self.batch_tokens >= 0, "data.batch_tokens", self.batch_tokens, "an integer >= 0 (0 = off)")
+
+
+@dataclass
+class TranslationHeadConfig:
+    """The output layer, the loss and the decoding length rule."""
+
+    label_smoothing: float = opt(0.0, "eps of label-smoothed cross-entropy (Vaswani et al. 2017 §5.4: 0.1); 0 = plain")
+    teacher_forcing: float = opt(1.0, "probability of feeding the reference token at each target position in "
+                                      "training; below 1 the model's own greedy prediction is fed otherwise")
+    tie: bool = opt(True, "share the output layer with the family's target embedding, when it gives one "
+                          "(Press & Wolf 2017)")
+    max_len_a: float = opt(1.5, "decoding: at most a * S + b output tokens for a source of S tokens")
+    max_len_b: int = opt(10, "decoding: the b of a * S + b")
+
+    def __post_init__(self) -> None:
+        check_key(isinstance(self.label_smoothing, (int, float)) and 0.0 <= self.label_smoothing < 1.0,
+                  "head.label_smoothing", self.label_smoothing, "a number in [0, 1)")
+        check_key(isinstance(self.teacher_forcing, (int, float)) and 0.0 <= self.teacher_forcing <= 1.0,
+                  "head.teacher_forcing", self.teacher_forcing, "a probability in [0, 1]")
+        check_key(self.max_len_a >= 0, "head.max_len_a", self.max_len_a, "a number >= 0")
+        check_key(is_int(self.max_len_b) and self.max_len_b >= 1, "head.max_len_b", self.max_len_b, "an integer >= 1")
+
+
+# ------------------------------------------------------------------------------------------ the model
+
+@dataclass
+class TranslationOutput:
+    """What `Translator.forward` returns: scores of each next target token and, when asked, the
+    decoder's source attention (`DecoderOutput.attention`)."""
+
+    logits: torch.Tensor  # [B, T, V]
+    attention: dict[str, torch.Tensor] | None = None
+
+
+class Translator(EncoderWithHead):
+    """An encoder-decoder family (`encoder`, an EncoderDecoder) with an `LMHead` over the target vocabulary.
+
+    forward(src_ids [B, S], src_mask, tgt_ids [B, T] (from <s>), tgt_mask, need_weights) -> logits [B, T, V]
+    """
+
+    def __init__(self, family: EncoderDecoder, head: LMHead, teacher_forcing: float = 1.0) -> None:
+        super().__init__(family, head)  # type: ignore[arg-type]
+        self.teacher_forcing = teacher_forcing
+
+    def forward(self, src_ids: torch.Tensor, src_mask: torch.Tensor, tgt_ids: torch.Tensor, tgt_mask: torch.Tensor,
+                need_weights: bool = False) -> TranslationOutput:
+        memory = self.encoder.encode(src_ids, src_mask)
+        if self.training and self.teacher_forcing < 1.0:
+            return TranslationOutput(logits=self._fed_own_predictions(memory, tgt_ids))
+        out = self.encoder.decode(memory, tgt_ids, tgt_mask, need_weights=need_weights)
+        return TranslationOutput(logits=self.head(out.tokens), attention=out.attention)  # [B, T, D] -> [B, T, V]
+
+    def _fed_own_predictions(self, memory: object, tgt_ids: torch.Tensor) -> torch.Tensor:
+        """Logits [B, T, V] with the decoder run one step at a time; at every position after the first
+        each row is fed the reference token with probability `teacher_forcing`, else its own greedy
+        prediction of the step before. Gradients flow through the states, not through the choice."""
+        state = self.encoder.start(memory)
+        steps: list[torch.Tensor] = []
+        tokens = tgt_ids[:, :1]  # [B, 1]: <s>
+        for t in range(tgt_ids.size(1)):
+            if t:
+                own = steps[-1].detach().argmax(dim=-1)  # [B]
+                use_reference = torch.rand(own.shape, device=own.device) < self.teacher_forcing
+                tokens = torch.where(use_reference, tgt_ids[:, t], own)[:, None]  # [B] -> [B, 1]
+            last, state = self.encoder.step(tokens, state)  # [B, D]
+            steps.append(self.head(last))  # [B, V]
+        return torch.stack(steps, dim=1)  # T x [B, V] -> [B, T, V]
+
+
+class TranslationDecoder:
+    """A `Translator` on the `generation.decoding.Decoder` protocol: the batch's sources are encoded
+    once in `start`; each step scores the next target token."""
+
+    def __init__(self, model: Translator) -> None:
+        self.model = model
+
+    def start(self, batch: "TranslationBatch") -> object:
+        return self.model.encoder.start(self.model.encoder.encode(batch.src_ids, batch.src_mask))
+
+    def step(self, tokens: torch.Tensor, state: object) -> tuple[torch.Tensor, object]:
+        last, state = self.model.encoder.step(tokens, state)  # [B, D]
+        return self.model.head(last), state  # [B, V]
+
+    def reorder(self, state: object, indices: torch.Tensor) -> object:
+        return self.model.encoder.reorder(state, indices)
+
+
+def label_smoothed_nll(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, epsilon: float
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(smoothed loss, plain nll), each summed over the real targets (mask True).
+
+    The target distribution is (1 - eps) on the reference token plus eps spread evenly over all V
+    tokens (Szegedy et al. 2016 §7), so the loss per token is (1 - eps) * -log p(y) + eps * mean_v
+    -log p(v); with eps = 0 both returns are the same.
+    """
+    log_probs = torch.log_softmax(logits.float(), dim=-1)  # [B, T, V]
+    nll = -log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # [B, T, 1] -> [B, T]
+    nll = nll.masked_fill(~mask, 0.0)
+    if not epsilon:
+        return nll.sum(), nll.sum()
+    uniform = -log_probs.mean(dim=-1).masked_fill(~mask, 0.0)  # [B, T]
+    return ((1.0 - epsilon) * nll + epsilon * uniform).sum(), nll.sum()
+
+
+# ------------------------------------------------------------------------------------------ batches
+
+@dataclass
+class TranslationBatch:
+    src_ids: torch.Tensor  # [B, S]
+    src_mask: torch.Tensor  # [B, S] bool, True = real token
+    tgt_in: torch.Tensor  # [B, T] <s> y1 .. yn (teacher forcing input)
+    tgt_out: torch.Tensor  # [B, T] y1 .. yn </s> (what each position predicts)
+    tgt_mask: torch.Tensor  # [B, T] bool
+    index: list[int]  # positions of the pairs in their split
+    lr_scale: float = 1.0  # the trainer scales this step's learning rate by it; translation never does
+
+    @property
+    def count(self) -> int:
+        """Target tokens: the mean training loss is per target token."""
+        return int(self.tgt_mask.sum())
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.src_mask.sum()) + self.count
+
+    def to(self, device: torch.device) -> "TranslationBatch":
+        move = lambda t: t.to(device, non_blocking=True)  # noqa: E731
+        return replace(self, src_ids=move(self.src_ids), src_mask=move(self.src_mask), tgt_in=move(self.tgt_in),
+                       tgt_out=move(self.tgt_out), tgt_mask=move(self.tgt_mask))
+
+
+@dataclass
+class EncodedPairs:
+    """A split as ids: sources end with </s>; targets are <s> ... </s>; `references` the raw target lines."""
+
+    source: list[list[int]]
+    target: list[list[int]]
+    references: list[str]
+    origin: str
+
+
+# ------------------------------------------------------------------------------------------ the task
+
+class TranslationTask(Task):
+    """Sentence-pair translation in the trainer's task protocol (see the module docstring)."""
+
+    data_config = TranslationData
+    head_config = TranslationHeadConfig
+    formats = ("parallel", "tsv")
+    metric_directions = {"loss": False, "perplexity": False, "bleu": True, "chrf": True}
+    default_metric = "perplexity"
+    metric_note = ("dev metrics: loss and perplexity (unsmoothed) at every evaluation, the cheap default "
+                   "(train.metric: perplexity); train.metric: bleu (or chrf) selects checkpoints by sacreBLEU of "
+                   "greedy dev translations, decoding the dev set at every evaluation; otherwise BLEU and chrF are "
+                   "computed for the final evaluation (train.bootstrap_samples > 0) and by `textnn evaluate`")
+
+    def __init__(self, config: Config, tokenizers: tuple[Tokenizer, Tokenizer], vocabs: tuple[Vocab, Vocab]):
+        self.config = config
+        self.source_tokenizer, self.target_tokenizer = tokenizers
+        self.source_vocab, self.target_vocab = vocabs
+        self.splits: dict[str, EncodedPairs] = {}
+
+    # --- what the task can use ----------------------------------------------------------------------
+    @classmethod
+    def unusable_reason(cls, encoder_cls: type) -> str | None:
+        if not issubclass(encoder_cls, EncoderDecoder):
+            return "translation needs an encoder-decoder family (it reads a source and writes a target)"
+        return None
+
+    @classmethod
+    def check_config(cls, config: Config) -> None:
+        super().check_config(config)
+        if config.init_from:
+            raise TextnnError("config key model.init_from: translation runs do not start from another run yet; "
+                              "remove model.init_from")
+
+    @property
+    def joint(self) -> bool:
+        return self.source_vocab is self.target_vocab
+
+    def _length_limit(self) -> int:
+        """Most tokens per side before </s> (or after <s>): data.max_length and the family's own limit."""
+        family = registry.encoder_class(self.config.model_name).max_length(self.config.model)
+        limits = [n for n in (self.config.data.max_length, family - 1 if family else 0) if n > 0]
+        return min(limits) if limits else 0
+
+    # --- building from data or from a run directory -----------------------------------------------
+    @classmethod
+    def from_data(cls, config: Config) -> "TranslationTask":
+        data = config.data
+        if not data.train:
+            raise TextnnError("config key data.train is empty; set it to the training prefix (parallel) or file (tsv)")
+        train = cls._read(config, data.train)
+        tokenizers, vocabs = cls._text_pipeline(config, train)
+        task = cls(config, tokenizers, vocabs)
+        task.splits["train"] = task.encode(train, training=True)
+        for split in ("dev", "test"):
+            path = getattr(data, split)
+            if path:
+                task.splits[split] = task.encode_file(path)
+        return task
+
+    @staticmethod
+    def _read(config: Config, path: str, fmt: str = "") -> ParallelText:
+        data = config.data
+        return read_parallel(path, fmt or data.format, data.source, data.target, encoding=data.encoding,
+                             header=data.header, skip_bad=data.skip_bad)
+
+    @staticmethod
+    def _text_pipeline(config: Config, train: ParallelText) -> tuple[tuple[Tokenizer, Tokenizer], tuple[Vocab, Vocab]]:
+        """Tokenizers and vocabularies from the training pairs: joint (the same objects twice) or one per side."""
+        data = config.data
+        sides = [train.source + train.target] if data.joint_vocab else [train.source, train.target]
+        pipelines = []
+        for lines in sides:
+            if data.tokenizer == "bpe":
+                tokenizer = Tokenizer.train_bpe(lines, data.bpe_vocab_size, SPECIALS, data.lowercase)
+                vocab = Vocab(tokenizer.vocabulary())
+            else:
+                tokenizer = Tokenizer(data.tokenizer, data.lowercase)
+                vocab = Vocab.build(tokenizer.tokenize_lines(lines), min_freq=data.min_freq,
+                                    max_size=data.max_vocab, specials=SPECIALS)
+            pipelines.append((tokenizer, vocab))
+        (src_tok, src_vocab), (tgt_tok, tgt_vocab) = pipelines[0], pipelines[-1]
+        return (src_tok, tgt_tok), (src_vocab, tgt_vocab)
+
+    @classmethod
+    def from_run(cls, run_path: Path, config: Config) -> "TranslationTask":
+        source = cls.load_text_pipeline(run_path)
+        if config.data.joint_vocab:
+            return cls(config, (source[0], source[0]), (source[1], source[1]))
+        target = (Tokenizer.from_dict(cls.read_json(run_path / "target_tokenizer.json")),
+                  Vocab.load(run_path / "target_vocab.json"))
+        return cls(config, (source[0], target[0]), (source[1], target[1]))
+
+    def save(self, run_path: Path) -> None:
+        """tokenizer.json + vocab.json (the source side, or both under a joint vocabulary) and, per
+        language, target_tokenizer.json + target_vocab.json."""
+        sides = [("", self.source_tokenizer, self.source_vocab)]
+        if not self.joint:
+            sides.append(("target_", self.target_tokenizer, self.target_vocab))
+        for prefix, tokenizer, vocab in sides:
+            (run_path / f"{prefix}tokenizer.json").write_text(json.dumps(tokenizer.to_dict(), ensure_ascii=False),
+                                                              encoding="utf-8")
+            vocab.save(run_path / f"{prefix}vocab.json")
+
+    def build_model(self) -> Translator:
+        source = InputSpec(vocab_size=len(self.source_vocab), pad_id=self.source_vocab.pad_id)
+        target = source if self.joint else InputSpec(vocab_size=len(self.target_vocab), pad_id=self.target_vocab.pad_id)
+        family = registry.encoder_class(self.config.model_name)(self.config.model, source, target)
+        head_cfg = self.config.head
+        tied = family.output_embedding() if head_cfg.tie else None
+        head = LMHead(family.token_size, len(self.target_vocab), tied=tied, bias=family.lm_bias)
+        return Translator(family, head, head_cfg.teacher_forcing)
+
+    # --- text <-> ids -------------------------------------------------------------------------------
+    def source_ids(self, lines: list[str]) -> list[list[int]]:
+        """Ids of source sentences as the encoder reads them: tokens then </s>."""
+        eos = self.source_vocab.stoi[EOS]
+        return [self.source_vocab.encode(tokens) + [eos] for tokens in self.source_tokenizer.tokenize_lines(lines)]
+
+    def target_ids(self, lines: list[str]) -> list[list[int]]:
+        """Ids of target sentences: <s> tokens </s>."""
+        bos, eos = self.target_vocab.stoi[BOS], self.target_vocab.stoi[EOS]
+        return [[bos, *self.target_vocab.encode(tokens), eos]
+                for tokens in self.target_tokenizer.tokenize_lines(lines)]
+
+    def detokenize(self, ids: list[int]) -> str:
+        """Plain text of output ids (specials dropped): BPE pieces decode to the exact text; words are joined
+        with the spaces before punctuation removed."""
+        specials = {self.target_vocab.stoi[s] for s in SPECIALS if s != UNK and s in self.target_vocab.stoi}
+        tokens = self.target_vocab.decode(i for i in ids if i not in specials)
+        if self.target_tokenizer.kind == "word":
+            return detokenize_words(tokens)
+        # A BPE output may begin with a piece made for mid-sentence (" the"): lines carry no outer spaces.
+        return self.target_tokenizer.join(tokens).strip()
+
+    def source_labels(self, ids: list[int]) -> list[str]:
+        return [self._piece(self.source_tokenizer, self.source_vocab, i) for i in ids]
+
+    def target_labels(self, ids: list[int]) -> list[str]:
+        return [self._piece(self.target_tokenizer, self.target_vocab, i) for i in ids]
+
+    @staticmethod
+    def _piece(tokenizer: Tokenizer, vocab: Vocab, index: int) -> str:
+        token = vocab.itos[index]
+        if tokenizer.kind != "bpe" or token in SPECIALS:
+            return token
+        return tokenizer.join([token])  # "Ġdog" -> " dog"
+
+    def encode(self, pairs: ParallelText, training: bool = False) -> EncodedPairs:
+        """Ids of a split. Training drops pairs longer than the limit (counted); others cut the source."""
+        source, target = self.source_ids(pairs.source), self.target_ids(pairs.target)
+        limit = self._length_limit()
+        references = list(pairs.target)
+        if limit:
+            long = [i for i, (s, t) in enumerate(zip(source, target)) if len(s) - 1 > limit or len(t) - 2 > limit]
+            if long and training:
+                print(f"warning: {pairs.origin}: skipped {len(long)} of {len(source):,} training pairs with more than "
+                      f"{limit} tokens on a side (lines {', '.join(str(pairs.lines[i]) for i in long[:5])}"
+                      f"{', ...' if len(long) > 5 else ''})", file=sys.stderr)
+                keep = sorted(set(range(len(source))) - set(long))
+                if not keep:
+                    raise TextnnError(f"{pairs.origin}: every training pair is longer than {limit} tokens on a side; "
+                                      f"raise data.max_length")
+                source, target = [source[i] for i in keep], [target[i] for i in keep]
+                references = [references[i] for i in keep]
+            elif long:
+                print(f"warning: {pairs.origin}: {len(long)} pair(s) longer than {limit} tokens are cut to "
+                      f"{limit} for scoring and translation", file=sys.stderr)
+                source = [s[:limit] + s[-1:] if len(s) - 1 > limit else s for s in source]
+                target = [t[:limit + 1] + t[-1:] if len(t) - 2 > limit else t for t in target]
+        return EncodedPairs(source, target, references, pairs.origin)
+
+    def encode_file(self, path: str, require_labels: bool = True) -> EncodedPairs:
+        """A split read with the run's data settings; `path` is a prefix (parallel) or a TSV file
+        (a file that exists as named is read as TSV whatever data.format says)."""
+        fmt = "tsv" if Path(path).is_file() else "parallel"
+        return self.encode(self._read(self.config, path, fmt))
+
+    # --- batches ----------------------------------------------------------------------------------
+    def has_split(self, split: str) -> bool:
+        return split in self.splits
+
+    @staticmethod
+    def _lengths(data: EncodedPairs) -> list[int]:
+        return [max(len(s), len(t) - 1) for s, t in zip(data.source, data.target)]
+
+    def _order(self, data: EncodedPairs, shuffle: bool, seed: int = 0) -> list[list[int]]:
+        lengths = self._lengths(data)
+        if self.config.data.batch_tokens:
+            return token_budget_batches(lengths, self.config.data.batch_tokens, shuffle, seed)
+        size = self.config.train.batch_size if shuffle else max(64, self.config.train.batch_size)
+        return bucket_batches(lengths, size, shuffle, seed)
+
+    def _batches(self, data: EncodedPairs, order: list[list[int]]) -> list[TranslationBatch]:
+        batches = []
+        for index in order:
+            src_ids, src_mask = pad([data.source[i] for i in index], self.source_vocab.pad_id)
+            tgt_in, tgt_mask = pad([data.target[i][:-1] for i in index], self.target_vocab.pad_id)
+            tgt_out, _ = pad([data.target[i][1:] for i in index], self.target_vocab.pad_id)
+            batches.append(TranslationBatch(src_ids, src_mask, tgt_in, tgt_out, tgt_mask, index))
+        return batches
+
+    def _train_order(self, epoch: int) -> list[list[int]]:
+        return self._order(self.splits["train"], shuffle=True, seed=self.config.train.seed * 100_003 + epoch)
+
+    def train_batches(self, epoch: int) -> list[TranslationBatch]:
+        return self._batches(self.splits["train"], self._train_order(epoch))
+
+    def num_train_batches(self, epoch: int) -> int:
+        return len(self._train_order(epoch))
+
+    # --- loss and evaluation ----------------------------------------------------------------------
+    def loss(self, model: torch.nn.Module, batch: TranslationBatch) -> torch.Tensor:
+        """Label-smoothed cross-entropy summed over the batch's target tokens."""
+        logits = model(batch.src_ids, batch.src_mask, batch.tgt_in, batch.tgt_mask).logits
+        return label_smoothed_nll(logits, batch.tgt_out, batch.tgt_mask, self.config.head.label_smoothing)[0]
+
+    def decoding_config(self, options: dict | None = None) -> DecodingConfig:
+        """Greedy, or beam search with options beam / length_penalty / nbest, under the head's length rule."""
+        options = dict(options or {})
+        head = self.config.head
+        common = {"max_tokens": MAX_OUTPUT_TOKENS, "max_len_a": float(head.max_len_a), "max_len_b": head.max_len_b}
+        beam, alpha, nbest = options.pop("beam", None), options.pop("length_penalty", None), options.pop("nbest", None)
+        if options:
+            raise TextnnError(f"{', '.join('--' + k.replace('_', '-') for k in options)}: not an option of translation")
+        if beam is None:
+            if alpha is not None or (nbest or 1) > 1:
+                raise TextnnError("--length-penalty and --nbest apply to beam search: add --beam K")
+            return DecodingConfig(method="greedy", **common)
+        extra = {k: v for k, v in (("length_penalty", alpha), ("n_best", nbest)) if v is not None}
+        return DecodingConfig(method="beam", beam_size=beam, **common, **extra)
+
+    @torch.no_grad()
+    def translate_ids(self, model: Translator, sources: list[list[int]], decoding: DecodingConfig
+                      ) -> list[list[Hypothesis]]:
+        """Hypotheses (best first) for each source id list, decoded in batches of similar length."""
+        model.eval()
+        device = next(model.parameters()).device
+        size = BEAM_SENTENCES if decoding.method == "beam" else GREEDY_SENTENCES
+        order = bucket_batches([len(s) for s in sources], size, shuffle=False)
+        bos, eos = self.target_vocab.stoi[BOS], self.target_vocab.stoi[EOS]
+        banned = [self.target_vocab.pad_id, bos]
+        found: list[list[Hypothesis]] = [[] for _ in sources]
+        for index in order:
+            src_ids, src_mask = pad([sources[i] for i in index], self.source_vocab.pad_id)
+            batch = TranslationBatch(src_ids, src_mask, src_ids[:, :0], src_ids[:, :0], src_mask[:, :0],
+                                     index).to(device)
+            prefix = torch.full((len(index), 1), bos, dtype=torch.long, device=device)  # [B, 1]
+            lengths = src_mask.sum(dim=1)  # [B]
+            for i, hypotheses in zip(index, decode(TranslationDecoder(model), batch, prefix, decoding, stop_ids=[eos],
+                                                   source_lengths=lengths, banned_ids=banned)):
+                found[i] = hypotheses
+        return found
+
+    def translate_lines(self, model: Translator, lines: list[str], decoding: DecodingConfig) -> list[list[tuple[str, float]]]:
+        """(text, score) of each line's hypotheses, best first; an empty line translates to ""."""
+        kept = [i for i, line in enumerate(lines) if line.strip()]
+        out: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in lines]
+        if not kept:
+            return out
+        sources = self.encode_sources([lines[i] for i in kept])
+        for i, hypotheses in zip(kept, self.translate_ids(model, sources, decoding)):
+            out[i] = [(self.detokenize(h.tokens), h.score) for h in hypotheses]
+        return out
+
+    def encode_sources(self, lines: list[str]) -> list[list[int]]:
+        """Source ids for translation, cut to the length limit (keeping </s>)."""
+        limit = self._length_limit()
+        return [s[:limit] + s[-1:] if limit and len(s) - 1 > limit else s for s in self.source_ids(lines)]
+
+    @torch.no_grad()
+    def evaluate(self, model: torch.nn.Module, split: str | EncodedPairs, bootstrap_samples: int = 0,
+                 decoding: DecodingConfig | None = None) -> dict:
+        """Unsmoothed loss (nats per target token) and perplexity; BLEU and chrF (with signatures) when
+        `decoding` is given, or greedily when train.metric is bleu/chrf or `bootstrap_samples` > 0 (the
+        trainer's final evaluation; see the module docstring). No confidence interval is computed."""
+        data = self.splits[split] if isinstance(split, str) else split
+        model.eval()
+        device = next(model.parameters()).device
+        total, count = torch.zeros((), dtype=torch.float64, device=device), 0
+        for batch in self._batches(data, self._order(data, shuffle=False)):
+            batch = batch.to(device)
+            logits = model(batch.src_ids, batch.src_mask, batch.tgt_in, batch.tgt_mask).logits
+            total += label_smoothed_nll(logits, batch.tgt_out, batch.tgt_mask, 0.0)[1].double()
+            count += batch.count
+        loss = float(total) / count
+        results: dict = {"loss": loss, "perplexity": math.exp(loss) if loss < 700 else float("inf")}
+        if decoding is None and (self.config.train.metric in DECODE_METRICS or bootstrap_samples > 0):
+            decoding = self.decoding_config()
+        if decoding is not None:
+            hypotheses = self.translate_ids(model, data.source, decoding)
+            results.update(corpus_scores([self.detokenize(h[0].tokens) for h in hypotheses], data.references))
+            results["decoding"] = "greedy" if decoding.method == "greedy" else \
+                f"beam {decoding.beam_size}, length penalty {decoding.length_penalty:g}"
+        results.update(tokens=count, sentences=len(data.source))
+        return results
+
+    def evaluate_file(self, model: torch.nn.Module, path: str, bootstrap_samples: int = 0,
+                      options: dict | None = None) -> dict:
+        """`textnn evaluate`: always decodes (greedy, or beam search with options beam / length_penalty)."""
+        decoding = self.decoding_config(options)
+        return self.evaluate(model, self.encode_file(path), bootstrap_samples=bootstrap_samples, decoding=decoding)
+
+    # --- commands -----------------------------------------------------------------------------------
+    def predict(self, model: torch.nn.Module, lines: Iterable[str], source: str, options: dict) -> Iterator[str]:
+        """One translation per input line (`textnn translate`, `textnn predict`), written as the input
+        arrives, a batch of lines at a time. With nbest N > 1: N lines per input,
+        `INDEX ||| TRANSLATION ||| SCORE` (Moses n-best style; INDEX counts input lines from 0)."""
+        options = {k: v for k, v in options.items() if v is not None}
+        for key in ("input_format", "output_format"):
+            if key in options:
+                raise TextnnError(f"--{key.replace('_', '-')} applies to tagging runs only; a translation run reads "
+                                  f"one sentence per line and writes one per line")
+        decoding = self.decoding_config(options)
+        chunk: list[str] = []
+        first = 0
+        for line in lines:
+            chunk.append(line.rstrip("\n"))
+            if len(chunk) == GREEDY_SENTENCES:
+                yield from self._predict_chunk(model, chunk, first, decoding)
+                first, chunk = first + len(chunk), []
+        if chunk:
+            yield from self._predict_chunk(model, chunk, first, decoding)
+
+    def _predict_chunk(self, model, chunk: list[str], first: int, decoding: DecodingConfig) -> Iterator[str]:
+        for number, hypotheses in enumerate(self.translate_lines(model, chunk, decoding), start=first):
+            if decoding.n_best == 1:
+                yield hypotheses[0][0]
+            else:
+                yield from (f"{number} ||| {text} ||| {score:.4f}" for text, score in hypotheses)
+
+    def report_sections(self, metrics: dict, split: str, run_path: Path) -> list[str]:
+        """The sacreBLEU signatures behind the split's BLEU and chrF."""
+        return [f"- {name} signature ({metrics.get('decoding', 'greedy')}): `{metrics[key]}`"
+                for name, key in (("BLEU", "bleu_signature"), ("chrF", "chrf_signature")) if key in metrics] + [""]
+
+    # --- the attention view -------------------------------------------------------------------------
+    @torch.no_grad()
+    def write_views(self, model: Translator, text: str, output_dir: Path, title: str) -> list[Path]:
+        """The source x target attention of the first non-empty line of `text`, translated greedily:
+        one PNG for a single attention (RNN families), one per layer with a panel per head (Transformer)."""
+        from textnn.viz.attention import plot_source_attention
+
+        line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+        if not line:
+            raise TextnnError("no text to translate: give a source sentence with --text or --file")
+        source = self.encode_sources([line])[0]
+        hypothesis = self.translate_ids(model, [source], self.decoding_config())[0][0]
+        bos, eos = self.target_vocab.stoi[BOS], self.target_vocab.stoi[EOS]
+        target = [bos, *hypothesis.tokens]
+        device = next(model.parameters()).device
+        tensor = lambda ids: torch.tensor([ids], dtype=torch.long, device=device)  # noqa: E731
+        out = model(tensor(source), tensor(source) >= 0, tensor(target), tensor(target) >= 0, need_weights=True)
+        if not out.attention:
+            raise TextnnError(f"model {self.config.model_name} has no source attention to draw (a seq2seq without "
+                              f"attention reads one summary vector); train it with an attention score")
+        rows = self.target_labels(hypothesis.tokens + [eos])  # row t: the decoder predicting output token t
+        columns = self.source_labels(source)
+        output_dir.mkdir(parents=True, exist_ok=True)
+        written = []
+        for name, weights in out.attention.items():
+            weights = weights[0].float().cpu()  # [T, S] or [H, T, S]
+            heads = weights if weights.dim() == 3 else weights[None]  # -> [H, T, S]
+            written.append(plot_source_attention(heads.numpy(), columns, rows, output_dir / f"attention_{name}.png",
+                                                 f"{title}: {name}"))
+        print(f"source: {line}\ntranslation: {self.detokenize(hypothesis.tokens)}", file=sys.stderr)
+        return written

@@ -22,7 +22,7 @@ from textnn.generation.decoding import DecodingConfig
 from textnn.runs import FollowerRunDir, RunDir
 from textnn.training import distributed
 from textnn.training.budget import check_resume_budget
-from textnn.training.checkpoint import init_encoder_from, load_weights
+from textnn.training.checkpoint import check_checkpoint, init_encoder_from, load_weights
 from textnn.training.trainer import Trainer, TrainResult, TrainingInterrupted, resolve_device
 
 
@@ -52,6 +52,7 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
         model = task.build_model()
         if resume:  # before run.create rewrites config.yaml: a refused resume changes nothing
             run.check_resume(config)
+            check_checkpoint(run.checkpoint_file, model)  # a damaged one is refused here, not mid-run
             check_resume_budget(run, config, task)
         if config.init_from and not resume:
             _start_encoder(model, config.init_from)

@@ -27,7 +27,7 @@ from typing import ClassVar, Iterable, Iterator
 
 from textnn.config import Config, DataConfig, NoHeadOptions
 from textnn.data.tokenizers import Tokenizer
-from textnn.data.vocab import Vocab
+from textnn.data.vocab import Vocab, read_run_json
 from textnn.errors import TextnnError
 
 
@@ -75,17 +75,21 @@ class Task:
     @staticmethod
     def read_json(path: Path) -> object:
         """A JSON file of a run, or one clear error naming it."""
-        if not path.is_file():
-            raise TextnnError(f"{path}: missing; the run directory is incomplete (re-train, or copy the file back)")
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise TextnnError(f"{path}: not valid JSON ({err}); the file is damaged: re-train the run") from None
+        return read_run_json(path)
 
     @classmethod
-    def load_text_pipeline(cls, run_path: Path) -> tuple[Tokenizer, Vocab]:
-        """The tokenizer and vocabulary a run read its text with (tokenizer.json, vocab.json)."""
-        tokenizer = Tokenizer.from_dict(cls.read_json(run_path / "tokenizer.json"))
+    def load_text_pipeline(cls, run_path: Path, data: DataConfig | None = None) -> tuple[Tokenizer, Vocab]:
+        """The tokenizer and vocabulary a run read its text with (tokenizer.json, vocab.json).
+
+        With `data` (the run's data options), a tokenizer.json that disagrees with them is refused: the
+        config.yaml beside it was edited, or one of the two files comes from another run.
+        """
+        tokenizer = Tokenizer.load(run_path / "tokenizer.json")
+        if data is not None and (tokenizer.kind, tokenizer.lowercase) != (data.tokenizer, data.lowercase):
+            raise TextnnError(f"{run_path / 'tokenizer.json'}: holds a {tokenizer.kind} tokenizer with lowercase="
+                              f"{tokenizer.lowercase}, but config.yaml says data.tokenizer={data.tokenizer}, "
+                              f"data.lowercase={data.lowercase}; the files do not belong together: put back the "
+                              f"run's own config.yaml or re-train")
         return tokenizer, Vocab.load(run_path / "vocab.json")
 
     # --- commands -----------------------------------------------------------------------------------

@@ -236,7 +236,7 @@ class ClassificationTask(Task):
 
     @classmethod
     def from_run(cls, run_path: Path, config: Config) -> "ClassificationTask":
-        tokenizer, vocab = cls.load_text_pipeline(run_path)
+        tokenizer, vocab = cls.load_text_pipeline(run_path, config.data)
         labels = cls.read_json(run_path / "labels.json")
         if not isinstance(labels, list) or not labels or not all(isinstance(label, str) for label in labels):
             raise TextnnError(f"{run_path / 'labels.json'}: expected a JSON list of label names; the file is damaged: "

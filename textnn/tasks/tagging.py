@@ -243,7 +243,7 @@ class TaggingTask(Task):
 
     @classmethod
     def from_run(cls, run_path: Path, config: Config) -> "TaggingTask":
-        tokenizer, vocab = cls.load_text_pipeline(run_path)
+        tokenizer, vocab = cls.load_text_pipeline(run_path, config.data)
         saved = cls.read_json(run_path / "tags.json")
         if not isinstance(saved, dict) or not isinstance(saved.get("tags"), list) or not saved["tags"]:
             raise TextnnError(f"{run_path / 'tags.json'}: expected {{\"scheme\": ..., \"tags\": [...]}}; the file is "

@@ -150,10 +150,64 @@ def save_checkpoint(path: str | Path, model: torch.nn.Module, optimizer: torch.o
     atomic_write_bytes(path, save(tensors, metadata=metadata))
 
 
+CHECKPOINT_METADATA = ("trainer", "optim_groups", "optim_scalars", "rng")
+
+
+def _damaged(path: Path, what: str) -> TextnnError:
+    return TextnnError(f"{path}: {what}; the checkpoint is damaged or from another run, so --resume cannot use it "
+                       f"(the run's model.safetensors is untouched: evaluate it, or train again with a new --run-dir)")
+
+
+def _checkpoint_header(path: Path) -> tuple[dict, dict[str, tuple[int, ...]]]:
+    """A checkpoint's JSON metadata (parsed) and tensor shapes, read from its header alone (no tensor data).
+
+    safetensors checks that the header's offsets cover the file exactly, so a truncated file fails here.
+    """
+    if not path.is_file():
+        raise TextnnError(f"{path}: no checkpoint to resume from; start without --resume")
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            raw = handle.metadata() or {}
+            shapes = {name: tuple(handle.get_slice(name).get_shape()) for name in handle.keys()}
+    except Exception as err:  # safetensors raises its own error types for a damaged header or body
+        raise _damaged(path, f"not a readable safetensors file ({str(err)[:80]})") from None
+    missing = [key for key in CHECKPOINT_METADATA if key not in raw]
+    if missing:
+        raise _damaged(path, f"no {missing[0]} record in its metadata")
+    try:
+        metadata = {key: json.loads(raw[key]) for key in CHECKPOINT_METADATA}
+    except json.JSONDecodeError as err:
+        raise _damaged(path, f"its metadata is not valid JSON ({err.msg})") from None
+    if not isinstance(metadata["trainer"], dict):
+        raise _damaged(path, "its trainer record is not a JSON object")
+    return metadata, shapes
+
+
 def read_trainer_state(path: str | Path) -> dict:
     """The trainer state of a checkpoint (step, epoch, ...) alone, without loading any tensor."""
-    with safe_open(str(path), framework="pt") as handle:
-        return json.loads((handle.metadata() or {})["trainer"])
+    return _checkpoint_header(Path(path))[0]["trainer"]
+
+
+def check_checkpoint(path: str | Path, model: torch.nn.Module) -> None:
+    """Refuse, before anything is written, a checkpoint that is truncated, damaged or holds another model.
+
+    Reads the header only: every model tensor must be there with this model's shape (the mismatch named
+    with both shapes), and the metadata `load_checkpoint` needs must parse.
+    """
+    path = Path(path)
+    _, shapes = _checkpoint_header(path)
+    own = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
+    saved = {name[len("model."):]: shape for name, shape in shapes.items() if name.startswith("model.")}
+    for name, shape in own.items():
+        if name not in saved:
+            raise _damaged(path, f"no tensor for parameter {name} of this model")
+        if saved[name] != shape:
+            raise _damaged(path, f"parameter {name} has shape {saved[name]} there but {shape} in this model")
+    extra = sorted(set(saved) - set(own))
+    if extra:
+        raise _damaged(path, f"parameter {extra[0]} is not in this model ({len(extra)} such)")
+    if "rng.torch" not in shapes:
+        raise _damaged(path, "no random-number state (rng.torch)")
 
 
 def _check_groups(path: Path, saved: list[dict], current: list[dict]) -> None:

@@ -5,7 +5,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
+import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -22,7 +24,7 @@ from textnn.generation.decoding import DecodingConfig
 from textnn.runs import FollowerRunDir, RunDir
 from textnn.training import distributed
 from textnn.training.budget import check_resume_budget
-from textnn.training.checkpoint import check_checkpoint, init_encoder_from, load_weights
+from textnn.training.checkpoint import check_checkpoint, init_encoder_from, load_weights, unwritable
 from textnn.training.trainer import Trainer, TrainResult, TrainingInterrupted, resolve_device
 
 
@@ -65,16 +67,38 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
         except TrainingInterrupted:
             raise
         except BaseException as err:
-            run.set_status("failed", error=str(err) or type(err).__name__)
+            with contextlib.suppress(OSError, TextnnError):  # a full disk may refuse this too
+                run.set_status("failed", error=str(err) or type(err).__name__)
+            if isinstance(err, OSError):  # a full disk or a size limit met mid-run
+                raise unwritable(err.filename or run.path, err, "run's files") from None
             raise
         if distributed.is_main():
-            write_report(run, config, result, task)
+            try:
+                write_report(run, config, result, task)
+            except OSError as err:
+                with contextlib.suppress(OSError, TextnnError):  # not a finished run: its report is missing
+                    run.set_status("failed", error=f"cannot write the report: {err.strerror}")
+                raise unwritable(err.filename or run.path / "report.md", err, "report") from None
     return run, result
 
 
 def _create_run(run: RunDir, config: Config, resume: bool, task) -> None:
-    run.create(config, resume)
-    task.save(run.path)
+    """The run directory and the files that rebuild the task; if the place is unwritable, one error and
+    nothing left behind."""
+    if run.path.exists() and not run.path.is_dir():
+        raise TextnnError(f"{run.path}: --run-dir names an existing file, not a directory; choose another --run-dir")
+    created = not run.path.exists()
+    try:
+        run.create(config, resume)
+        task.save(run.path)
+    except OSError as err:
+        if created:
+            shutil.rmtree(run.path, ignore_errors=True)
+        raise unwritable(err.filename or run.path, err, "run directory") from None
+    except TextnnError:
+        if created:
+            shutil.rmtree(run.path, ignore_errors=True)
+        raise
 
 
 def _start_encoder(model: torch.nn.Module, init_from: str) -> None:

@@ -59,7 +59,7 @@ class RunDir:
         """Make the directory for a new run, or check that `config` may continue the one here."""
         if resume:
             self.check_resume(config)
-        elif self.path.exists() and any(self.path.iterdir()):
+        elif self.path.is_dir() and any(self.path.iterdir()):
             raise TextnnError(f"{self.path}: run directory already exists and is not empty; pass --resume to "
                               f"continue it, --run-dir to choose another, or delete it")
         self.path.mkdir(parents=True, exist_ok=True)

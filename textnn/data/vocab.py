@@ -30,6 +30,9 @@ class Vocab:
         counts = Counter(token for tokens in token_lists for token in tokens)
         kept = sorted((t for t, c in counts.items() if c >= min_freq and t not in specials),
                       key=lambda t: (-counts[t], t))
+        if counts and not kept and min_freq > 1:  # a model could learn nothing from such a vocabulary
+            raise TextnnError(f"data.min_freq={min_freq} leaves no token in the vocabulary (the most frequent one "
+                              f"is seen {max(counts.values())} times in training); lower data.min_freq")
         if max_size:
             kept = kept[: max(0, max_size - len(specials))]
         return cls([*specials, *kept], unk=UNK if UNK in specials else None)

@@ -23,12 +23,38 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import ClassVar, Iterable, Iterator
+from typing import Callable, ClassVar, Iterable, Iterator
 
 from textnn.config import Config, DataConfig, NoHeadOptions
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import Vocab, read_run_json
 from textnn.errors import TextnnError
+
+
+# Input lines `predict` reads, encodes and answers at a time: memory stays constant however long the input,
+# and the first answers come out while the rest is still being read (a pipe into `head` ends at once).
+PREDICT_CHUNK_LINES = 256
+
+
+def line_chunks(lines: Iterable[str], size: int = PREDICT_CHUNK_LINES,
+                ends_chunk: Callable[[str, str], bool] | None = None) -> Iterator[tuple[int, list[str]]]:
+    """(number of its first line, lines) for consecutive parts of `lines`, read lazily.
+
+    A part holds `size` lines, or with `ends_chunk(previous, line)` it goes on until that says a part
+    may end before `line` (a CoNLL sentence is never cut in two).
+    """
+    chunk: list[str] = []
+    first = 1
+    for line in lines:
+        if ends_chunk is not None and len(chunk) >= size and ends_chunk(chunk[-1], line):
+            yield first, chunk
+            first, chunk = first + len(chunk), []
+        chunk.append(line)
+        if ends_chunk is None and len(chunk) >= size:  # at once: the next line may be long in coming
+            yield first, chunk
+            first, chunk = first + len(chunk), []
+    if chunk:
+        yield first, chunk
 
 
 class Task:

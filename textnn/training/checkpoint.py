@@ -9,6 +9,8 @@ Loading never executes code (no pickle anywhere).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import random
@@ -22,15 +24,39 @@ from safetensors.torch import load_file, save
 from textnn.errors import TextnnError
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write to a temp file in the same directory, fsync it, then rename over `path`."""
+def unwritable(path: str | Path, err: OSError, what: str = "file") -> TextnnError:
+    """One error for an OSError met while writing `path`, saying what to do about its cause."""
+    causes = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
+              errno.EFBIG: "the file grew past a size limit (`ulimit -f`)", errno.EROFS: "the file system is read-only",
+              errno.EACCES: "permission denied", errno.EPERM: "permission denied",
+              errno.EISDIR: "a directory of that name is in the way", errno.ENOTDIR: "a file is in the way of a directory"}
+    cause = causes.get(err.errno, err.strerror or type(err).__name__)
+    return TextnnError(f"{path}: cannot write the {what}: {cause}; free space or choose a writable place "
+                       f"(another --run-dir or -o)")
+
+
+@contextlib.contextmanager
+def temporary_beside(path: str | Path, what: str = "file"):
+    """A binary handle to a temporary file beside `path`, renamed over it once the block ends well.
+
+    The temporary file is fsynced before the rename, so `path` holds either its old content or all the
+    new one. On any error it is removed, and an OSError (a full disk, a read-only place) becomes one
+    TextnnError naming `path`.
+    """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException as err:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if isinstance(err, OSError):
+            raise unwritable(path, err, what) from None
+        raise
     try:  # make the rename itself durable
         dir_fd = os.open(path.parent, os.O_RDONLY)
         try:
@@ -39,6 +65,12 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
             os.close(dir_fd)
     except OSError:
         pass
+
+
+def atomic_write_bytes(path: str | Path, data: bytes, what: str = "file") -> None:
+    """Write to a temp file in the same directory, fsync it, then rename over `path`."""
+    with temporary_beside(path, what) as handle:
+        handle.write(data)
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

@@ -327,7 +327,7 @@ def read_yaml(path: str | Path) -> dict:
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""
-        problem = str(getattr(err, "problem", None) or err)
+        problem = " ".join(str(getattr(err, "problem", None) or err).split())  # one line, whatever YAML says
         raise TextnnError(f"{path}{line}: not valid YAML ({problem[:200]}); fix the file") from None
     except UnicodeDecodeError as err:
         raise TextnnError(f"{path}: not UTF-8 text (byte {err.start}); save the config as UTF-8") from None

@@ -32,7 +32,7 @@ import os
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from textnn.errors import TextnnError, where
+from textnn.errors import TextnnError, short, where
 
 DOCSTART = "-DOCSTART-"
 SCHEMES = ("iob1", "iob2", "bio", "bioes")
@@ -248,7 +248,7 @@ def parse_conll(lines: Sequence[str], path: str, *, token_column: int = 0, tag_c
             tag = fields[tag_index]
             problem = tag_problem(tag, scheme)
             if problem:
-                raise TextnnError(f"{where(path, number)}: tag {tag!r} is not valid: {problem}; fix the tag "
+                raise TextnnError(f"{where(path, number)}: tag {short(tag, 40)} is not valid: {problem[:200]}; fix the tag "
                                   f"or set data.tag_scheme (now {scheme}) / data.tag_column (now {tag_column})")
             tags.append(tag)
     close()

@@ -38,7 +38,7 @@ from typing import Iterator
 
 import numpy as np
 
-from textnn.errors import TextnnError, where
+from textnn.errors import TextnnError, short, where
 
 FORMATS: tuple[str, ...] = ("tsv", "csv", "jsonl", "fasttext", "label_text", "class_files", "text")
 
@@ -322,6 +322,12 @@ def _why_empty(text: str, fmt: str, header: bool, no_text: list[int]) -> str:
 # Delimited files (tsv / csv)
 
 
+def _column_names(names: list[str], shown: int = 8) -> str:
+    """The first few header names, each cut short, so a line with no delimiter cannot flood a message."""
+    text = ", ".join(short(name, 30) for name in names[:shown])
+    return text + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
 def _delimiter_name(delim: str) -> str:
     return {"\t": "tab", ",": "comma", ";": "semicolon", " ": "space", "|": "pipe"}.get(
         delim, repr(delim)
@@ -403,7 +409,7 @@ def _resolve_column(
         raise TextnnError(
             f"{where(path, first_line)}: no column {spec!r} for {option}"
             f"{_did_you_mean(str(spec), names)}; the header's columns are: "
-            f"{', '.join(repr(n) for n in names)} (if the first line is data rather than column "
+            f"{_column_names(names)} (if the first line is data rather than column "
             "names, set data.header=false and give columns by 0-based index)"
         )
     if 0 <= index < n_fields:
@@ -541,6 +547,9 @@ def _read_jsonl(
         line_no = i + 1
         try:
             obj = json.loads(line)
+        except RecursionError:
+            raise TextnnError(f"{where(path, line_no)}: the JSON nests too deeply to be one example; fix this "
+                              "line") from None
         except json.JSONDecodeError as err:
             raise TextnnError(
                 f"{where(path, line_no)}: not valid JSON ({err.msg} at column {err.colno}); "
@@ -600,8 +609,8 @@ def _json_text(obj: dict, key: str, option: str, path: str, line_no: int) -> str
 def _missing_key(obj: dict, key: str, option: str, path: str, line_no: int) -> TextnnError:
     keys = [str(k) for k in obj]
     return TextnnError(
-        f"{where(path, line_no)}: no key {key!r} for {option}{_did_you_mean(key, keys)}; "
-        f"this line's keys are: {', '.join(repr(k) for k in keys) or '(none)'}"
+        f"{where(path, line_no)}: no key {short(key, 40)} for {option}{_did_you_mean(key, keys)}; "
+        f"this line's keys are: {_column_names(keys) or '(none)'}"
     )
 
 
@@ -741,6 +750,8 @@ def _splits_from_folds(folds: list[np.ndarray]) -> list[tuple[list[int], list[in
 
 def _did_you_mean(value: str, options) -> str:
     options = [str(o) for o in options]
+    if len(value) > 200 or len(options) > 1000:  # no typo; and difflib is quadratic
+        return ""
     close = difflib.get_close_matches(value, options, n=1)
     if not close:
         # Case-only differences ("Label" vs "label") score too low for difflib on short names.

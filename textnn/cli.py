@@ -7,7 +7,9 @@ training saves a checkpoint and exits with 130 (143), as a process stopped by th
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -171,22 +173,55 @@ def _write_predictions(args: argparse.Namespace, options: dict) -> int:
     """Read args.input (a file or - for stdin), write the task's output lines to args.output or stdout."""
     from textnn.experiment import predict_run
 
-    if args.input == "-":
-        lines, source = list(sys.stdin), "<stdin>"
-    else:
-        path = Path(args.input)
-        if not path.is_file():
-            raise TextnnError(f"{path}: input file not found")
-        try:
-            lines, source = path.read_text(encoding="utf-8").splitlines(), str(path)
-        except UnicodeDecodeError as err:
-            raise TextnnError(f"{path}: not UTF-8 (byte {err.start}); re-encode the file as UTF-8") from None
-    text = "".join(line + "\n" for line in predict_run(args.run, lines, source, options))
-    if args.output:
-        Path(args.output).write_text(text, encoding="utf-8")
-    else:
-        sys.stdout.write(text)
+    with _input_lines(args.input) as (lines, source):
+        write_lines(predict_run(args.run, lines, source, options), args.output)
     return 0
+
+
+@contextlib.contextmanager
+def _input_lines(name: str):
+    """(lazy UTF-8 lines, name for messages) of a file, or of standard input for `-`."""
+    from textnn.data.readers import iter_input_lines
+
+    if name == "-":
+        yield iter_input_lines(sys.stdin.buffer, "<stdin>"), "<stdin>"
+        return
+    path = Path(name).expanduser()
+    if not path.is_file():
+        raise TextnnError(f"{path}: input file not found; check the path")
+    try:
+        handle = open(path, "rb")
+    except OSError as err:
+        raise TextnnError(f"{path}: cannot read it ({err.strerror}); check its permissions") from None
+    with handle:
+        yield iter_input_lines(handle, str(path)), str(path)
+
+
+def write_lines(lines, output: str | None) -> None:
+    """Write each line as soon as it comes (a pipe reader sees the first answers at once).
+
+    Into a file (`-o`): a temporary file beside it, renamed over it once every line is written, so an
+    error halfway, a full disk or Ctrl-C leaves no half-written output that looks complete.
+    """
+    if not output:
+        for line in lines:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+        return
+    from textnn.training.checkpoint import temporary_beside, unwritable
+
+    path = Path(output).expanduser()
+    if path.exists() and not path.is_file():  # a device or a pipe (/dev/stdout): written in place
+        try:
+            with open(path, "w", encoding="utf-8") as handle:
+                for line in lines:
+                    handle.write(line + "\n")
+        except OSError as err:
+            raise unwritable(path, err, "output") from None
+        return
+    with temporary_beside(path, "output file") as handle:
+        for line in lines:
+            handle.write((line + "\n").encode("utf-8"))
 
 
 def _export(args: argparse.Namespace) -> int:
@@ -311,7 +346,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
+    except BrokenPipeError:  # the reader stopped early (`| head`): not an error
+        # Python would complain once more when it flushes stdout at exit; point stdout at nothing instead.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except Exception as err:
         # Imported here, not above, so that `explain` and config errors do not pay for importing torch;

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+import os
 import re
 import typing
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from textnn.errors import TextnnError
+from textnn.errors import TextnnError, clip, short
 
 
 def opt(default: Any, doc: str) -> Any:
@@ -55,6 +56,8 @@ class DataConfig:
     TOKENIZATION = ("tokenizer", "lowercase", "min_freq", "max_vocab")
 
     def __post_init__(self) -> None:
+        # a path written as ~/data/train.tsv means the user's home, as it would in a shell
+        self.train, self.dev, self.test = (os.path.expanduser(p) for p in (self.train, self.dev, self.test))
         _check(self.tokenizer in ("word", "whitespace", "char", "bpe", "wordpiece"), "data.tokenizer", self.tokenizer,
                "word, whitespace, char, bpe or wordpiece")
         _check(self.min_freq >= 1, "data.min_freq", self.min_freq, "an integer >= 1")
@@ -71,6 +74,7 @@ class WordVectorData(DataConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        self.vectors = os.path.expanduser(self.vectors)
         _check(self.vectors_std >= 0, "data.vectors_std", self.vectors_std, "a number >= 0")
 
 
@@ -183,7 +187,7 @@ class Config:
 
 def _check(ok: bool, key: str, value: Any, expected: str) -> None:
     if not ok:
-        raise TextnnError(f"config key {key}: got {value!r}, expected {expected}; fix the value "
+        raise TextnnError(f"config key {key}: got {short(value)}, expected {expected}; fix the value "
                           f"(`textnn explain {key.split('.')[0]}` lists the options)")
 
 
@@ -202,7 +206,10 @@ def is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _did_you_mean(key: str, valid: list[str]) -> str:
+def _did_you_mean(key: object, valid: list[str]) -> str:
+    # a key far longer than any valid one is no typo of it (and difflib is quadratic in its length)
+    if not isinstance(key, str) or len(key) > 2 * max(map(len, valid), default=0):
+        return ""
     close = difflib.get_close_matches(key, valid, n=1, cutoff=0.6)
     return f"did you mean '{close[0]}'? " if close else ""
 
@@ -210,7 +217,7 @@ def _did_you_mean(key: str, valid: list[str]) -> str:
 def coerce(value: Any, typ: Any, key: str, origin: str) -> Any:
     """Convert `value` (from YAML or a `key=value` string) to the declared type of a field."""
     def bad(expected: str) -> TextnnError:
-        return TextnnError(f"{origin}: {key} expects {expected}, got {value!r}; fix the value "
+        return TextnnError(f"{origin}: {key} expects {expected}, got {short(value)}; fix the value "
                            f"(see `textnn explain {key.split('.')[0]}`)")
 
     if typ in (bool, "bool"):
@@ -267,13 +274,13 @@ def build_dataclass(cls: type, values: dict, section: str, origin: str, explain_
     """Instantiate `cls` from a dict, coercing each value and rejecting unknown keys (the error points to
     `textnn explain <explain_as or section>`)."""
     if not isinstance(values, dict):
-        raise TextnnError(f"{origin}: section '{section}' must be a mapping of keys to values, got {values!r}")
+        raise TextnnError(f"{origin}: section '{section}' must be a mapping of keys to values, got {short(values)}")
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls) if f.init]
     kwargs = {}
     for key, value in values.items():
         if key not in names:
-            raise TextnnError(f"{_origin_of(value, origin)}: unknown key {section}.{key}; "
+            raise TextnnError(f"{_origin_of(value, origin)}: unknown key {section}.{clip(key)}; "
                               f"{_did_you_mean(key, names)}run `textnn explain {explain_as or section}` to list "
                               f"the valid keys")
         kwargs[key] = coerce(value, hints[key], f"{section}.{key}", _origin_of(value, origin))
@@ -283,18 +290,54 @@ def build_dataclass(cls: type, values: dict, section: str, origin: str, explain_
         raise TextnnError(f"{origin}: {err}") from None
 
 
+class _ConfigLoader(yaml.SafeLoader):
+    """YAML's safe subset, less two things a config never needs and that hide mistakes or attacks.
+
+    Aliases (`*name`) are refused: a few nested ones expand a 500-byte file into gigabytes (the
+    "billion laughs"), and a config is short enough to write its values out. A key given twice in one
+    mapping is refused: YAML keeps the last silently, so the first value is lost without a word.
+    """
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(None, None, f"alias *{event.anchor[:40]} refused: textnn configs do "
+                                              f"not expand anchors and aliases; write the value out",
+                                              event.start_mark)
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:  # a list or mapping as a key: the base class names it below
+                continue
+            if duplicate:
+                raise yaml.constructor.ConstructorError(None, None, f"key {short(key, 40)} appears twice in one "
+                                                        f"mapping; keep one of them", key_node.start_mark)
+        return super().construct_mapping(node, deep)
+
+
 def read_yaml(path: str | Path) -> dict:
-    path = Path(path)
+    path = Path(path).expanduser()
     if not path.is_file():
         raise TextnnError(f"{path}: config file not found; check the path")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_ConfigLoader) or {}  # noqa: S506 (safe subset)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""
-        raise TextnnError(f"{path}{line}: not valid YAML ({getattr(err, 'problem', err)})") from None
+        problem = " ".join(str(getattr(err, "problem", None) or err).split())  # one line, whatever YAML says
+        raise TextnnError(f"{path}{line}: not valid YAML ({problem[:200]}); fix the file") from None
     except UnicodeDecodeError as err:
         raise TextnnError(f"{path}: not UTF-8 text (byte {err.start}); save the config as UTF-8") from None
+    except RecursionError:
+        raise TextnnError(f"{path}: not a config: its values nest too deeply; fix the file") from None
+    except OSError as err:
+        raise TextnnError(f"{path}: cannot read the config ({err.strerror}); check its permissions") from None
     if not isinstance(data, dict):
         raise TextnnError(f"{path}: a config must be a mapping with sections task/data/model/train")
     return data
@@ -307,21 +350,21 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
     """Apply `section.key=value` overrides to a raw config dict (values stay strings until coerced)."""
     for item in overrides:
         if "=" not in item:
-            raise TextnnError(f"override '{item}' must look like section.key=value (e.g. train.lr=3e-4)")
+            raise TextnnError(f"override {short(item)} must look like section.key=value (e.g. train.lr=3e-4)")
         key, value = item.split("=", 1)
         parts = key.strip().split(".")
         if parts[0] not in SECTIONS:
-            raise TextnnError(f"command line: unknown section '{parts[0]}' in '{item}'; "
+            raise TextnnError(f"command line: unknown section {short(parts[0], 40)} in {short(item)}; "
                               f"{_did_you_mean(parts[0], list(SECTIONS))}valid: {', '.join(SECTIONS)}")
         if len(parts) == 1:
             raw[parts[0]] = CommandLineValue(value)
         elif len(parts) == 2:
             section = raw.setdefault(parts[0], {})
             if not isinstance(section, dict):
-                raise TextnnError(f"command line: '{parts[0]}' is not a section; cannot set {key}")
+                raise TextnnError(f"command line: '{parts[0]}' is not a section; cannot set {short(key)}")
             section[parts[1]] = CommandLineValue(value)
         else:
-            raise TextnnError(f"command line: '{key}' is nested too deeply; use section.key=value")
+            raise TextnnError(f"command line: {short(key)} is nested too deeply; use section.key=value")
     return raw
 
 
@@ -349,7 +392,7 @@ def _inherit(given: dict, inherited: dict, section: str, origin: str, init_from:
     equal the starting run's, since the weights were trained with it."""
     for key, value in given.items():
         if key in inherited and str(inherited[key]) != str(value):
-            raise TextnnError(f"{_origin_of(value, origin)}: {section}.{key}={value!r} differs from the run in "
+            raise TextnnError(f"{_origin_of(value, origin)}: {section}.{key}={short(value)} differs from the run in "
                               f"model.init_from={init_from} ({inherited[key]!r}); remove it: the encoder and "
                               f"its inputs come from that run")
     return {**given, **inherited}
@@ -366,7 +409,7 @@ def config_from_dict(raw: dict, origin: str, resolve_init: bool = True) -> Confi
 
     unknown = [key for key in raw if key not in SECTIONS]
     if unknown:
-        raise TextnnError(f"{origin}: unknown section '{unknown[0]}'; {_did_you_mean(unknown[0], list(SECTIONS))}"
+        raise TextnnError(f"{origin}: unknown section {short(unknown[0], 40)}; {_did_you_mean(unknown[0], list(SECTIONS))}"
                           f"valid: {', '.join(SECTIONS)}")
     task = str(raw.get("task") or "classification")
     if task not in registry.TASKS:
@@ -377,7 +420,7 @@ def config_from_dict(raw: dict, origin: str, resolve_init: bool = True) -> Confi
     if not isinstance(raw.get("model") or {}, dict):
         raise TextnnError(f"{origin}: section 'model' must be a mapping of keys to values")
     data_raw = dict(raw.get("data") or {}) if isinstance(raw.get("data") or {}, dict) else raw.get("data")
-    init_from = str(model_raw.pop("init_from", "") or "")
+    init_from = os.path.expanduser(str(model_raw.pop("init_from", "") or ""))
     if init_from and resolve_init:
         start = _start_run_config(init_from, origin)
         start_model = dict(start.get("model") or {})
@@ -415,7 +458,7 @@ def config_from_dict(raw: dict, origin: str, resolve_init: bool = True) -> Confi
     preset_head = preset_values.pop("head", {})
     head_raw = raw.get("head") or {}
     if not isinstance(head_raw, dict):
-        raise TextnnError(f"{origin}: section 'head' must be a mapping of keys to values, got {head_raw!r}")
+        raise TextnnError(f"{origin}: section 'head' must be a mapping of keys to values, got {short(head_raw)}")
     head_names = {f.name for f in dataclasses.fields(task_cls.head_config)}
     head_values = {**{k: v for k, v in preset_head.items() if k in head_names}, **head_raw}
     model = build_dataclass(encoder_cls.config_class, {**preset_values, **model_raw}, "model", origin)
@@ -423,7 +466,8 @@ def config_from_dict(raw: dict, origin: str, resolve_init: bool = True) -> Confi
     head = build_dataclass(task_cls.head_config, head_values, "head", origin, explain_as=task)
     train = build_dataclass(TrainConfig, raw.get("train") or {}, "train", origin)
     config = Config(task=task, model_name=model_name, model_preset=preset, model=model, data=data,
-                    train=train, head=head, name=str(raw.get("name") or ""), init_from=init_from)
+                    train=train, head=head, name=check_run_name(raw.get("name") or "", _origin_of(raw.get("name"), origin)),
+                    init_from=init_from)
     task_cls.check_config(config)
     return config
 
@@ -433,8 +477,20 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
     raw = apply_overrides(read_yaml(path), list(overrides or []))
     config = config_from_dict(raw, str(path))
     if not config.name:
-        config.name = Path(path).stem
+        config.name = check_run_name(Path(path).stem, f"{path}: the config's file name")
     return config
+
+
+def check_run_name(name: object, origin: str) -> str:
+    """A run name (`name:`, or the config's file name): one plain folder name, so runs/<name> stays in runs/."""
+    if not isinstance(name, str):
+        raise TextnnError(f"{origin}: name must be a string (the run's folder name), got "
+                          f"{short(name, 40)} (of type {type(name).__name__}); quote it")
+    if name and (len(name) > 100 or name in (".", "..") or any(c in name for c in '/\\\0') or name != name.strip()
+                 or not name.isprintable()):
+        raise TextnnError(f"{origin}: name {short(name, 40)} is not a plain folder name (it becomes runs/<name>); "
+                          f"use letters, digits, '-', '_' or '.', without '/', and at most 100 characters")
+    return str(name)  # a plain str, not a CommandLineValue, for yaml.safe_dump
 
 
 # --------------------------------------------------------------------------------------------------

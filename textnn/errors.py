@@ -17,3 +17,15 @@ def where(path: str | None, line: int | None = None) -> str:
     if path is None:
         return "<input>"
     return f"{path}:{line}" if line is not None else str(path)
+
+
+def short(value: object, limit: int = 60) -> str:
+    """`repr(value)` cut to `limit` characters, so a huge bad value cannot flood an error message."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def clip(text: object, limit: int = 40) -> str:
+    """`str(text)` cut to `limit` characters (for names and keys shown without quotes)."""
+    text = str(text)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"

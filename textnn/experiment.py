@@ -5,7 +5,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
+import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -22,7 +24,8 @@ from textnn.generation.decoding import DecodingConfig
 from textnn.runs import FollowerRunDir, RunDir
 from textnn.training import distributed
 from textnn.training.budget import check_resume_budget
-from textnn.training.checkpoint import init_encoder_from, init_encoder_from_state, load_weights
+from textnn.training.checkpoint import (check_checkpoint, init_encoder_from, init_encoder_from_state, load_weights,
+                                        unwritable)
 from textnn.training.trainer import TrainResult, TrainingInterrupted, finished_status, resolve_device
 
 
@@ -59,6 +62,7 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
             resume = False
         if resume:  # before run.create rewrites config.yaml: a refused resume changes nothing
             run.check_resume(config)
+            check_checkpoint(run.checkpoint_file, model)  # a damaged one is refused here, not mid-run
             check_resume_budget(run, config, task)
         if config.init_from and not resume:
             _start_encoder(model, config.init_from)
@@ -71,21 +75,41 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
         try:
             result = trainer.fit(resume=resume)
             if distributed.is_main():
-                write_report(run, config, result, task)
+                try:
+                    write_report(run, config, result, task)
+                except OSError as err:  # not a finished run: its report is missing (marked failed below)
+                    raise unwritable(err.filename or run.path / "report.md", err, "report") from None
             run.set_status("finished", **finished_status(result))
         except TrainingInterrupted:
             raise
         except BaseException as err:
-            run.set_status("failed", error=str(err) or type(err).__name__)
+            with contextlib.suppress(OSError, TextnnError):  # a full disk may refuse this too
+                run.set_status("failed", error=str(err) or type(err).__name__)
+            if isinstance(err, OSError):  # a full disk or a size limit met mid-run
+                raise unwritable(err.filename or run.path, err, "run's files") from None
             raise
         finally:
             stop_heartbeat()
     return run, result
 
 
-def _create_run(run: RunDir, config: Config, resume: bool, task, start_over: bool) -> None:
-    run.create(config, resume, start_over)
-    task.save(run.path)
+def _create_run(run: RunDir, config: Config, resume: bool, task, start_over: bool = False) -> None:
+    """The run directory and the files that rebuild the task; if the place is unwritable, one error and
+    nothing left behind."""
+    if run.path.exists() and not run.path.is_dir():
+        raise TextnnError(f"{run.path}: --run-dir names an existing file, not a directory; choose another --run-dir")
+    created = not run.path.exists()
+    try:
+        run.create(config, resume, start_over)
+        task.save(run.path)
+    except OSError as err:
+        if created:
+            shutil.rmtree(run.path, ignore_errors=True)
+        raise unwritable(err.filename or run.path, err, "run directory") from None
+    except TextnnError:
+        if created:
+            shutil.rmtree(run.path, ignore_errors=True)
+        raise
 
 
 def _start_encoder(model: torch.nn.Module, init_from: str) -> None:

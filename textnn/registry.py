@@ -48,9 +48,10 @@ TASKS: dict[str, str] = {
 
 def unknown_name(kind: str, name: str, valid: list[str] | tuple[str, ...]) -> TextnnError:
     """An error for a name not in a table, with a 'did you mean' and the full list."""
-    close = difflib.get_close_matches(name, list(valid), n=1)
+    close = difflib.get_close_matches(name, list(valid), n=1) if len(name) <= 100 else []
     hint = f" (did you mean '{close[0]}'?)" if close else ""
-    return TextnnError(f"unknown {kind} '{name}'{hint}; valid: {', '.join(sorted(valid))}")
+    shown = f"'{name}'" if len(name) <= 60 else f"'{name[:60]}...' ({len(name)} characters)"
+    return TextnnError(f"unknown {kind} {shown}{hint}; valid: {', '.join(sorted(valid))}")
 
 
 def _import(target: str) -> Any:

@@ -32,6 +32,8 @@ from textnn.training.checkpoint import atomic_write_text
 # train options that may differ on --resume: they bound or display the run, they do not change it.
 # (A new budget may still be refused: training/budget.check_resume_budget.)
 RESUMABLE_CHANGES = {"epochs", "max_steps", "max_minutes", "progress", "device", "threads"}
+# sections of a saved config.yaml (Config.to_yaml writes them all)
+SAVED_SECTIONS = ("task", "data", "model", "head", "train")
 # metrics.jsonl splits written once, at the end of a run, from the best weights.
 FINAL_SPLITS = ("dev_final", "test")
 # A running run rewrites its heartbeat this often (from a thread, so also during a long evaluation); one
@@ -58,6 +60,7 @@ class RunDir:
         if not self.checkpoint_file.is_file():
             raise TextnnError(f"{self.path}: nothing to resume (no checkpoint/last.safetensors); "
                               f"run without --resume")
+        self.status()  # a damaged run.json is refused now, not at the first status update mid-run
         saved, wanted = _flatten(self.load_config().to_dict()), _flatten(config.to_dict())
         for key in sorted(set(saved) | set(wanted)):
             section, _, name = key.partition(".")
@@ -92,7 +95,7 @@ class RunDir:
             self.check_not_live()
             for stale in (self.status_file, self.metrics_file, self.weights_file, self.path / "report.md"):
                 stale.unlink(missing_ok=True)
-        elif self.path.exists() and any(self.path.iterdir()):
+        elif self.path.is_dir() and any(self.path.iterdir()):
             raise TextnnError(f"{self.path}: run directory already exists and is not empty; pass --resume to "
                               f"continue it, --run-dir to choose another, or delete it")
         self.path.mkdir(parents=True, exist_ok=True)
@@ -102,12 +105,26 @@ class RunDir:
         if not self.config_file.is_file():
             raise TextnnError(f"{self.path}: not a textnn run directory (no config.yaml); give the "
                               f"directory `textnn train` wrote (runs/<config name> unless --run-dir was set)")
-        return config_from_dict(read_yaml(self.config_file), str(self.config_file), resolve_init=False)
+        raw = read_yaml(self.config_file)
+        # `textnn train` writes every section; one missing means the file was cut short or edited by hand,
+        # and the defaults that would fill it need not be what the weights were trained with.
+        missing = [section for section in SAVED_SECTIONS if section not in raw]
+        if missing:
+            raise TextnnError(f"{self.config_file}: no '{missing[0]}' section, which `textnn train` always writes; "
+                              f"the file was cut short or edited: put back the run's own config.yaml or re-train")
+        return config_from_dict(raw, str(self.config_file), resolve_init=False)
 
     def status(self) -> dict:
         if not self.status_file.is_file():
             return {}
-        return json.loads(self.status_file.read_text(encoding="utf-8"))
+        try:
+            data = json.loads(self.status_file.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            data = None
+        if not isinstance(data, dict):
+            raise TextnnError(f"{self.status_file}: damaged (not a JSON object); it only records the run's status: "
+                              f"delete it and run the command again")
+        return data
 
     def set_status(self, status: str, **info: object) -> None:
         """Rewrite run.json with `status` and `info`; `running` also records this process and a heartbeat."""
@@ -178,7 +195,19 @@ class RunDir:
     def read_metrics(self) -> list[dict]:
         if not self.metrics_file.is_file():
             return []
-        return [json.loads(line) for line in self.metrics_file.read_text(encoding="utf-8").splitlines() if line]
+        lines = [line for line in self.metrics_file.read_text(encoding="utf-8", errors="replace").splitlines() if line]
+        records = []
+        for number, line in enumerate(lines, start=1):
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                record = None
+            if isinstance(record, dict):
+                records.append(record)
+            elif number < len(lines):  # a cut-off last line is a record a killed run was writing: dropped
+                raise TextnnError(f"{self.metrics_file}:{number}: not a JSON record; the file was edited or damaged: "
+                                  f"remove that line")
+        return records
 
     def truncate_metrics(self, after_step: int) -> None:
         """On resume: forget records written after the checkpoint, since they will be produced again,

@@ -87,7 +87,8 @@ def test_vocab_specials_first_then_by_frequency_then_alphabetical():
 
 def test_vocab_min_freq_and_max_size():
     assert Vocab.build(CORPUS, min_freq=2).itos == [PAD, UNK, "a", "b", "c"]
-    assert Vocab.build(CORPUS, min_freq=5).itos == [PAD, UNK]
+    with pytest.raises(TextnnError, match="data.min_freq=5"):  # nothing left to learn from: an error
+        Vocab.build(CORPUS, min_freq=5)
     limited = Vocab.build(CORPUS, max_size=4)  # the size counts the specials
     assert limited.itos == [PAD, UNK, "a", "b"] and len(limited) == 4
     assert Vocab.build(CORPUS, min_freq=2, max_size=100).itos == [PAD, UNK, "a", "b", "c"]

@@ -362,8 +362,9 @@ def test_read_lines_errors(tmp_path):
 # --------------------------------------------------------------------------------------------------
 # Property: what a tsv writer puts in, the reader gives back
 
+# NUL is refused by the readers: no text file holds one (UTF-16 read as UTF-8 does)
 _cell = st.text(
-    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\t\n\r"),
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\t\n\r\x00"),
     min_size=1,
     max_size=20,
 ).filter(lambda s: s.strip() != "")

@@ -32,7 +32,7 @@ import os
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from textnn.errors import TextnnError, where
+from textnn.errors import TextnnError, short, where
 
 DOCSTART = "-DOCSTART-"
 SCHEMES = ("iob1", "iob2", "bio", "bioes")
@@ -201,8 +201,9 @@ def read_conll(path: str | os.PathLike, *, token_column: int = 0, tag_column: in
 
 
 def parse_conll(lines: Sequence[str], path: str, *, token_column: int = 0, tag_column: int = -1,
-                scheme: str = "iob1", require_tags: bool = True) -> list[Sentence]:
-    """`read_conll` on lines already in memory (standard input); `path` names them in errors."""
+                scheme: str = "iob1", require_tags: bool = True, first: int = 1) -> list[Sentence]:
+    """`read_conll` on lines already in memory (standard input); `path` names them in errors, and `first`
+    is the number of the first line (a later part of a stream read in parts)."""
     normalise_scheme(scheme)
     sentences: list[Sentence] = []
     tokens: list[str] = []
@@ -222,7 +223,7 @@ def parse_conll(lines: Sequence[str], path: str, *, token_column: int = 0, tag_c
             doc_start = False
         tokens, tags = [], []
 
-    for number, line in enumerate(lines, start=1):
+    for number, line in enumerate(lines, start=first):
         fields = line.split()
         if not fields:
             close()
@@ -247,7 +248,7 @@ def parse_conll(lines: Sequence[str], path: str, *, token_column: int = 0, tag_c
             tag = fields[tag_index]
             problem = tag_problem(tag, scheme)
             if problem:
-                raise TextnnError(f"{where(path, number)}: tag {tag!r} is not valid: {problem}; fix the tag "
+                raise TextnnError(f"{where(path, number)}: tag {short(tag, 40)} is not valid: {problem[:200]}; fix the tag "
                                   f"or set data.tag_scheme (now {scheme}) / data.tag_column (now {tag_column})")
             tags.append(tag)
     close()
@@ -276,10 +277,11 @@ def _resolve_columns(path: str, line: int, n_columns: int, token_column: int, ta
                       f"{n_columns} columns (0-{n_columns - 1}); check data.tag_column")
 
 
-def sentences_from_text(lines: Iterable[str], tokenize, path: str = "<input>") -> list[Sentence]:
-    """Raw text for prediction: one sentence per non-blank line, split into tokens by `tokenize`."""
+def sentences_from_text(lines: Iterable[str], tokenize, path: str = "<input>", first: int = 1) -> list[Sentence]:
+    """Raw text for prediction: one sentence per non-blank line, split into tokens by `tokenize`;
+    `first` is the number of the first line."""
     sentences = []
-    for number, line in enumerate(lines, start=1):
+    for number, line in enumerate(lines, start=first):
         tokens = tokenize(line.rstrip("\n"))
         if tokens:
             sentences.append(Sentence(tuple(tokens), None, 0, False, path, number))

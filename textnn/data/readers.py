@@ -34,10 +34,11 @@ import os
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
-from textnn.errors import TextnnError, where
+from textnn.errors import TextnnError, short, where
 
 FORMATS: tuple[str, ...] = ("tsv", "csv", "jsonl", "fasttext", "label_text", "class_files", "text")
 
@@ -229,9 +230,11 @@ def _decode_file(path: str, encoding: str) -> str:
         codec = codecs.lookup(encoding).name
     except LookupError:
         raise TextnnError(
-            f"{path}: unknown encoding {encoding!r}; set data.encoding to a Python codec name "
+            f"{path}: unknown encoding {str(encoding)[:40]!r}; set data.encoding to a Python codec name "
             "such as utf-8, latin-1 or cp1252"
         ) from None
+    if not codec.startswith(("utf-16", "utf-32")):
+        check_no_nul(raw, path)
     # Decode UTF-8 with or without a BOM as plain UTF-8 so that error offsets are offsets in the
     # file itself; the BOM then arrives as U+FEFF and is dropped below (MRPC's header carries one).
     if codec == "utf-8-sig":
@@ -243,6 +246,40 @@ def _decode_file(path: str, encoding: str) -> str:
     if text.startswith("\ufeff"):
         text = text[1:]
     return text
+
+
+def check_no_nul(raw: bytes, path: str, first_line: int = 1) -> None:
+    """Refuse bytes holding NUL: no text file has one, and UTF-16 text (what Windows tools often save)
+    has one in every other byte, which a UTF-8 decoder would silently turn into NUL characters."""
+    offset = raw.find(b"\0")
+    if offset < 0:
+        return
+    line = first_line + raw.count(b"\n", 0, offset)
+    sample = raw[:2000]
+    if sample[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE) or sample.count(b"\0") * 3 >= len(sample):
+        raise TextnnError(f"{where(path, line)}: looks like UTF-16 text (a NUL in every other byte); re-encode "
+                          f"it as UTF-8 (`iconv -f utf-16 -t utf-8`) or set data.encoding=utf-16")
+    raise TextnnError(f"{where(path, line)}: holds a NUL byte (at byte offset {offset}), which no text file "
+                      f"has; check that this is the right file, or remove the NUL bytes (`tr -d '\\000'`)")
+
+
+def iter_input_lines(stream, source: str) -> Iterator[str]:
+    """The lines of a binary stream (a file, or standard input), decoded as UTF-8 one at a time.
+
+    Lazy, so `predict` answers the first lines while the rest is still coming. A line that is not
+    UTF-8, or holds a NUL byte, is an error naming `source` and the line, as `_decode_file` gives
+    for a data file. A UTF-8 byte-order mark at the start is dropped; line endings are kept.
+    """
+    for number, raw in enumerate(stream, start=1):
+        if number == 1 and raw.startswith(codecs.BOM_UTF8):
+            raw = raw[len(codecs.BOM_UTF8):]
+        check_no_nul(raw, source, number)
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise TextnnError(f"{where(source, number)}: not valid UTF-8 text: byte 0x{raw[err.start]:02x} (byte "
+                              f"{err.start + 1} of the line); re-encode the input as UTF-8 (e.g. `iconv -f cp1252 "
+                              f"-t utf-8`)") from None
 
 
 def _decode_error(path: str, raw: bytes, err: UnicodeDecodeError, encoding: str) -> TextnnError:
@@ -283,6 +320,12 @@ def _why_empty(text: str, fmt: str, header: bool, no_text: list[int]) -> str:
 
 # --------------------------------------------------------------------------------------------------
 # Delimited files (tsv / csv)
+
+
+def _column_names(names: list[str], shown: int = 8) -> str:
+    """The first few header names, each cut short, so a line with no delimiter cannot flood a message."""
+    text = ", ".join(short(name, 30) for name in names[:shown])
+    return text + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 def _delimiter_name(delim: str) -> str:
@@ -366,7 +409,7 @@ def _resolve_column(
         raise TextnnError(
             f"{where(path, first_line)}: no column {spec!r} for {option}"
             f"{_did_you_mean(str(spec), names)}; the header's columns are: "
-            f"{', '.join(repr(n) for n in names)} (if the first line is data rather than column "
+            f"{_column_names(names)} (if the first line is data rather than column "
             "names, set data.header=false and give columns by 0-based index)"
         )
     if 0 <= index < n_fields:
@@ -504,6 +547,9 @@ def _read_jsonl(
         line_no = i + 1
         try:
             obj = json.loads(line)
+        except RecursionError:
+            raise TextnnError(f"{where(path, line_no)}: the JSON nests too deeply to be one example; fix this "
+                              "line") from None
         except json.JSONDecodeError as err:
             raise TextnnError(
                 f"{where(path, line_no)}: not valid JSON ({err.msg} at column {err.colno}); "
@@ -563,8 +609,8 @@ def _json_text(obj: dict, key: str, option: str, path: str, line_no: int) -> str
 def _missing_key(obj: dict, key: str, option: str, path: str, line_no: int) -> TextnnError:
     keys = [str(k) for k in obj]
     return TextnnError(
-        f"{where(path, line_no)}: no key {key!r} for {option}{_did_you_mean(key, keys)}; "
-        f"this line's keys are: {', '.join(repr(k) for k in keys) or '(none)'}"
+        f"{where(path, line_no)}: no key {short(key, 40)} for {option}{_did_you_mean(key, keys)}; "
+        f"this line's keys are: {_column_names(keys) or '(none)'}"
     )
 
 
@@ -704,6 +750,8 @@ def _splits_from_folds(folds: list[np.ndarray]) -> list[tuple[list[int], list[in
 
 def _did_you_mean(value: str, options) -> str:
     options = [str(o) for o in options]
+    if len(value) > 200 or len(options) > 1000:  # no typo; and difflib is quadratic
+        return ""
     close = difflib.get_close_matches(value, options, n=1)
     if not close:
         # Case-only differences ("Label" vs "label") score too low for difflib on short names.

@@ -33,6 +33,7 @@ from textnn.data.cache import cached_array
 from textnn.data.readers import read_lines
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import UNK, Vocab
+from textnn.errors import TextnnError
 
 EOS = "<eos>"
 # Variable BPTT (Merity et al. 2018 §4.1): the base length is bptt with probability 0.95, else bptt/2,
@@ -130,6 +131,9 @@ def vocab_from_counts(types: list[str], counts: np.ndarray, min_freq: int = 1, m
     by_type = dict(zip(types, counts.tolist()))
     kept = sorted((t for t, c in by_type.items() if c >= min_freq and t not in specials),
                   key=lambda t: (-by_type[t], t))
+    if by_type and not kept and min_freq > 1:  # as Vocab.build: every token would read as <unk>
+        raise TextnnError(f"data.min_freq={min_freq} leaves no token in the vocabulary (the most frequent one "
+                          f"is seen {max(by_type.values())} times in training); lower data.min_freq")
     if max_size:
         kept = kept[: max(0, max_size - len(specials))]
     return Vocab([*specials, *kept], unk=UNK if UNK in specials else None)

@@ -185,6 +185,23 @@ class Tokenizer:
         return data
 
     @classmethod
+    def load(cls, path: Path) -> "Tokenizer":
+        """The tokenizer saved in a run (tokenizer.json); a damaged or foreign file is one error naming it."""
+        from textnn.data.vocab import read_run_json
+
+        data = read_run_json(path)
+        kinds = (*cls.KINDS, *cls.TRAINED)
+        if (not isinstance(data, dict) or data.get("kind") not in kinds or not isinstance(data.get("lowercase"), bool)
+                or (data["kind"] in cls.TRAINED and not isinstance(data.get(data["kind"]), dict))):
+            raise TextnnError(f"{path}: expected {{\"kind\": {'|'.join(kinds)}, \"lowercase\": true|false, ...}} as "
+                              f"`textnn train` writes it; the file is damaged or from elsewhere: re-train the run")
+        try:
+            return cls.from_dict(data)
+        except Exception as err:  # the tokenizers library has its own error type for a damaged model
+            raise TextnnError(f"{path}: the saved {data['kind']} model does not load ({str(err)[:80]}); the file is damaged: "
+                              f"re-train the run") from None
+
+    @classmethod
     def from_dict(cls, data: dict) -> "Tokenizer":
         model = None
         if data["kind"] in cls.TRAINED:

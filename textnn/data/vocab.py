@@ -30,6 +30,9 @@ class Vocab:
         counts = Counter(token for tokens in token_lists for token in tokens)
         kept = sorted((t for t, c in counts.items() if c >= min_freq and t not in specials),
                       key=lambda t: (-counts[t], t))
+        if counts and not kept and min_freq > 1:  # a model could learn nothing from such a vocabulary
+            raise TextnnError(f"data.min_freq={min_freq} leaves no token in the vocabulary (the most frequent one "
+                              f"is seen {max(counts.values())} times in training); lower data.min_freq")
         if max_size:
             kept = kept[: max(0, max_size - len(specials))]
         return cls([*specials, *kept], unk=UNK if UNK in specials else None)
@@ -65,5 +68,29 @@ class Vocab:
 
     @classmethod
     def load(cls, path: str | Path) -> "Vocab":
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-        return cls(data["tokens"], unk=data["unk"])
+        """A saved vocabulary; a missing, damaged or foreign file is one error naming it."""
+        path = Path(path)
+        data = read_run_json(path)
+        tokens = data.get("tokens") if isinstance(data, dict) else None
+        unk = data.get("unk") if isinstance(data, dict) else None
+        if (not isinstance(tokens, list) or not tokens or not all(isinstance(t, str) for t in tokens)
+                or not (unk is None or unk in tokens)):
+            raise TextnnError(f"{path}: expected {{\"tokens\": [...], \"unk\": ...}} as `textnn train` writes it; "
+                              f"the file is damaged or from elsewhere: re-train the run")
+        try:
+            return cls(tokens, unk=unk)
+        except TextnnError as err:
+            raise TextnnError(f"{path}: {err}; the file is damaged: re-train the run") from None
+
+
+def read_run_json(path: Path) -> object:
+    """A JSON file of a run directory, or one clear error naming it (missing, not UTF-8, not JSON)."""
+    if not path.is_file():
+        raise TextnnError(f"{path}: missing; the run directory is incomplete (re-train, or copy the file back)")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
+        reason = "not UTF-8" if isinstance(err, UnicodeDecodeError) else "not valid JSON"
+        raise TextnnError(f"{path}: {reason} ({str(err)[:80]}); the file is damaged: re-train the run") from None
+    except OSError as err:
+        raise TextnnError(f"{path}: cannot read it ({err.strerror}); check its permissions") from None

@@ -25,12 +25,38 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import ClassVar, Iterable, Iterator
+from typing import Callable, ClassVar, Iterable, Iterator
 
 from textnn.config import Config, DataConfig, NoHeadOptions
 from textnn.data.tokenizers import Tokenizer
-from textnn.data.vocab import Vocab
+from textnn.data.vocab import Vocab, read_run_json
 from textnn.errors import TextnnError
+
+
+# Input lines `predict` reads, encodes and answers at a time: memory stays constant however long the input,
+# and the first answers come out while the rest is still being read (a pipe into `head` ends at once).
+PREDICT_CHUNK_LINES = 256
+
+
+def line_chunks(lines: Iterable[str], size: int = PREDICT_CHUNK_LINES,
+                ends_chunk: Callable[[str, str], bool] | None = None) -> Iterator[tuple[int, list[str]]]:
+    """(number of its first line, lines) for consecutive parts of `lines`, read lazily.
+
+    A part holds `size` lines, or with `ends_chunk(previous, line)` it goes on until that says a part
+    may end before `line` (a CoNLL sentence is never cut in two).
+    """
+    chunk: list[str] = []
+    first = 1
+    for line in lines:
+        if ends_chunk is not None and len(chunk) >= size and ends_chunk(chunk[-1], line):
+            yield first, chunk
+            first, chunk = first + len(chunk), []
+        chunk.append(line)
+        if ends_chunk is None and len(chunk) >= size:  # at once: the next line may be long in coming
+            yield first, chunk
+            first, chunk = first + len(chunk), []
+    if chunk:
+        yield first, chunk
 
 
 class Task:
@@ -86,22 +112,26 @@ class Task:
     @staticmethod
     def read_json(path: Path) -> object:
         """A JSON file of a run, or one clear error naming it."""
-        if not path.is_file():
-            raise TextnnError(f"{path}: missing; the run directory is incomplete (re-train, or copy the file back)")
-        try:
-            return json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise TextnnError(f"{path}: not valid JSON ({err}); the file is damaged: re-train the run") from None
+        return read_run_json(path)
 
     @classmethod
-    def load_text_pipeline(cls, run_path: Path) -> tuple[Tokenizer, Vocab]:
+    def load_text_pipeline(cls, run_path: Path, data: DataConfig | None = None) -> tuple[Tokenizer, Vocab]:
         """The tokenizer and vocabulary a run read its text with (tokenizer.json, vocab.json), or those of a
-        Hugging Face checkpoint directory (model.init_from)."""
+        Hugging Face checkpoint directory (model.init_from).
+
+        With `data` (the run's data options), a tokenizer.json that disagrees with them is refused: the
+        config.yaml beside it was edited, or one of the two files comes from another run.
+        """
         from textnn.interop import huggingface
 
         if huggingface.is_checkpoint_dir(run_path):
             return huggingface.text_pipeline(run_path)
-        tokenizer = Tokenizer.from_dict(cls.read_json(run_path / "tokenizer.json"))
+        tokenizer = Tokenizer.load(run_path / "tokenizer.json")
+        if data is not None and (tokenizer.kind, tokenizer.lowercase) != (data.tokenizer, data.lowercase):
+            raise TextnnError(f"{run_path / 'tokenizer.json'}: holds a {tokenizer.kind} tokenizer with lowercase="
+                              f"{tokenizer.lowercase}, but config.yaml says data.tokenizer={data.tokenizer}, "
+                              f"data.lowercase={data.lowercase}; the files do not belong together: put back the "
+                              f"run's own config.yaml or re-train")
         return tokenizer, Vocab.load(run_path / "vocab.json")
 
     # --- training ------------------------------------------------------------------------------------

@@ -38,7 +38,7 @@ from textnn.metrics import CLASSIFICATION_METRICS, bootstrap_ci, confusion_matri
 from textnn.models.base import EncoderWithHead, InputSpec, ModelOutput, TokenFeatures
 from textnn.modules.heads import ClassifierHead, PairClassifierHead
 from textnn.modules.pooling import last_valid, masked_max, masked_mean
-from textnn.tasks.base import Task
+from textnn.tasks.base import Task, line_chunks
 
 POOLINGS = ("max", "mean", "last")
 
@@ -268,7 +268,7 @@ class ClassificationTask(Task):
 
     @classmethod
     def from_run(cls, run_path: Path, config: Config) -> "ClassificationTask":
-        tokenizer, vocab = cls.load_text_pipeline(run_path)
+        tokenizer, vocab = cls.load_text_pipeline(run_path, config.data)
         labels = cls.read_json(run_path / "labels.json")
         if not isinstance(labels, list) or not labels or not all(isinstance(label, str) for label in labels):
             raise TextnnError(f"{run_path / 'labels.json'}: expected a JSON list of label names; the file is damaged: "
@@ -416,26 +416,32 @@ class ClassificationTask(Task):
         if options.get("input_format") or options.get("output_format"):
             raise TextnnError("--input-format and --output-format apply to tagging runs only; a classifier "
                               "reads one text per line and writes JSONL, so drop them")
-        records = []
-        for number, line in enumerate(lines, start=1):
-            line = line.rstrip("\n")
-            if not line.strip():
+        answered = False
+        for first, chunk in line_chunks(lines):
+            records = []
+            for number, line in enumerate(chunk, start=first):
+                line = line.rstrip("\n")
+                if not line.strip():
+                    continue
+                text, _, pair = line.partition("\t") if self.is_pair else (line, "", "")
+                if self.is_pair and not pair:
+                    raise TextnnError(f"{source}:{number}: this model classifies sentence pairs; give "
+                                      f"`first sentence<TAB>second sentence` on each line")
+                records.append(Record(text=text, label=None, text_pair=pair or None, path=source, line=number))
+            if not records:
                 continue
-            text, _, pair = line.partition("\t") if self.is_pair else (line, "", "")
-            if self.is_pair and not pair:
-                raise TextnnError(f"{source}:{number}: this model classifies sentence pairs; give "
-                                  f"`first sentence<TAB>second sentence` on each line")
-            records.append(Record(text=text, label=None, text_pair=pair or None, path=source, line=number))
-        if not records:
+            answered = True
+            tokens = [(self.tokenizer(r.text), self.tokenizer(r.text_pair) if r.text_pair is not None else None)
+                      for r in records]
+            probs = self.probabilities(model, self.encode(records, tokens, require_known_labels=False))
+            for record, row in zip(records, probs):
+                yield json.dumps({"text": record.text,
+                                  **({"text_pair": record.text_pair} if record.text_pair else {}),
+                                  "label": self.labels[int(row.argmax())],
+                                  "probabilities": {label: round(float(p), 6) for label, p in zip(self.labels, row)}},
+                                 ensure_ascii=False)
+        if not answered:
             raise TextnnError(f"{source}: no input lines to predict")
-        tokens = [(self.tokenizer(r.text), self.tokenizer(r.text_pair) if r.text_pair is not None else None)
-                  for r in records]
-        probs = self.probabilities(model, self.encode(records, tokens, require_known_labels=False))
-        for record, row in zip(records, probs):
-            yield json.dumps({"text": record.text, **({"text_pair": record.text_pair} if record.text_pair else {}),
-                              "label": self.labels[int(row.argmax())],
-                              "probabilities": {label: round(float(p), 6) for label, p in zip(self.labels, row)}},
-                             ensure_ascii=False)
 
     def report_sections(self, metrics: dict, split: str, run_path: Path) -> list[str]:
         """The confusion matrix of the split, as a plot."""

@@ -313,7 +313,7 @@ class LanguageModelingTask(Task):
 
     @classmethod
     def from_run(cls, run_path: Path, config: Config) -> "LanguageModelingTask":
-        return cls(config, *cls.load_text_pipeline(run_path))
+        return cls(config, *cls.load_text_pipeline(run_path, config.data))
 
     def save(self, run_path: Path) -> None:
         """tokenizer.json (a BPE model included) and vocab.json: all a run needs to read text again."""

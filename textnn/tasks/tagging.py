@@ -30,6 +30,7 @@ reported when the file is read.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from dataclasses import dataclass, replace
@@ -51,7 +52,7 @@ from textnn.errors import TextnnError
 from textnn.metrics.spans import SPAN_METRICS, sentence_counts, span_bootstrap_ci, span_scores
 from textnn.models.base import EncoderWithHead, InputSpec, ModelOutput, TokenFeatures
 from textnn.modules.heads import TAGGER_OUTPUTS, TaggerHead
-from textnn.tasks.base import Task
+from textnn.tasks.base import Task, line_chunks
 
 TAG_SCHEMES = ("iob1", "iob2", "bio", "bioes")
 
@@ -168,6 +169,10 @@ class EncodedSentences:
     batches: list[TaggingBatch] | None = None  # evaluation batches, built once
 
 
+# Lines `--input-format auto` looks at to tell CoNLL columns from raw text, before the rest is read.
+AUTO_DETECT_LINES = 200
+
+
 class TaggingTask(Task):
     """Sequence labelling in the trainer's task protocol (see the module doc)."""
 
@@ -243,7 +248,7 @@ class TaggingTask(Task):
 
     @classmethod
     def from_run(cls, run_path: Path, config: Config) -> "TaggingTask":
-        tokenizer, vocab = cls.load_text_pipeline(run_path)
+        tokenizer, vocab = cls.load_text_pipeline(run_path, config.data)
         saved = cls.read_json(run_path / "tags.json")
         if not isinstance(saved, dict) or not isinstance(saved.get("tags"), list) or not saved["tags"]:
             raise TextnnError(f"{run_path / 'tags.json'}: expected {{\"scheme\": ..., \"tags\": [...]}}; the file is "
@@ -394,7 +399,8 @@ class TaggingTask(Task):
         per sentence: tokens, tags, spans [{type, start, end (exclusive), text}], and gold when the input
         has it). Predicted tags are in the run's data.tag_scheme.
         """
-        from textnn.data.conll import format_conll, looks_like_conll, parse_conll, sentences_from_text, span_records
+        from textnn.data.conll import (DOCSTART, format_conll, looks_like_conll, parse_conll, sentences_from_text,
+                                       span_records)
 
         input_format = options.get("input_format") or "auto"
         output_format = options.get("output_format") or "jsonl"
@@ -402,23 +408,43 @@ class TaggingTask(Task):
             raise TextnnError(f"--input-format {input_format!r}: choose auto, text or conll")
         if output_format not in ("conll", "jsonl"):
             raise TextnnError(f"--output-format {output_format!r}: choose conll or jsonl")
-        lines = list(lines)
         data = self.config.data
-        if input_format == "conll" or (input_format == "auto" and looks_like_conll(lines)):
-            sentences = parse_conll(lines, source, token_column=data.token_column, tag_column=data.tag_column,
-                                    scheme=data.tag_scheme, require_tags=False)
-        else:
-            sentences = sentences_from_text(lines, self.tokenizer, source)
-        predicted, _ = self.decode_tags(model, self.encode(sentences))
-        if output_format == "conll":
-            yield format_conll(sentences, predicted).rstrip("\n")
-            return
-        for sentence, tags in zip(sentences, predicted):
-            row = {"tokens": list(sentence.tokens), "tags": tags,
-                   "spans": span_records(sentence.tokens, tags, data.tag_scheme)}
-            if sentence.tags is not None:
-                row["gold"] = list(sentence.tags)
-            yield json.dumps(row, ensure_ascii=False)
+        lines = iter(lines)
+        head = list(itertools.islice(lines, AUTO_DETECT_LINES))  # auto decides on the first lines alone
+        lines = itertools.chain(head, lines)
+        conll = input_format == "conll" or (input_format == "auto" and looks_like_conll(head))
+        # a CoNLL part ends at a blank line after a token line, so no sentence (nor its -DOCSTART-) is cut
+        ends_sentence = (lambda previous, line: not line.split() and bool(previous.split())
+                         and previous.split()[0] != DOCSTART) if conll else None
+        answered = False
+        for first, chunk in line_chunks(lines, ends_chunk=ends_sentence):
+            if conll:
+                if not any(line.split() and line.split()[0] != DOCSTART for line in chunk):
+                    continue  # blank or -DOCSTART- lines only (the end of the input)
+                sentences = parse_conll(chunk, source, token_column=data.token_column, tag_column=data.tag_column,
+                                        scheme=data.tag_scheme, require_tags=False, first=first)
+            else:
+                if not any(self.tokenizer(line) for line in chunk):
+                    continue
+                sentences = sentences_from_text(chunk, self.tokenizer, source, first=first)
+            predicted, _ = self.decode_tags(model, self.encode(sentences))
+            if output_format == "conll":
+                if answered:
+                    yield ""  # the blank line that ends the previous part's last sentence
+                answered = True
+                yield format_conll(sentences, predicted).rstrip("\n")
+                continue
+            answered = True
+            for sentence, tags in zip(sentences, predicted):
+                row = {"tokens": list(sentence.tokens), "tags": tags,
+                       "spans": span_records(sentence.tokens, tags, data.tag_scheme)}
+                if sentence.tags is not None:
+                    row["gold"] = list(sentence.tags)
+                yield json.dumps(row, ensure_ascii=False)
+        if not answered:
+            if conll:  # the errors each reader gives for input with no text
+                parse_conll([], source, scheme=data.tag_scheme, require_tags=False)
+            sentences_from_text([], self.tokenizer, source)
 
     def report_sections(self, metrics: dict, split: str, run_path: Path) -> list[str]:
         """conlleval's per-type breakdown."""

@@ -65,7 +65,7 @@ from textnn.generation.decoding import DecodingConfig, Hypothesis, decode
 from textnn.metrics.bleu import corpus_scores
 from textnn.models.base import EncoderDecoder, EncoderWithHead, InputSpec
 from textnn.modules.heads import LMHead
-from textnn.tasks.base import Task
+from textnn.tasks.base import Task, line_chunks
 
 BOS, EOS = "<s>", "</s>"
 SPECIALS = (PAD, UNK, BOS, EOS)
@@ -333,10 +333,10 @@ class TranslationTask(Task):
 
     @classmethod
     def from_run(cls, run_path: Path, config: Config) -> "TranslationTask":
-        source = cls.load_text_pipeline(run_path)
+        source = cls.load_text_pipeline(run_path, config.data)
         if config.data.joint_vocab:
             return cls(config, (source[0], source[0]), (source[1], source[1]))
-        target = (Tokenizer.from_dict(cls.read_json(run_path / "target_tokenizer.json")),
+        target = (Tokenizer.load(run_path / "target_tokenizer.json"),
                   Vocab.load(run_path / "target_vocab.json"))
         return cls(config, (source[0], target[0]), (source[1], target[1]))
 
@@ -561,15 +561,8 @@ class TranslationTask(Task):
                 raise TextnnError(f"--{key.replace('_', '-')} applies to tagging runs only; a translation run reads "
                                   f"one sentence per line and writes one per line")
         decoding = self.decoding_config(options)
-        chunk: list[str] = []
-        first = 0
-        for line in lines:
-            chunk.append(line.rstrip("\n"))
-            if len(chunk) == GREEDY_SENTENCES:
-                yield from self._predict_chunk(model, chunk, first, decoding)
-                first, chunk = first + len(chunk), []
-        if chunk:
-            yield from self._predict_chunk(model, chunk, first, decoding)
+        for first, chunk in line_chunks((line.rstrip("\n") for line in lines), GREEDY_SENTENCES):
+            yield from self._predict_chunk(model, chunk, first - 1, decoding)  # first counts from 1
 
     def _predict_chunk(self, model, chunk: list[str], first: int, decoding: DecodingConfig) -> Iterator[str]:
         for number, hypotheses in enumerate(self.translate_lines(model, chunk, decoding), start=first):

@@ -11,6 +11,8 @@ Loading never executes code (no pickle anywhere).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import itertools
 import json
 import os
@@ -25,15 +27,39 @@ from safetensors.torch import load_file, save
 from textnn.errors import TextnnError
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write to a temp file in the same directory, fsync it, then rename over `path`."""
+def unwritable(path: str | Path, err: OSError, what: str = "file") -> TextnnError:
+    """One error for an OSError met while writing `path`, saying what to do about its cause."""
+    causes = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
+              errno.EFBIG: "the file grew past a size limit (`ulimit -f`)", errno.EROFS: "the file system is read-only",
+              errno.EACCES: "permission denied", errno.EPERM: "permission denied",
+              errno.EISDIR: "a directory of that name is in the way", errno.ENOTDIR: "a file is in the way of a directory"}
+    cause = causes.get(err.errno, err.strerror or type(err).__name__)
+    return TextnnError(f"{path}: cannot write the {what}: {cause}; free space or choose a writable place "
+                       f"(another --run-dir or -o)")
+
+
+@contextlib.contextmanager
+def temporary_beside(path: str | Path, what: str = "file"):
+    """A binary handle to a temporary file beside `path`, renamed over it once the block ends well.
+
+    The temporary file is fsynced before the rename, so `path` holds either its old content or all the
+    new one. On any error it is removed, and an OSError (a full disk, a read-only place) becomes one
+    TextnnError naming `path`.
+    """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException as err:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if isinstance(err, OSError):
+            raise unwritable(path, err, what) from None
+        raise
     try:  # make the rename itself durable
         dir_fd = os.open(path.parent, os.O_RDONLY)
         try:
@@ -42,6 +68,12 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
             os.close(dir_fd)
     except OSError:
         pass
+
+
+def atomic_write_bytes(path: str | Path, data: bytes, what: str = "file") -> None:
+    """Write to a temp file in the same directory, fsync it, then rename over `path`."""
+    with temporary_beside(path, what) as handle:
+        handle.write(data)
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
@@ -207,10 +239,64 @@ def load_carried_state(path: str | Path, process: int, device: torch.device) -> 
     return unpack_state(layouts[process], tensors, device)
 
 
+CHECKPOINT_METADATA = ("trainer", "optim_groups", "optim_scalars", "rng")
+
+
+def _damaged(path: Path, what: str) -> TextnnError:
+    return TextnnError(f"{path}: {what}; the checkpoint is damaged or from another run, so --resume cannot use it "
+                       f"(the run's model.safetensors is untouched: evaluate it, or train again with a new --run-dir)")
+
+
+def _checkpoint_header(path: Path) -> tuple[dict, dict[str, tuple[int, ...]]]:
+    """A checkpoint's JSON metadata (parsed) and tensor shapes, read from its header alone (no tensor data).
+
+    safetensors checks that the header's offsets cover the file exactly, so a truncated file fails here.
+    """
+    if not path.is_file():
+        raise TextnnError(f"{path}: no checkpoint to resume from; start without --resume")
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            raw = handle.metadata() or {}
+            shapes = {name: tuple(handle.get_slice(name).get_shape()) for name in handle.keys()}
+    except Exception as err:  # safetensors raises its own error types for a damaged header or body
+        raise _damaged(path, f"not a readable safetensors file ({str(err)[:80]})") from None
+    missing = [key for key in CHECKPOINT_METADATA if key not in raw]
+    if missing:
+        raise _damaged(path, f"no {missing[0]} record in its metadata")
+    try:
+        metadata = {key: json.loads(raw[key]) for key in CHECKPOINT_METADATA}
+    except json.JSONDecodeError as err:
+        raise _damaged(path, f"its metadata is not valid JSON ({err.msg})") from None
+    if not isinstance(metadata["trainer"], dict):
+        raise _damaged(path, "its trainer record is not a JSON object")
+    return metadata, shapes
+
+
 def read_trainer_state(path: str | Path) -> dict:
     """The trainer state of a checkpoint (step, epoch, ...) alone, without loading any tensor."""
-    with safe_open(str(path), framework="pt") as handle:
-        return json.loads((handle.metadata() or {})["trainer"])
+    return _checkpoint_header(Path(path))[0]["trainer"]
+
+
+def check_checkpoint(path: str | Path, model: torch.nn.Module) -> None:
+    """Refuse, before anything is written, a checkpoint that is truncated, damaged or holds another model.
+
+    Reads the header only: every model tensor must be there with this model's shape (the mismatch named
+    with both shapes), and the metadata `load_checkpoint` needs must parse.
+    """
+    path = Path(path)
+    _, shapes = _checkpoint_header(path)
+    own = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
+    saved = {name[len("model."):]: shape for name, shape in shapes.items() if name.startswith("model.")}
+    for name, shape in own.items():
+        if name not in saved:
+            raise _damaged(path, f"no tensor for parameter {name} of this model")
+        if saved[name] != shape:
+            raise _damaged(path, f"parameter {name} has shape {saved[name]} there but {shape} in this model")
+    extra = sorted(set(saved) - set(own))
+    if extra:
+        raise _damaged(path, f"parameter {extra[0]} is not in this model ({len(extra)} such)")
+    if "rng.torch" not in shapes:
+        raise _damaged(path, "no random-number state (rng.torch)")
 
 
 def _check_groups(path: Path, saved: list[dict], current: list[dict]) -> None:

@@ -1,0 +1,256 @@
+"""Malformed inputs through every reader and the config loader, in this process, with the outcomes counted.
+
+    PYTHONPATH=. python -m tests.fuzz.fuzz_inputs --n 10000          # the full table (minutes)
+    PYTHONPATH=. python -m tests.fuzz.fuzz_inputs --n 200 --only tsv  # one target, a short run
+
+Each input is a valid seed file (or config) spoiled by a few random mutations: bytes flipped, inserted
+or deleted, lines duplicated, cut or spliced in from another format, NUL and invalid UTF-8 bytes, UTF-16,
+huge lines, deep nesting; config values of every YAML type, huge strings, unknown and duplicated keys,
+aliases. An outcome is one of:
+    error     a TextnnError (the one-line message a user sees)
+    accepted  the reader or loader returned normally
+    other     anything else: another exception (a traceback for the user), more than --time-bound
+              seconds (a hang), or more than --memory-bound MiB allocated at peak
+The goal is 0 in `other`. The table is printed, then a few examples of each `other` kind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import random
+import signal
+import sys
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+from typing import Callable
+
+from textnn.errors import TextnnError
+
+SEEDS = {
+    "tsv": "sentence\tlabel\na good and great film\t1\nan awful plot\t0\nfine acting\t1\n",
+    "csv": 'sentence,label\n"a good, great film",1\nan awful plot,0\nfine acting,1\n',
+    "jsonl": '{"sentence": "a good film", "label": "pos"}\n{"sentence": "an awful plot", "label": 0}\n'
+             '{"sentence": "fine", "label": true}\n',
+    "fasttext": "__label__pos a good film\n__label__neg an awful plot\n__label__pos __label__x fine acting\n",
+    "label_text": "pos a good film\nneg\tan awful plot\npos fine acting\n",
+    "conll": "-DOCSTART- -X- O O\n\nEU NNP I-NP I-ORG\nrejects VBZ I-VP O\nGerman JJ I-NP I-MISC\n\n"
+             "Peter NNP I-NP I-PER\nBlackburn NNP I-NP I-PER\n",
+    "text": "the cat sat on the mat\n\nanother line of text\nand a third\n",
+}
+PIECES = [b"\x00", b"\xff", b"\xfe\xff", b"\xef\xbb\xbf", b"\r", b"\r\n", b"\n", b"\t", b",", b'"', b"'", b"{", b"}",
+          b"[", b"]", b":", b"__label__", b"-DOCSTART-", b"\\", b"\xc3", b"\xe2\x80\xa8", b" ", b"null", b"1e999",
+          b"NaN", b"\x0c", b"\x85", b"{\"sentence\": ", b"\"label\": [1]", b"B-", b"I-", b"E-X", b"O"]
+
+
+def mutate(seed: bytes, rng: random.Random, others: list[bytes]) -> bytes:
+    """`seed` spoiled by 1 to 4 random mutations."""
+    data = bytearray(seed)
+    for _ in range(rng.randint(1, 4)):
+        kind = rng.randrange(12)
+        pos = rng.randint(0, len(data))
+        if kind == 0 and data:  # flip a byte
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        elif kind == 1:  # insert a troublesome piece
+            data[pos:pos] = rng.choice(PIECES) * rng.choice((1, 1, 2, 50))
+        elif kind == 2:  # delete a range
+            data[pos:pos + rng.randint(1, 20)] = b""
+        elif kind == 3:  # cut short
+            data = data[:pos]
+        elif kind == 4:  # duplicate the lines
+            data = data * rng.randint(2, 5)
+        elif kind == 5:  # splice in another format
+            other = rng.choice(others)
+            data[pos:pos] = other[: rng.randint(0, len(other))]
+        elif kind == 6:  # a huge line
+            data[pos:pos] = bytes([rng.choice(b"ab \t,")]) * rng.choice((1_000, 100_000))
+        elif kind == 7:  # the whole thing as UTF-16
+            data = bytearray(bytes(data).decode("utf-8", "replace").encode(rng.choice(("utf-16", "utf-16-le"))))
+        elif kind == 8:  # random bytes
+            data[pos:pos] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 30)))
+        elif kind == 9:  # empty or blank
+            data = bytearray(rng.choice((b"", b"\n", b"\n\n\n", b" \t \n")))
+        elif kind == 10:  # deep nesting (JSON)
+            depth = rng.choice((10, 10_000))
+            data[pos:pos] = b"[" * depth + b"]" * depth
+        else:  # random unicode text
+            data[pos:pos] = "".join(chr(rng.randrange(1, 0x10FFFF)) for _ in range(rng.randint(1, 10))).encode(
+                "utf-8", "replace")
+    return bytes(data)
+
+
+def reader_targets(path: Path) -> dict[str, Callable[[bytes], object]]:
+    """One function per reader: write the bytes to `path`, read them with that reader."""
+    from textnn.data.conll import read_conll
+    from textnn.data.readers import read_classification, read_lines
+
+    def through(read: Callable[[], object]) -> Callable[[bytes], object]:
+        def run(data: bytes) -> object:
+            path.write_bytes(data)
+            return read()
+        return run
+
+    targets = {fmt: through(lambda fmt=fmt: read_classification(path, fmt))
+               for fmt in ("tsv", "csv", "jsonl", "fasttext", "label_text")}
+    targets["conll"] = through(lambda: read_conll(path, scheme="iob1"))
+    targets["text"] = through(lambda: (read_lines(path), read_classification(path, "text", require_labels=False)))
+    return targets
+
+
+CONFIG_SEED = {
+    "name": "fuzzed",
+    "task": "classification",
+    "data": {"format": "tsv", "train": "train.tsv", "dev": "dev.tsv", "min_freq": 1, "lowercase": False},
+    "model": {"name": "cnn", "preset": "tiny", "dropout": 0.5},
+    "head": {"dropout": 0.5},
+    "train": {"lr": 0.001, "epochs": 2, "batch_size": 16, "optimizer": "adam", "device": "cpu"},
+}
+VALUES = [None, True, False, 0, -1, 1, 2 ** 70, -(2 ** 70), 0.5, float("inf"), float("nan"), "", "x", "1e-3",
+          "../..", "/abs", "~/x", "\x00", "é" * 3, [], [1, 2], {}, {"a": 1}, [[[]]], "tiny", "cnn", "rnn", "tsv",
+          "tagging", "language_modeling", "cuda:99", "auto", "adam", "sgd"]
+
+
+def config_value(rng: random.Random) -> object:
+    kind = rng.randrange(5)
+    if kind == 0:
+        return "v" * rng.choice((100, 100_000))
+    if kind == 1:
+        return [rng.choice(VALUES[:12]) for _ in range(rng.choice((3, 3000)))]
+    if kind == 2:
+        return {rng.choice(("a", 1, None, "lr")): rng.choice(VALUES[:12]) for _ in range(3)}
+    return rng.choice(VALUES)
+
+
+def config_targets(path: Path) -> dict[str, Callable[[bytes], object]]:
+    """One target per config section; its inputs are YAML files spoiling that section."""
+    from textnn.config import load_config
+
+    def run(data: bytes) -> object:
+        path.write_bytes(data)
+        return load_config(path)
+
+    return {f"config.{section}": run for section in CONFIG_SEED}
+
+
+def config_input(section: str, rng: random.Random) -> bytes:
+    import yaml
+
+    raw = {key: (dict(value) if isinstance(value, dict) else value) for key, value in CONFIG_SEED.items()}
+    for _ in range(rng.randint(1, 3)):
+        kind = rng.randrange(6)
+        if kind == 0 or not isinstance(raw.get(section), dict):
+            raw[section] = config_value(rng)
+        elif kind == 1:  # a known key, a bad value
+            raw[section][rng.choice(list(raw[section]) or ["x"])] = config_value(rng)
+        elif kind == 2:  # an unknown key
+            raw[section][rng.choice(("lrr", "x" * 100_000, 3, None, "format ", "min_freq"))] = config_value(rng)
+        elif kind == 3:
+            raw.pop(section, None)
+        else:
+            raw[section] = {"x": 1} if kind == 4 else raw[section]
+    try:
+        text = yaml.safe_dump(raw, sort_keys=False, allow_unicode=rng.random() < 0.5).encode("utf-8", "replace")
+    except (yaml.YAMLError, ValueError):
+        text = b"{}"
+    if rng.random() < 0.3:  # byte-level damage to the file, or YAML's own tricks
+        tricks = [b"\na: &a [x, x]\nb: [*a, *a]\n", b"\ntask: tagging\n", b"\n" + section.encode() + b": !!python/object:os.system {}\n",
+                  b"\n? [a]\n: 1\n", b"\x00", b"\t", b"\n" + section.encode() + b": *nothing\n"]
+        if rng.random() < 0.5:
+            text += rng.choice(tricks)
+        else:
+            text = mutate(text, rng, [text])
+    return text
+
+
+class TimeBound(BaseException):
+    """Raised by the alarm: not an Exception, so no `except Exception` in the code under test swallows it."""
+
+
+def _alarm(signum, frame):
+    raise TimeBound()
+
+
+def classify(run: Callable[[bytes], object], data: bytes, time_bound: float, memory_bound: int) -> tuple[str, str]:
+    """(outcome, detail) of one input: error, accepted, or other (with what happened)."""
+    tracemalloc.start()
+    signal.setitimer(signal.ITIMER_REAL, time_bound)
+    try:
+        run(data)
+        outcome, detail = "accepted", ""
+    except TextnnError as err:
+        outcome, detail = "error", str(err)
+    except TimeBound:
+        outcome, detail = "other", f"over {time_bound:g} s"
+    except RecursionError:
+        outcome, detail = "other", "RecursionError"
+    except Exception as err:  # noqa: BLE001 - counting every kind is the point
+        outcome, detail = "other", f"{type(err).__name__}: {str(err)[:120]}"
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    if outcome != "other" and peak > memory_bound:
+        outcome, detail = "other", f"peak memory {peak / 2 ** 20:.0f} MiB"
+    if outcome == "error" and ("\n" in detail or len(detail) > 1000):
+        outcome, detail = "other", f"error message of {len(detail)} characters / {detail.count(chr(10)) + 1} lines"
+    return outcome, detail
+
+
+def fuzz(n: int, seed: int = 0, only: list[str] | None = None, time_bound: float = 5.0,
+         memory_bound_mib: int = 256) -> list[dict]:
+    """Run `n` inputs through each target; one row per target with counts, time and examples of `other`."""
+    signal.signal(signal.SIGALRM, _alarm)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "input"
+        targets = {**reader_targets(path), **config_targets(path.with_suffix(".yaml"))}
+        seeds = [text.encode("utf-8") for text in SEEDS.values()]
+        for name, run in targets.items():
+            if only and name not in only:
+                continue
+            rng = random.Random(f"{seed}:{name}")
+            counts: collections.Counter = collections.Counter()
+            examples: dict[str, bytes] = {}
+            start = time.perf_counter()
+            for _ in range(n):
+                if name.startswith("config."):
+                    data = config_input(name.split(".", 1)[1], rng)
+                else:
+                    data = mutate(SEEDS[name].encode("utf-8"), rng, seeds)
+                outcome, detail = classify(run, data, time_bound, memory_bound_mib * 2 ** 20)
+                counts[outcome] += 1
+                if outcome == "other":
+                    examples.setdefault(detail.split(":")[0], data[:200])
+            rows.append({"target": name, "inputs": n, "error": counts["error"], "accepted": counts["accepted"],
+                         "other": counts["other"], "seconds": time.perf_counter() - start, "examples": examples})
+    return rows
+
+
+def format_rows(rows: list[dict]) -> str:
+    lines = [f"{'target':<14} {'inputs':>7} {'error':>7} {'accepted':>9} {'other':>6} {'seconds':>8}"]
+    for row in rows:
+        lines.append(f"{row['target']:<14} {row['inputs']:>7} {row['error']:>7} {row['accepted']:>9} "
+                     f"{row['other']:>6} {row['seconds']:>8.1f}")
+    for row in rows:
+        for kind, data in row["examples"].items():
+            lines.append(f"  other in {row['target']}: {kind}  (input starts {data[:80]!r})")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=10_000, help="inputs per target (default 10000)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--only", default="", help="comma-separated targets (default: all)")
+    parser.add_argument("--time-bound", type=float, default=5.0, help="seconds per input before it counts as a hang")
+    parser.add_argument("--memory-bound", type=int, default=256, help="MiB allocated at peak per input")
+    args = parser.parse_args(argv)
+    rows = fuzz(args.n, args.seed, [t for t in args.only.split(",") if t], args.time_bound, args.memory_bound)
+    print(format_rows(rows))
+    return 1 if any(row["other"] for row in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

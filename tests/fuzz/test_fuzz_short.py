@@ -1,0 +1,15 @@
+"""The short version of tests/fuzz/fuzz_inputs.py: a few hundred malformed inputs per reader, none of which
+may end in anything but a clear TextnnError or a normal return (no traceback, hang or memory blow-up)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fuzz.fuzz_inputs import SEEDS, format_rows, fuzz
+
+
+@pytest.mark.parametrize("reader", list(SEEDS))
+def test_malformed_inputs_give_a_clear_error_or_are_read(reader):
+    rows = fuzz(150, seed=1, only=[reader], time_bound=20.0)
+    assert rows[0]["inputs"] == 150 and rows[0]["error"] > 0  # the inputs do reach the error paths
+    assert rows[0]["other"] == 0, format_rows(rows)

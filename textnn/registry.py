@@ -38,6 +38,7 @@ TASKS: dict[str, str] = {
     "classification": "textnn.tasks.classification:ClassificationTask",
     "tagging": "textnn.tasks.tagging:TaggingTask",
     "language_modeling": "textnn.tasks.language_modeling:LanguageModelingTask",
+    "pretraining": "textnn.tasks.pretraining:PretrainingTask",
 }
 
 

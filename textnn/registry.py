@@ -39,6 +39,7 @@ TASKS: dict[str, str] = {
     "tagging": "textnn.tasks.tagging:TaggingTask",
     "language_modeling": "textnn.tasks.language_modeling:LanguageModelingTask",
     "pretraining": "textnn.tasks.pretraining:PretrainingTask",
+    "qa": "textnn.tasks.qa:QATask",
 }
 
 

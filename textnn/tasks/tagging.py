@@ -24,6 +24,14 @@ Tags: the complete tag set of the training scheme over the entity types seen in 
 first (`conll.tag_set`). A dev/test chunk of a type never seen in training cannot be predicted: it
 counts as a miss in the scores, is treated as O in the dev loss, and the number of such tokens is
 reported when the file is read.
+
+Sub-word encoders (BERT: `Encoder.reads` "segments"): each sentence is read as [CLS] pieces [SEP]
+(segment ids all 0), its words split into WordPiece pieces one word at a time; the state of the
+FIRST piece of each word stands for the word (Devlin et al. 2019 §5.3: "we use the representation of
+the first sub-token as the input to the token-level classifier"), so the head, its loss and the
+CRF see exactly one position per CoNLL word and the other pieces carry no label. Predictions are
+therefore per word and scored as above. A sentence longer than data.max_length pieces is cut; its
+words past the cut are tagged from the final [SEP] state and counted in a warning.
 """
 
 # B batch (sentences), T tokens per sentence, C characters per token, K tags
@@ -41,11 +49,11 @@ import torch
 
 from textnn import registry
 from textnn.config import Config, WordVectorData, check_key, opt
-from textnn.data.batching import bucket_batches
+from textnn.data.batching import bucket_batches, pad
 from textnn.data.cache import cached
 from textnn.data.conll import (MAX_WORD_CHARS, Sentence, convert_tags, normalise_scheme, read_conll,
                                split_tag, tag_set)
-from textnn.data.tokenizers import Tokenizer
+from textnn.data.tokenizers import CLS, SEP, UNK as WORDPIECE_UNK, Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.errors import TextnnError
 from textnn.metrics.spans import SPAN_METRICS, sentence_counts, span_bootstrap_ci, span_scores
@@ -63,11 +71,17 @@ class TaggingData(WordVectorData):
     tag_column: int = opt(-1, "conll: 0-based column holding the tag; -1 = the last column")
     tag_scheme: str = opt("iob1", "conll: tag scheme of the files: iob1 (CoNLL-2003), iob2 (also called bio) or bioes")
     train_tag_scheme: str = opt("bioes", "scheme the model learns and decodes in; predictions are written back in data.tag_scheme")
+    max_length: int = opt(0, "sub-word encoders (bert): pieces per sentence, [CLS] and [SEP] included; 0 = the encoder's limit")
+    wordpiece_vocab_size: int = opt(8000, "tokenizer wordpiece without model.init_from: size of the vocabulary trained on data.train")
+
+    TOKENIZATION = (*WordVectorData.TOKENIZATION, "wordpiece_vocab_size")
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_key(self.tokenizer in ("word", "whitespace"), "data.tokenizer", self.tokenizer,
-                  "word or whitespace (tagging splits raw prediction input into words)")
+        check_key(self.tokenizer in ("word", "whitespace", "wordpiece"), "data.tokenizer", self.tokenizer,
+                  "word or whitespace (tagging splits raw prediction input into words), or wordpiece for a "
+                  "sub-word encoder (bert)")
+        check_key(self.max_length >= 0, "data.max_length", self.max_length, "an integer >= 0")
         for key in ("tag_scheme", "train_tag_scheme"):
             check_key(getattr(self, key) in TAG_SCHEMES, f"data.{key}", getattr(self, key), ", ".join(TAG_SCHEMES))
         check_key(self.token_column >= 0, "data.token_column", self.token_column, "an integer >= 0")
@@ -89,9 +103,16 @@ class Tagger(EncoderWithHead):
     """An encoder with a tagging head: words (+ characters, casing) -> tag scores (emissions) [B, T, K]."""
 
     def forward(self, words: torch.Tensor, chars: torch.Tensor, casing: torch.Tensor, mask: torch.Tensor,
-                tags: torch.Tensor | None = None) -> ModelOutput:
-        """Emissions, and with gold `tags` the summed sentence negative log-likelihood as `loss`."""
-        states = self.encoder(words, mask, features=TokenFeatures(chars=chars, casing=casing)).tokens  # [B, T, D]
+                tags: torch.Tensor | None = None, pieces: "SubwordInput | None" = None) -> ModelOutput:
+        """Emissions, and with gold `tags` the summed sentence negative log-likelihood as `loss`.
+        With `pieces` (sub-word encoders) the encoder reads the pieces and each word takes the state of
+        its first piece."""
+        if pieces is None:
+            states = self.encoder(words, mask, features=TokenFeatures(chars=chars, casing=casing)).tokens  # [B, T, D]
+        else:
+            out = self.encoder(pieces.ids, pieces.mask, features=TokenFeatures(segments=torch.zeros_like(pieces.ids)))
+            index = pieces.first.unsqueeze(-1).expand(-1, -1, out.tokens.size(-1))  # [B, T] -> [B, T, D]
+            states = out.tokens.gather(1, index)  # [B, P, D] -> [B, T, D]: each word's first piece
         emissions = self.head(states).float()  # [B, T, K]
         loss = self.head.nll(emissions, tags, mask).sum() if tags is not None else None
         return ModelOutput(logits=emissions, loss=loss)
@@ -132,6 +153,18 @@ def casing(token: str) -> int:
 
 
 @dataclass
+class SubwordInput:
+    """A sub-word encoder's view of a batch of sentences."""
+
+    ids: torch.Tensor  # [B, P] [CLS] pieces [SEP]
+    mask: torch.Tensor  # [B, P] bool
+    first: torch.Tensor  # [B, T] position in ids of each word's first piece (0 at padding)
+
+    def to(self, device: torch.device) -> "SubwordInput":
+        return SubwordInput(*(t.to(device, non_blocking=True) for t in (self.ids, self.mask, self.first)))
+
+
+@dataclass
 class TaggingBatch:
     words: torch.Tensor  # [B, T] word ids (pad 0)
     chars: torch.Tensor  # [B, T, C] character ids (pad 0)
@@ -140,6 +173,7 @@ class TaggingBatch:
     tags: torch.Tensor  # [B, T] tag ids in the training scheme (0 at padding and in unlabelled input)
     index: list[int]  # positions of these sentences in their split
     lr_scale: float = 1.0  # the trainer scales a step's learning rate by it; tagging never does
+    pieces: SubwordInput | None = None  # sub-word encoders only
 
     @property
     def count(self) -> int:
@@ -153,7 +187,8 @@ class TaggingBatch:
     def to(self, device: torch.device) -> "TaggingBatch":
         move = lambda t: t.to(device, non_blocking=True)  # noqa: E731
         return replace(self, words=move(self.words), chars=move(self.chars), casing=move(self.casing),
-                       mask=move(self.mask), tags=move(self.tags))
+                       mask=move(self.mask), tags=move(self.tags),
+                       pieces=self.pieces.to(device) if self.pieces is not None else None)
 
 
 @dataclass
@@ -165,6 +200,8 @@ class EncodedSentences:
     chars: list[np.ndarray]  # [T, C_i] each, C_i = the sentence's longest (capped) word
     casing: list[np.ndarray]  # [T] each
     tags: list[np.ndarray] | None  # [T] training-scheme tag ids each; None for unlabelled input
+    pieces: list[np.ndarray] | None = None  # sub-word encoders: [P] ids of [CLS] pieces [SEP] each
+    first: list[np.ndarray] | None = None  # [T] position of each word's first piece in `pieces`
     batches: list[TaggingBatch] | None = None  # evaluation batches, built once
 
 
@@ -181,7 +218,7 @@ class TaggingTask(Task):
     def unusable_reason(cls, encoder_cls: type) -> str | None:
         if not encoder_cls.gives_tokens:
             return "it gives no per-token states to tag"
-        missing = [name for name in encoder_cls.reads if name not in ("chars", "casing")]
+        missing = [name for name in encoder_cls.reads if name not in ("chars", "casing", "segments")]
         if missing:
             return f"it reads {', '.join(missing)} features, which tagging does not build"
         return None
@@ -192,6 +229,10 @@ class TaggingTask(Task):
         if not config.data.train:
             raise TextnnError("config key data.train is empty; set it to the training CoNLL file")
         cls.check_vectors(config)
+        subwords = "segments" in registry.encoder_class(config.model_name).reads
+        if subwords != (config.data.tokenizer == "wordpiece"):
+            raise TextnnError(f"config key data.tokenizer: {config.data.tokenizer!r} with model {config.model_name}; "
+                              f"a sub-word encoder (bert) reads wordpiece, a word-level tagger word or whitespace")
 
     def __init__(self, config: Config, tokenizer: Tokenizer, vocab: Vocab, chars: Vocab, tags: list[str]):
         self.config = config
@@ -204,6 +245,7 @@ class TaggingTask(Task):
         self.scheme = normalise_scheme(config.data.train_tag_scheme)
         self.splits: dict[str, EncodedSentences] = {}
         self.pretrained: torch.Tensor | None = None
+        self.subwords = "segments" in registry.encoder_class(config.model_name).reads
 
     # --- building from data or from a run directory -----------------------------------------------
     @classmethod
@@ -213,6 +255,10 @@ class TaggingTask(Task):
         train = read_sentences(config, data.train)
         if config.init_from:  # the starting run's tokenizer and word vocabulary: its encoder was trained on them
             tokenizer, words = cls.load_text_pipeline(Path(config.init_from))
+        elif data.tokenizer == "wordpiece":
+            tokenizer = Tokenizer.train_wordpiece((" ".join(s.tokens) for s in train), data.wordpiece_vocab_size,
+                                                  data.lowercase)
+            words = Vocab(tokenizer.vocabulary(), unk=WORDPIECE_UNK)
         else:
             tokenizer = Tokenizer(data.tokenizer)  # tokenizes raw text at prediction time; never lower-cases
             words = Vocab.build(([_word(config, t) for t in s.tokens] for s in train), min_freq=data.min_freq,
@@ -291,7 +337,40 @@ class TaggingTask(Task):
                   f"training ({', '.join(sorted(unknown))}); they cannot be predicted and count as misses",
                   file=sys.stderr)
         labelled = all(s.tags is not None for s in sentences)
-        return EncodedSentences(sentences, words, chars, casings, tags if labelled else None)
+        encoded = EncodedSentences(sentences, words, chars, casings, tags if labelled else None)
+        if self.subwords:
+            encoded.pieces, encoded.first = self.encode_pieces(sentences)
+        return encoded
+
+    def encode_pieces(self, sentences: list[Sentence]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """[CLS] pieces [SEP] of each sentence (words split one at a time, so pieces never straddle
+        words) and the position of each word's first piece; see the module docstring."""
+        limit = [n for n in (self.config.data.max_length,
+                             registry.encoder_class(self.config.model_name).max_length(self.config.model)) if n]
+        budget = (min(limit) if limit else 512) - 2
+        unk = self.vocab.stoi.get(WORDPIECE_UNK, self.vocab.pad_id)
+        words = [t for s in sentences for t in s.tokens]
+        pieces = iter(self.tokenizer.tokenize_lines(words))
+        cls_id, sep_id = self.vocab.stoi[CLS], self.vocab.stoi[SEP]
+        all_ids, all_first, cut = [], [], 0
+        for s in sentences:
+            ids, first = [cls_id], []
+            for _ in s.tokens:
+                word = self.vocab.encode(next(pieces)) or [unk]  # a word the pipeline drops entirely reads as [UNK]
+                room = budget - (len(ids) - 1)
+                if room <= 0:
+                    first.append(-1)  # past the cut: tagged from [SEP], below
+                    continue
+                first.append(len(ids))
+                ids += word[:room]
+            ids.append(sep_id)
+            cut += sum(f < 0 for f in first)
+            all_ids.append(np.asarray(ids, dtype=np.int64))
+            all_first.append(np.asarray([f if f >= 0 else len(ids) - 1 for f in first], dtype=np.int64))
+        if cut:
+            print(f"warning: {sentences[0].path}: {cut} words lie past data.max_length pieces in their sentence; "
+                  f"they are tagged from the [SEP] state (raise data.max_length)", file=sys.stderr)
+        return all_ids, all_first
 
     def encode_file(self, path: str, require_labels: bool = True) -> EncodedSentences:
         """Read and encode a CoNLL file with the run's column and scheme settings."""
@@ -315,7 +394,14 @@ class TaggingTask(Task):
             mask[row, :n] = True
             if data.tags is not None:
                 tags[row, :n] = data.tags[i]
-        return TaggingBatch(*(torch.from_numpy(a) for a in (words, chars, casings, mask, tags)), index=index)
+        batch = TaggingBatch(*(torch.from_numpy(a) for a in (words, chars, casings, mask, tags)), index=index)
+        if data.pieces is not None:
+            ids, piece_mask = pad([data.pieces[i].tolist() for i in index], self.vocab.pad_id)
+            first = np.zeros((len(index), longest), dtype=np.int64)  # [B, T]
+            for row, i in enumerate(index):
+                first[row, :len(data.first[i])] = data.first[i]
+            batch.pieces = SubwordInput(ids, piece_mask, torch.from_numpy(first))
+        return batch
 
     def _train_order(self, epoch: int) -> list[list[int]]:
         seed = self.config.train.seed * 100_003 + epoch
@@ -341,7 +427,7 @@ class TaggingTask(Task):
     # --- loss, prediction, evaluation -------------------------------------------------------------
     def loss(self, model: torch.nn.Module, batch: TaggingBatch) -> torch.Tensor:
         """Sum over the batch's sentences of each sentence's negative log-likelihood."""
-        return model(batch.words, batch.chars, batch.casing, batch.mask, batch.tags).loss
+        return model(batch.words, batch.chars, batch.casing, batch.mask, batch.tags, batch.pieces).loss
 
     @torch.no_grad()
     def decode_tags(self, model: torch.nn.Module, data: EncodedSentences) -> tuple[list[list[str]], float | None]:
@@ -353,7 +439,8 @@ class TaggingTask(Task):
         nll_sum = 0.0
         for batch in self.eval_batches(data):
             batch = batch.to(device)
-            emissions = model(batch.words, batch.chars, batch.casing, batch.mask).logits.float()  # [B, T, K]
+            emissions = model(batch.words, batch.chars, batch.casing, batch.mask,
+                              pieces=batch.pieces).logits.float()  # [B, T, K]
             best = model.head.decode(emissions, batch.mask).cpu().tolist()  # [B, T]
             if data.tags is not None:
                 nll_sum += float(model.head.nll(emissions, batch.tags, batch.mask).sum())
@@ -408,7 +495,9 @@ class TaggingTask(Task):
             sentences = parse_conll(lines, source, token_column=data.token_column, tag_column=data.tag_column,
                                     scheme=data.tag_scheme, require_tags=False)
         else:
-            sentences = sentences_from_text(lines, self.tokenizer, source)
+            # A WordPiece splits words into pieces; raw text is split into words by the word rules
+            split = Tokenizer("word") if self.tokenizer.kind == "wordpiece" else self.tokenizer
+            sentences = sentences_from_text(lines, split, source)
         predicted, _ = self.decode_tags(model, self.encode(sentences))
         if output_format == "conll":
             yield format_conll(sentences, predicted).rstrip("\n")

@@ -32,6 +32,10 @@ the first sub-token as the input to the token-level classifier"), so the head, i
 CRF see exactly one position per CoNLL word and the other pieces carry no label. Predictions are
 therefore per word and scored as above. A sentence longer than data.max_length pieces is cut; its
 words past the cut are tagged from the final [SEP] state and counted in a warning.
+
+Feature-based (`data.features_from: RUN_OR_HF_DIR`, `data.features_layers`): a frozen BERT-family
+encoder reads the pieces the same way and its layers at each word's first piece join a word-level
+tagger's input (tasks/features.py; Devlin et al. 2019 Table 7).
 """
 
 # B batch (sentences), T tokens per sentence, C characters per token, K tags
@@ -59,7 +63,9 @@ from textnn.errors import TextnnError
 from textnn.metrics.spans import SPAN_METRICS, sentence_counts, span_bootstrap_ci, span_scores
 from textnn.models.base import EncoderWithHead, InputSpec, ModelOutput, TokenFeatures
 from textnn.modules.heads import TAGGER_OUTPUTS, TaggerHead
+from textnn.modules.scalar_mix import LAYER_COMBINATIONS
 from textnn.tasks.base import Task
+from textnn.tasks.features import FeatureSource, FrozenLayers, read_source, save_source, source_from_run
 
 TAG_SCHEMES = ("iob1", "iob2", "bio", "bioes")
 
@@ -73,6 +79,8 @@ class TaggingData(WordVectorData):
     train_tag_scheme: str = opt("bioes", "scheme the model learns and decodes in; predictions are written back in data.tag_scheme")
     max_length: int = opt(0, "sub-word encoders (bert): pieces per sentence, [CLS] and [SEP] included; 0 = the encoder's limit")
     wordpiece_vocab_size: int = opt(8000, "tokenizer wordpiece without model.init_from: size of the vocabulary trained on data.train")
+    features_from: str = opt("", "a run or Hugging Face directory of a BERT-family encoder whose frozen layers join a word-level tagger's input")
+    features_layers: str = opt("last", "data.features_from: last, sum4 (sum of the last four layers), cat4 (their concatenation) or mix (a learned scalar mix of all, Peters et al. 2018)")
 
     TOKENIZATION = (*WordVectorData.TOKENIZATION, "wordpiece_vocab_size")
 
@@ -82,6 +90,8 @@ class TaggingData(WordVectorData):
                   "word or whitespace (tagging splits raw prediction input into words), or wordpiece for a "
                   "sub-word encoder (bert)")
         check_key(self.max_length >= 0, "data.max_length", self.max_length, "an integer >= 0")
+        check_key(self.features_layers in LAYER_COMBINATIONS, "data.features_layers", self.features_layers,
+                  ", ".join(LAYER_COMBINATIONS))
         for key in ("tag_scheme", "train_tag_scheme"):
             check_key(getattr(self, key) in TAG_SCHEMES, f"data.{key}", getattr(self, key), ", ".join(TAG_SCHEMES))
         check_key(self.token_column >= 0, "data.token_column", self.token_column, "an integer >= 0")
@@ -102,12 +112,20 @@ class TaggingHeadConfig:
 class Tagger(EncoderWithHead):
     """An encoder with a tagging head: words (+ characters, casing) -> tag scores (emissions) [B, T, K]."""
 
+    def __init__(self, encoder, head, frozen: FrozenLayers | None = None) -> None:
+        super().__init__(encoder, head)
+        self.frozen = frozen  # data.features_from: a frozen encoder whose layers join the input
+
     def forward(self, words: torch.Tensor, chars: torch.Tensor, casing: torch.Tensor, mask: torch.Tensor,
                 tags: torch.Tensor | None = None, pieces: "SubwordInput | None" = None) -> ModelOutput:
         """Emissions, and with gold `tags` the summed sentence negative log-likelihood as `loss`.
-        With `pieces` (sub-word encoders) the encoder reads the pieces and each word takes the state of
-        its first piece."""
-        if pieces is None:
+        With `pieces` a sub-word encoder reads the pieces and each word takes the state of its first
+        piece; with a frozen feature encoder, its features join the word-level encoder's input."""
+        if self.frozen is not None:
+            context = self.frozen(pieces.ids, pieces.mask, pieces.first)  # [B, T, E]
+            features = TokenFeatures(chars=chars, casing=casing, context=context)
+            states = self.encoder(words, mask, features=features).tokens  # [B, T, D]
+        elif pieces is None:
             states = self.encoder(words, mask, features=TokenFeatures(chars=chars, casing=casing)).tokens  # [B, T, D]
         else:
             out = self.encoder(pieces.ids, pieces.mask, features=TokenFeatures(segments=torch.zeros_like(pieces.ids)))
@@ -233,6 +251,9 @@ class TaggingTask(Task):
         if subwords != (config.data.tokenizer == "wordpiece"):
             raise TextnnError(f"config key data.tokenizer: {config.data.tokenizer!r} with model {config.model_name}; "
                               f"a sub-word encoder (bert) reads wordpiece, a word-level tagger word or whitespace")
+        if config.data.features_from and not registry.encoder_class(config.model_name).takes_context:
+            raise TextnnError(f"config key data.features_from: model {config.model_name} takes no extra features; "
+                              f"use a word-level tagger that does (rnn_tagger)")
 
     def __init__(self, config: Config, tokenizer: Tokenizer, vocab: Vocab, chars: Vocab, tags: list[str]):
         self.config = config
@@ -246,6 +267,7 @@ class TaggingTask(Task):
         self.splits: dict[str, EncodedSentences] = {}
         self.pretrained: torch.Tensor | None = None
         self.subwords = "segments" in registry.encoder_class(config.model_name).reads
+        self.features: FeatureSource | None = None  # data.features_from
 
     # --- building from data or from a run directory -----------------------------------------------
     @classmethod
@@ -279,6 +301,8 @@ class TaggingTask(Task):
             chars = Vocab.build(([ch for ch in token] for s in train for token in s.tokens), specials=(PAD, UNK))
         types = {split_tag(tag)[1] for s in train for tag in s.tags if tag != "O"}
         task = cls(config, tokenizer, words, chars, tag_set(types, data.train_tag_scheme))
+        if data.features_from:
+            task.features = read_source(data.features_from)
         task.splits["train"] = task.encode(train)
         for split in ("dev", "test"):
             if getattr(data, split):
@@ -294,7 +318,10 @@ class TaggingTask(Task):
         if not isinstance(saved, dict) or not isinstance(saved.get("tags"), list) or not saved["tags"]:
             raise TextnnError(f"{run_path / 'tags.json'}: expected {{\"scheme\": ..., \"tags\": [...]}}; the file is "
                               f"damaged: re-train the run")
-        return cls(config, tokenizer, vocab, Vocab.load(run_path / "chars.json"), saved["tags"])
+        task = cls(config, tokenizer, vocab, Vocab.load(run_path / "chars.json"), saved["tags"])
+        if config.data.features_from:
+            task.features = source_from_run(run_path)
+        return task
 
     def save(self, run_path: Path) -> None:
         (run_path / "tokenizer.json").write_text(json.dumps(self.tokenizer.to_dict()), encoding="utf-8")
@@ -302,14 +329,18 @@ class TaggingTask(Task):
         self.chars.save(run_path / "chars.json")
         (run_path / "tags.json").write_text(json.dumps({"scheme": self.scheme, "tags": self.tags}, ensure_ascii=False),
                                             encoding="utf-8")
+        if self.features is not None:
+            save_source(self.features, run_path)
 
     def build_model(self) -> Tagger:
+        frozen = FrozenLayers(self.features, self.config.data.features_layers) if self.features is not None else None
         spec = InputSpec(vocab_size=len(self.vocab), pad_id=self.vocab.pad_id, pretrained=self.pretrained,
-                         num_chars=len(self.chars), num_casings=NUM_CASINGS)
+                         num_chars=len(self.chars), num_casings=NUM_CASINGS,
+                         context_dim=frozen.size if frozen is not None else 0)
         encoder = registry.encoder_class(self.config.model_name)(self.config.model, spec)
         head = TaggerHead(encoder.token_size, self.tags, self.scheme, self.config.head.output,
                           self.config.head.constrained)
-        return Tagger(encoder, head)
+        return Tagger(encoder, head, frozen)
 
     # --- encoding ---------------------------------------------------------------------------------
     def encode(self, sentences: list[Sentence]) -> EncodedSentences:
@@ -338,25 +369,29 @@ class TaggingTask(Task):
                   file=sys.stderr)
         labelled = all(s.tags is not None for s in sentences)
         encoded = EncodedSentences(sentences, words, chars, casings, tags if labelled else None)
-        if self.subwords:
+        if self.subwords or self.features is not None:
             encoded.pieces, encoded.first = self.encode_pieces(sentences)
         return encoded
 
     def encode_pieces(self, sentences: list[Sentence]) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """[CLS] pieces [SEP] of each sentence (words split one at a time, so pieces never straddle
         words) and the position of each word's first piece; see the module docstring."""
-        limit = [n for n in (self.config.data.max_length,
-                             registry.encoder_class(self.config.model_name).max_length(self.config.model)) if n]
+        if self.features is not None:  # the frozen feature encoder's pieces
+            tokenizer, vocab = self.features.tokenizer, self.features.vocab
+            name, model = self.features.model_name, self.features.model
+        else:
+            tokenizer, vocab, name, model = self.tokenizer, self.vocab, self.config.model_name, self.config.model
+        limit = [n for n in (self.config.data.max_length, registry.encoder_class(name).max_length(model)) if n]
         budget = (min(limit) if limit else 512) - 2
-        unk = self.vocab.stoi.get(WORDPIECE_UNK, self.vocab.pad_id)
+        unk = vocab.stoi.get(WORDPIECE_UNK, vocab.pad_id)
         words = [t for s in sentences for t in s.tokens]
-        pieces = iter(self.tokenizer.tokenize_lines(words))
-        cls_id, sep_id = self.vocab.stoi[CLS], self.vocab.stoi[SEP]
+        pieces = iter(tokenizer.tokenize_lines(words))
+        cls_id, sep_id = vocab.stoi[CLS], vocab.stoi[SEP]
         all_ids, all_first, cut = [], [], 0
         for s in sentences:
             ids, first = [cls_id], []
             for _ in s.tokens:
-                word = self.vocab.encode(next(pieces)) or [unk]  # a word the pipeline drops entirely reads as [UNK]
+                word = vocab.encode(next(pieces)) or [unk]  # a word the pipeline drops entirely reads as [UNK]
                 room = budget - (len(ids) - 1)
                 if room <= 0:
                     first.append(-1)  # past the cut: tagged from [SEP], below
@@ -396,7 +431,8 @@ class TaggingTask(Task):
                 tags[row, :n] = data.tags[i]
         batch = TaggingBatch(*(torch.from_numpy(a) for a in (words, chars, casings, mask, tags)), index=index)
         if data.pieces is not None:
-            ids, piece_mask = pad([data.pieces[i].tolist() for i in index], self.vocab.pad_id)
+            pad_id = self.features.vocab.pad_id if self.features is not None else self.vocab.pad_id
+            ids, piece_mask = pad([data.pieces[i].tolist() for i in index], pad_id)
             first = np.zeros((len(index), longest), dtype=np.int64)  # [B, T]
             for row, i in enumerate(index):
                 first[row, :len(data.first[i])] = data.first[i]

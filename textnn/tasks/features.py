@@ -52,6 +52,9 @@ def read_source(path: str) -> FeatureSource:
     from textnn.interop import huggingface
     from textnn.tasks.base import Task
 
+    if not (Path(path) / "config.yaml").is_file() and not huggingface.is_checkpoint_dir(path):
+        raise TextnnError(f"data.features_from={path}: no run (config.yaml) or Hugging Face checkpoint (config.json) "
+                          f"there; give the directory of a BERT-family run or checkpoint")
     section = dict(_start_run_config(path, "data.features_from").get("model") or {})
     name = str(section.pop("name", ""))
     for key in ("preset", "init_from"):

@@ -57,7 +57,7 @@ class PretrainingData(DataConfig):
     lowercase: bool = opt(True, "uncased WordPiece: lower-case and strip accents (BERT-uncased)")
     documents: str = opt("blank_lines", "document boundaries: blank_lines, or wikitext (articles start at ' = Title = ' lines)")
     wordpiece_vocab_size: int = opt(8000, "size of the WordPiece vocabulary trained on data.train")
-    max_length: int = opt(128, "tokens per sequence, [CLS] and [SEP] included (BERT's phase 1: 128)")
+    max_length: int = opt(0, "tokens per sequence, [CLS] and [SEP] included; 0 = 128 (BERT's phase 1), or the encoder's limit when lower")
     mask_rate: float = opt(0.15, "fraction of the positions predicted (Devlin et al. 2019: 0.15)")
     whole_word_masking: bool = opt(False, "choose all the pieces of a word together")
     dynamic_masking: bool = opt(False, "draw new masks every epoch (RoBERTa) instead of once (BERT)")
@@ -71,8 +71,8 @@ class PretrainingData(DataConfig):
         check_key(self.documents in DOCUMENTS, "data.documents", self.documents, " or ".join(DOCUMENTS))
         check_key(is_int(self.wordpiece_vocab_size) and self.wordpiece_vocab_size >= 8, "data.wordpiece_vocab_size",
                   self.wordpiece_vocab_size, "an integer >= 8")
-        check_key(is_int(self.max_length) and self.max_length >= 8, "data.max_length", self.max_length,
-                  "an integer >= 8")
+        check_key(is_int(self.max_length) and (self.max_length == 0 or self.max_length >= 8), "data.max_length",
+                  self.max_length, "0 (the default) or an integer >= 8")
         check_key(0.0 < self.mask_rate < 1.0, "data.mask_rate", self.mask_rate, "a fraction in (0, 1)")
 
 
@@ -190,6 +190,8 @@ class PretrainingTask(Task):
         self.random_ids = np.asarray([i for i, t in enumerate(vocab.itos) if i not in specials
                                       and not (t.startswith("[") and t.endswith("]"))], dtype=np.int64)
         self.splits: dict[str, PretrainingSplit] = {}
+        limit = registry.encoder_class(config.model_name).max_length(config.model)
+        self.max_length = config.data.max_length or min(128, limit or 128)
 
     # --- building ---------------------------------------------------------------------------------
     @classmethod
@@ -245,9 +247,9 @@ class PretrainingTask(Task):
         data = self.config.data
         documents = self.encode_documents(path)
         if data.nsp:
-            instances = nsp_instances(documents, data.max_length, self.cls_id, self.sep_id, self.config.train.seed)
+            instances = nsp_instances(documents, self.max_length, self.cls_id, self.sep_id, self.config.train.seed)
         else:
-            instances = full_sentence_blocks(documents, data.max_length, self.cls_id, self.sep_id)
+            instances = full_sentence_blocks(documents, self.max_length, self.cls_id, self.sep_id)
         if not instances:
             raise TextnnError(f"{path}: no sequence to pre-train on; give more text")
         return PretrainingSplit(instances, str(path))

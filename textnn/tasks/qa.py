@@ -60,9 +60,9 @@ class QAData(DataConfig):
     tokenizer: str = opt("wordpiece", "wordpiece (that of model.init_from, or trained on data.train)")
     lowercase: bool = opt(True, "uncased WordPiece when one is trained here")
     wordpiece_vocab_size: int = opt(8000, "size of a WordPiece trained on data.train (without model.init_from)")
-    max_length: int = opt(384, "tokens per window: [CLS] question [SEP] context [SEP] (BERT: 384)")
+    max_length: int = opt(0, "tokens per window: [CLS] question [SEP] context [SEP]; 0 = 384 (BERT), or the encoder's limit when lower")
     doc_stride: int = opt(128, "a long context is read in windows starting every this many tokens (BERT: 128)")
-    max_query_length: int = opt(64, "question tokens kept (BERT: 64)")
+    max_query_length: int = opt(64, "question tokens kept (BERT: 64), at most half the window")
     max_answer_length: int = opt(30, "longest answer predicted, in tokens (BERT: 30)")
     holdout_articles: int = opt(0, "with no data.dev: the last N articles of data.train are the dev set")
 
@@ -71,11 +71,11 @@ class QAData(DataConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         check_key(self.tokenizer == "wordpiece", "data.tokenizer", self.tokenizer, "wordpiece")
-        for key in ("max_length", "doc_stride", "max_query_length", "max_answer_length", "wordpiece_vocab_size"):
+        for key in ("doc_stride", "max_query_length", "max_answer_length", "wordpiece_vocab_size"):
             check_key(is_int(getattr(self, key)) and getattr(self, key) >= 1, f"data.{key}", getattr(self, key),
                       "an integer >= 1")
-        check_key(self.max_length >= self.max_query_length + 4, "data.max_length", self.max_length,
-                  f"at least data.max_query_length + 4 = {self.max_query_length + 4} (room for context)")
+        check_key(is_int(self.max_length) and (self.max_length == 0 or self.max_length >= 8), "data.max_length",
+                  self.max_length, "0 (the default) or an integer >= 8")
         check_key(is_int(self.holdout_articles) and self.holdout_articles >= 0, "data.holdout_articles",
                   self.holdout_articles, "an integer >= 0")
 
@@ -233,6 +233,9 @@ class QATask(Task):
             raise TextnnError(f"the vocabulary has no {CLS} or {SEP}; span QA packs [CLS] question [SEP] context "
                               f"[SEP]: start from a BERT-family run or checkpoint")
         self.splits: dict[str, QASplit] = {}
+        limit = registry.encoder_class(config.model_name).max_length(config.model)
+        self.max_length = config.data.max_length or min(384, limit or 384)
+        self.max_query = min(config.data.max_query_length, self.max_length // 2)  # the context keeps half or more
 
     # --- building ---------------------------------------------------------------------------------
     @classmethod
@@ -294,7 +297,7 @@ class QATask(Task):
         pieces = {c: self.tokenizer.encode_with_offsets(c) for c in contexts}
         context_ids = {c: self.vocab.encode(p.tokens) for c, p in pieces.items()}
         offsets = {c: p.offsets for c, p in pieces.items()}
-        query_ids = [self.vocab.encode(t)[:data.max_query_length]
+        query_ids = [self.vocab.encode(t)[:self.max_query]
                      for t in self.tokenizer.tokenize_lines([q.question for q in questions])]
         windows = []
         for qi, (q, query) in enumerate(zip(questions, query_ids)):
@@ -302,7 +305,7 @@ class QATask(Task):
             if not ids:
                 continue  # an empty context has no span to answer with; scored as an empty answer
             gold = _answer_pieces(spans, q.answer_start, q.answer_text) if q.answer_start >= 0 else None
-            room = data.max_length - len(query) - 3
+            room = self.max_length - len(query) - 3
             for first, length in window_starts(len(ids), room, data.doc_stride):
                 packed = pack(query, ids[first:first + length], cls_id, sep_id)
                 at = packed.second[0]

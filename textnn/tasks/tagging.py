@@ -57,7 +57,7 @@ from textnn.data.batching import bucket_batches, pad
 from textnn.data.cache import cached
 from textnn.data.conll import (MAX_WORD_CHARS, Sentence, convert_tags, normalise_scheme, read_conll,
                                split_tag, tag_set)
-from textnn.data.tokenizers import CLS, SEP, UNK as WORDPIECE_UNK, Tokenizer
+from textnn.data.tokenizers import CLS, MASK, SEP, UNK as WORDPIECE_UNK, Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.errors import TextnnError
 from textnn.metrics.spans import SPAN_METRICS, sentence_counts, span_bootstrap_ci, span_scores
@@ -248,9 +248,9 @@ class TaggingTask(Task):
             raise TextnnError("config key data.train is empty; set it to the training CoNLL file")
         cls.check_vectors(config)
         subwords = "segments" in registry.encoder_class(config.model_name).reads
-        if subwords != (config.data.tokenizer == "wordpiece"):
-            raise TextnnError(f"config key data.tokenizer: {config.data.tokenizer!r} with model {config.model_name}; "
-                              f"a sub-word encoder (bert) reads wordpiece, a word-level tagger word or whitespace")
+        if config.data.tokenizer == "wordpiece" and not subwords:
+            raise TextnnError(f"config key data.tokenizer: wordpiece with model {config.model_name}; only a sub-word "
+                              f"encoder (bert) reads pieces, a word-level tagger reads word or whitespace tokens")
         if config.data.features_from and not registry.encoder_class(config.model_name).takes_context:
             raise TextnnError(f"config key data.features_from: model {config.model_name} takes no extra features; "
                               f"use a word-level tagger that does (rnn_tagger)")
@@ -283,8 +283,11 @@ class TaggingTask(Task):
             words = Vocab(tokenizer.vocabulary(), unk=WORDPIECE_UNK)
         else:
             tokenizer = Tokenizer(data.tokenizer)  # tokenizes raw text at prediction time; never lower-cases
+            # A sub-word encoder reading whole words still frames them as [CLS] words [SEP]
+            specials = (PAD, UNK, CLS, SEP, MASK) if "segments" in registry.encoder_class(config.model_name).reads \
+                else (PAD, UNK)
             words = Vocab.build(([_word(config, t) for t in s.tokens] for s in train), min_freq=data.min_freq,
-                                max_size=data.max_vocab)
+                                max_size=data.max_vocab, specials=specials)
         vectors = None
         if data.vectors:
             from textnn.interop.vectors import read_vectors
@@ -385,7 +388,9 @@ class TaggingTask(Task):
         budget = (min(limit) if limit else 512) - 2
         unk = vocab.stoi.get(WORDPIECE_UNK, vocab.pad_id)
         words = [t for s in sentences for t in s.tokens]
-        pieces = iter(tokenizer.tokenize_lines(words))
+        # a trained tokenizer splits each word into pieces; a rule-based one's "piece" is the word itself
+        pieces = iter(tokenizer.tokenize_lines(words) if tokenizer.model is not None
+                      else [[_word(self.config, w)] for w in words])
         cls_id, sep_id = vocab.stoi[CLS], vocab.stoi[SEP]
         all_ids, all_first, cut = [], [], 0
         for s in sentences:
@@ -463,7 +468,7 @@ class TaggingTask(Task):
     # --- loss, prediction, evaluation -------------------------------------------------------------
     def loss(self, model: torch.nn.Module, batch: TaggingBatch) -> torch.Tensor:
         """Sum over the batch's sentences of each sentence's negative log-likelihood."""
-        return model(batch.words, batch.chars, batch.casing, batch.mask, batch.tags, batch.pieces).loss
+        return model(batch.words, batch.chars, batch.casing, batch.mask, batch.tags, **_pieces(batch)).loss
 
     @torch.no_grad()
     def decode_tags(self, model: torch.nn.Module, data: EncodedSentences) -> tuple[list[list[str]], float | None]:
@@ -476,7 +481,7 @@ class TaggingTask(Task):
         for batch in self.eval_batches(data):
             batch = batch.to(device)
             emissions = model(batch.words, batch.chars, batch.casing, batch.mask,
-                              pieces=batch.pieces).logits.float()  # [B, T, K]
+                              **_pieces(batch)).logits.float()  # [B, T, K]
             best = model.head.decode(emissions, batch.mask).cpu().tolist()  # [B, T]
             if data.tags is not None:
                 nll_sum += float(model.head.nll(emissions, batch.tags, batch.mask).sum())
@@ -575,6 +580,11 @@ def read_sentences(config: Config, path: str, require_tags: bool = True) -> list
                 "scheme": data.tag_scheme, "encoding": data.encoding, "require_tags": require_tags}
     return [Sentence(tuple(tokens), tuple(tags) if tags is not None else None, document, doc_start, str(path), line)
             for tokens, tags, document, doc_start, line in cached(path, settings, compute, enabled=data.cache)]
+
+
+def _pieces(batch: TaggingBatch) -> dict:
+    """The sub-word view of a batch as a keyword argument of the model, only for models that read one."""
+    return {"pieces": batch.pieces} if batch.pieces is not None else {}
 
 
 def _word(config: Config, token: str) -> str:

@@ -136,3 +136,40 @@ def test_mlm_loss_and_accuracy_on_a_hand_example():
     assert metrics["mlm_accuracy"] == pytest.approx(2 / 3)  # argmax 2, 0, 0 against 2, 0, 1
     assert metrics["nsp_accuracy"] == pytest.approx(1 / 2)
     assert metrics["loss"] == pytest.approx(metrics["mlm_loss"] + metrics["nsp_loss"])
+
+
+def _task(tmp_path, dynamic: bool):
+    # the cache keeps the trained WordPiece, as a resumed run finds it (the library's training may
+    # break ties differently from one training to the next)
+    import random
+
+    from textnn.config import config_from_dict
+    from textnn.tasks.pretraining import PretrainingTask
+
+    rng = random.Random(0)
+    words = "river city music team film war king song game north".split()
+    docs = ["\n".join(" ".join(rng.choice(words) for _ in range(7)).capitalize() + " ." for _ in range(5))
+            for _ in range(6)]
+    path = tmp_path / "text.txt"
+    path.write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+    config = config_from_dict({"task": "pretraining", "model": {"name": "bert", "preset": "tiny"},
+                               "data": {"train": str(path), "wordpiece_vocab_size": 50, "max_length": 24,
+                                        "dynamic_masking": dynamic, "nsp": not dynamic},
+                               "train": {"seed": 5}}, "test")
+    return PretrainingTask.from_data(config)
+
+
+def _masks(task, epoch: int) -> list:
+    # per instance, whatever order the epoch's batches come in
+    return [task._masked(task.splits["train"], epoch)[i] for i in range(len(task.splits["train"].instances))]
+
+
+def test_the_task_keeps_static_masks_and_redraws_dynamic_ones_per_epoch(tmp_path, monkeypatch):
+    monkeypatch.setenv("TEXTNN_CACHE", str(tmp_path / "cache"))
+    static, dynamic = _task(tmp_path, dynamic=False), _task(tmp_path, dynamic=True)
+    assert _masks(static, 1) == _masks(static, 2) == _masks(static, 0)
+    assert _masks(dynamic, 1) != _masks(dynamic, 2)
+    assert _masks(dynamic, 2) == _masks(_task(tmp_path, dynamic=True), 2)  # a fresh process (a resume) agrees
+    assert all(x.is_next == -1 and set(x.segments) == {0} for x in dynamic.splits["train"].instances)
+    first = [b.targets for b in dynamic.train_batches(3)]
+    assert all(torch.equal(a, b) for a, b in zip(first, [b.targets for b in dynamic.train_batches(3)]))

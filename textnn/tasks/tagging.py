@@ -26,7 +26,8 @@ counts as a miss in the scores, is treated as O in the dev loss, and the number 
 reported when the file is read.
 
 Sub-word encoders (BERT: `Encoder.reads` "segments"): each sentence is read as [CLS] pieces [SEP]
-(segment ids all 0), its words split into WordPiece pieces one word at a time; the state of the
+(segment ids all 0), its words split into WordPiece pieces one word at a time (with a rule-based
+tokenizer each word is one token of its own vocabulary); the state of the
 FIRST piece of each word stands for the word (Devlin et al. 2019 §5.3: "we use the representation of
 the first sub-token as the input to the token-level classifier"), so the head, its loss and the
 CRF see exactly one position per CoNLL word and the other pieces carry no label. Predictions are

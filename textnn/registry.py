@@ -43,6 +43,8 @@ TASKS: dict[str, str] = {
     "language_modeling": "textnn.tasks.language_modeling:LanguageModelingTask",
     "embeddings": "textnn.tasks.embeddings:EmbeddingsTask",
     "translation": "textnn.tasks.translation:TranslationTask",
+    "pretraining": "textnn.tasks.pretraining:PretrainingTask",
+    "qa": "textnn.tasks.qa:QATask",
 }
 
 

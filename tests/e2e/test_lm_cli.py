@@ -80,10 +80,10 @@ def test_train_then_evaluate_prints_perplexity_and_token_counts(tmp_path, model,
         assert int(printed(out, "tokens")) == dev_tokens - 1
 
 
-def test_evaluate_streams_1_is_the_sequential_number(tmp_path):
-    """`--streams 1` reads the file in order from its first token: the number equals the task's own
-    sequential evaluation of the loaded run (and usually differs from the default batched reading,
-    whose rows restart from a zero state)."""
+def test_evaluate_reads_one_sequential_stream_unless_streams_are_asked_for(tmp_path):
+    """By default (and with `--streams 1`) the file is read in order from its first token: the number
+    equals the task's own sequential evaluation of the loaded run. `--streams 16` reads 16 rows side by
+    side, each restarting from a zero state, which gives another number."""
     import torch
 
     from textnn.experiment import load_run
@@ -95,11 +95,12 @@ def test_evaluate_streams_1_is_the_sequential_number(tmp_path):
         "model: {name: rnn_lm, preset: tiny}\n"
         "train: {batch_size: 4, epochs: 1, log_every: 5, progress: false, device: cpu}\n", encoding="utf-8")
     assert textnn("train", "lm.yaml", "--run-dir", "run", cwd=tmp_path).returncode == 0
+    default = textnn("evaluate", "run", "--data", train.name, "--json", cwd=tmp_path)
     sequential = textnn("evaluate", "run", "--data", train.name, "--streams", "1", "--json", cwd=tmp_path)
-    batched = textnn("evaluate", "run", "--data", train.name, "--json", cwd=tmp_path)
-    assert sequential.returncode == 0 and batched.returncode == 0, sequential.stderr + batched.stderr
-    seq, bat = json.loads(sequential.stdout), json.loads(batched.stdout)
-    assert seq["tokens"] == bat["tokens"]
+    batched = textnn("evaluate", "run", "--data", train.name, "--streams", "16", "--json", cwd=tmp_path)
+    assert default.returncode == sequential.returncode == batched.returncode == 0, default.stderr + batched.stderr
+    first, seq, bat = (json.loads(p.stdout) for p in (default, sequential, batched))
+    assert first == seq and seq["tokens"] == bat["tokens"]
     _, task, model = load_run(tmp_path / "run")
     with torch.no_grad():
         expected = task.evaluate(model, task.encode_file(str(train)), streams=1)

@@ -149,7 +149,10 @@ def test_evaluation_converts_back_to_the_file_scheme(tmp_path):
 @pytest.mark.parametrize("data, words", [
     ({"format": "tsv"}, "reads conll"),
     ({"tokenizer": "char"}, "word or whitespace"),
-    ({"max_length": 5}, "data.max_length"),
+    ({"max_length": -1}, "data.max_length"),
+    ({"features_layers": "first"}, "data.features_layers"),
+    ({"tokenizer": "wordpiece"}, "only a sub-word encoder"),  # a word-level tagger does not read pieces
+    ({"features_from": "nowhere"}, "data.features_from=nowhere: no run"),
 ])
 def test_unsupported_settings_are_refused(tmp_path, data, words):
     with pytest.raises(TextnnError, match=words):

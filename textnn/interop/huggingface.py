@@ -322,10 +322,12 @@ def export_run(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
         if config.task == "classification" and getattr(task, "packs", False) and len(linear) == 1:
             tensors = {f"bert.{name}": t for name, t in tensors.items()}
             tensors["classifier.weight"], tensors["classifier.bias"] = linear[0].weight, linear[0].bias
-            labels = list(task.labels)
+            labels = list(task.labels) or ["score"]  # regression: one output, which transformers reads as regression
             hf.update(architectures=["BertForSequenceClassification"], num_labels=len(labels),
                       id2label={str(i): label for i, label in enumerate(labels)},
                       label2id={label: i for i, label in enumerate(labels)})
+            if config.data.regression:
+                hf["problem_type"] = "regression"
     else:
         if not cfg.bias:
             raise TextnnError(f"{run_dir}: a gpt run with model.bias=false has no GPT-2 counterpart (GPT-2 has biases)")

@@ -45,6 +45,7 @@ class InputSpec:
     pretrained: torch.Tensor | None = None  # [vocab_size, D] word vectors, or None
     num_chars: int = 0  # character vocabulary size (encoders that read "chars")
     num_casings: int = 0  # casing categories (encoders that read "casing")
+    context_dim: int = 0  # size of per-token features from a frozen encoder (encoders with `takes_context`)
 
 
 @dataclass
@@ -54,6 +55,7 @@ class TokenFeatures:
     chars: torch.Tensor | None = None  # [B, T, C] character ids per word, 0 = padding
     casing: torch.Tensor | None = None  # [B, T] casing category, 0 = padding
     segments: torch.Tensor | None = None  # [B, T] segment id: 0 first sentence (with [CLS]), 1 second; 0 = padding
+    context: torch.Tensor | None = None  # [B, T, context_dim] per-token features from a frozen encoder
 
 
 @dataclass
@@ -93,6 +95,7 @@ class Encoder(nn.Module):
     reads: ClassVar[tuple[str, ...]] = ()
     uses_vectors: ClassVar[bool] = False  # builds its word embedding from InputSpec.pretrained when given
     windowed: ClassVar[bool] = False  # reads each window afresh: no state carries context across windows
+    takes_context: ClassVar[bool] = False  # reads TokenFeatures.context (InputSpec.context_dim wide) beside its own inputs
     lm_bias: ClassVar[bool] = True  # whether a language-model head on this encoder has an output bias
 
     def __init__(self) -> None:

@@ -146,6 +146,18 @@ class Bert(Encoder):
             x = block(x, key_mask=key_mask).hidden
         return EncoderOutput(tokens=x, sentence=self._sentence(x))
 
+    def hidden_layers(self, ids: torch.Tensor, mask: torch.Tensor,
+                      segments: torch.Tensor | None = None) -> list[torch.Tensor]:
+        """The output of every block, L x [B, T, D] (the last is `forward`'s tokens): what feature-based
+        use combines (modules/scalar_mix.py; Devlin et al. 2019 §5.3)."""
+        x = self._embed(ids, segments)
+        key_mask = None if bool(mask.all()) else mask
+        layers = []
+        for block in self.blocks:
+            x = block(x, key_mask=key_mask).hidden
+            layers.append(x)
+        return layers
+
     @torch.no_grad()
     def forward_with_attention(self, ids: torch.Tensor, mask: torch.Tensor | None = None,
                                segments: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:

@@ -14,6 +14,9 @@ As an encoder: ids [B, T] (word ids), mask [B, T] bool (True = real token) and f
 [B, T, C], 0 = padding; casing [B, T], 0 = padding) -> tokens [B, T, 2H], the dropped BiRNN states.
 The tag scores and the softmax or CRF output are the tagging task's head (`modules.heads.TaggerHead`,
 `head.output`, `head.constrained`).
+With `spec.context_dim` > 0 the features also carry context [B, T, E], a frozen encoder's layers per
+word (the tagging task's data.features_from; Devlin et al. 2019 §5.3's feature-based BERT), which are
+concatenated to the word representation before the dropout and the BiRNN.
 """
 
 # B batch, T words per sentence, C characters per word, D word dim, F char features, A casing dim,
@@ -71,6 +74,7 @@ class RNNTagger(Encoder):
     gives_tokens = True
     reads = ("chars", "casing")
     uses_vectors = True
+    takes_context = True  # a frozen encoder's features join the word representation (data.features_from)
 
     def __init__(self, cfg: RNNTaggerConfig, spec: InputSpec) -> None:
         super().__init__()
@@ -83,7 +87,8 @@ class RNNTagger(Encoder):
         if self.char_encoder is not None:
             features += self.char_encoder.output_size
         self.casing_embedding = TokenEmbedding(spec.num_casings, cfg.casing_dim, 0) if cfg.casing_dim else None
-        features += cfg.casing_dim
+        features += cfg.casing_dim + spec.context_dim
+        self.context_dim = spec.context_dim
         self.dropout = nn.Dropout(cfg.dropout)
         self.rnn = RNNEncoder(features, cfg.hidden_size, cfg.cell, cfg.num_layers, bidirectional=True,
                                   dropout=cfg.dropout)
@@ -91,8 +96,11 @@ class RNNTagger(Encoder):
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor, state: object = None,
                 features: TokenFeatures | None = None) -> EncoderOutput:
-        x = self.dropout(concat_word_features(self.word_embedding, self.char_encoder, self.casing_embedding,
-                                              ids, features))  # [B, T, D+F+A]
+        x = concat_word_features(self.word_embedding, self.char_encoder, self.casing_embedding, ids,
+                                 features)  # [B, T, D+F+A]
+        if self.context_dim:
+            x = torch.cat([x, features.context], dim=-1)  # [B, T, D+F+A] -> [B, T, D+F+A+E]
+        x = self.dropout(x)
         return EncoderOutput(tokens=self.dropout(self.rnn(x, mask)))  # [B, T, 2H]
 
 

@@ -9,6 +9,10 @@ Encoders that read "segments" (BERT) read every input as ONE sequence instead: [
 a pair packed as [CLS] a [SEP] b [SEP] with segment ids (data/packing.py; Devlin et al. 2019 §4.1),
 truncated longest-first to data.max_length, and classified from the encoder's sentence vector
 (its pooler) with a plain `ClassifierHead`.
+
+Regression (`data.regression: true`, STS-B's similarity scores): the label column holds real
+numbers; a `RegressionHead` gives one value per input, trained with the squared error and scored
+by Pearson's and Spearman's correlation (GLUE's STS-B metrics) and the mean squared error.
 """
 
 # B batch, T tokens, D sentence vector size, C classes
@@ -34,9 +38,9 @@ from textnn.data.readers import Record, Records, line_list, read_classification,
 from textnn.data.tokenizers import CLS, MASK, SEP, UNK as WORDPIECE_UNK, Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.errors import TextnnError, where
-from textnn.metrics import CLASSIFICATION_METRICS, bootstrap_ci, confusion_matrix
+from textnn.metrics import CLASSIFICATION_METRICS, REGRESSION_METRICS, bootstrap_ci, confusion_matrix
 from textnn.models.base import EncoderWithHead, InputSpec, ModelOutput, TokenFeatures
-from textnn.modules.heads import ClassifierHead, PairClassifierHead
+from textnn.modules.heads import ClassifierHead, PairClassifierHead, RegressionHead
 from textnn.modules.pooling import last_valid, masked_max, masked_mean
 from textnn.tasks.base import Task, line_chunks
 
@@ -56,6 +60,7 @@ class ClassificationData(WordVectorData):
     kfold: int = opt(0, "k-fold cross-validation when there is no dev file: split train into k folds")
     fold: int = opt(0, "which fold (0-based) is held out as dev when kfold > 0")
     wordpiece_vocab_size: int = opt(8000, "tokenizer wordpiece: size of the vocabulary trained on data.train")
+    regression: bool = opt(False, "labels are real numbers (STS-B): one output trained with the squared error, scored by Pearson/Spearman")
 
     TOKENIZATION = (*WordVectorData.TOKENIZATION, "wordpiece_vocab_size")
 
@@ -119,7 +124,7 @@ class Classifier(EncoderWithHead):
 class ClassificationBatch:
     ids: torch.Tensor  # [B, T] token ids
     mask: torch.Tensor  # [B, T] bool, True = real token
-    labels: torch.Tensor  # [B] class ids
+    labels: torch.Tensor  # [B] class ids (real values [B] for regression)
     index: list[int]  # positions of these examples in their split
     pair_ids: torch.Tensor | None = None  # [B, T2] second sentence of a pair
     pair_mask: torch.Tensor | None = None
@@ -146,8 +151,17 @@ class EncodedSplit:
     records: list[Record]
     ids: list[list[int]]
     pair_ids: list[list[int]] | None
-    labels: list[int]  # -1 where unlabelled (prediction input)
+    labels: list  # class ids, -1 where unlabelled (prediction input); regression: floats, NaN where unlabelled
     segments: list[list[int]] | None = None  # packed inputs: segment id per token of `ids`
+
+
+def _real_label(record: Record) -> float:
+    """A regression label as a float, or an error naming the line."""
+    try:
+        return float(record.label)
+    except (TypeError, ValueError):
+        raise TextnnError(f"{where(record.path, record.line)}: label {record.label!r} is not a number; "
+                          f"data.regression reads real-valued labels (check data.label_column)") from None
 
 
 def _label_order(labels: set[str]) -> list[str]:
@@ -160,9 +174,19 @@ def _label_order(labels: set[str]) -> list[str]:
 class ClassificationTask(Task):
     data_config = ClassificationData
     head_config = ClassificationHeadConfig
-    metric_directions = {"loss": False, **{name: True for name in CLASSIFICATION_METRICS}}
+    metric_directions = {"loss": False, **{name: True for name in CLASSIFICATION_METRICS},
+                         **{name: True for name in REGRESSION_METRICS}, "mse": False}
     formats = ("tsv", "csv", "jsonl", "fasttext", "label_text", "class_files")
-    default_metric = "accuracy"
+
+    @property
+    def default_metric(self) -> str:
+        return "pearson" if self.config.data.regression else "accuracy"
+
+    @classmethod
+    def metrics_for(cls, config: Config) -> list[str]:
+        if config.data.regression:
+            return ["loss", *REGRESSION_METRICS, "mse"]
+        return ["loss", *CLASSIFICATION_METRICS]
 
     @classmethod
     def unusable_reason(cls, encoder_cls: type) -> str | None:
@@ -177,6 +201,10 @@ class ClassificationTask(Task):
     def check_config(cls, config: Config) -> None:
         super().check_config(config)
         cls.check_vectors(config)
+        reads = registry.encoder_class(config.model_name).reads
+        if config.data.regression and config.data.text_pair_column and "segments" not in reads:
+            raise TextnnError(f"config key data.regression: sentence-pair regression packs the pair into one "
+                              f"sequence, which model {config.model_name} does not read; use a bert encoder")
 
     def __init__(self, config: Config, tokenizer: Tokenizer, vocab: Vocab, labels: list[str]):
         self.config = config
@@ -244,7 +272,7 @@ class ClassificationTask(Task):
             # words absent from training still had a meaningful vector; adding the vector file's words
             # does the same without looking at dev or test text.
             vocab = vocab.extend(read_vectors(data.vectors)[0])
-        labels = _label_order({r.label for r in train_records})
+        labels = [] if data.regression else _label_order({r.label for r in train_records})
         task = cls(config, tokenizer, vocab, labels)
         task.splits["train"] = task.encode(train_records, train_tokens)
         if dev_records:
@@ -270,7 +298,8 @@ class ClassificationTask(Task):
     def from_run(cls, run_path: Path, config: Config) -> "ClassificationTask":
         tokenizer, vocab = cls.load_text_pipeline(run_path, config.data)
         labels = cls.read_json(run_path / "labels.json")
-        if not isinstance(labels, list) or not labels or not all(isinstance(label, str) for label in labels):
+        if not isinstance(labels, list) or not (labels or config.data.regression) or \
+                not all(isinstance(label, str) for label in labels):
             raise TextnnError(f"{run_path / 'labels.json'}: expected a JSON list of label names; the file is damaged: "
                               f"re-train the run")
         return cls(config, tokenizer, vocab, labels)
@@ -286,6 +315,9 @@ class ClassificationTask(Task):
                                          pretrained=self.pretrained))
         head_cfg = self.config.head
         size = encoder.sentence_size or encoder.token_size
+        if self.config.data.regression:
+            return Classifier(encoder, RegressionHead(size, hidden=head_cfg.hidden, dropout=head_cfg.dropout),
+                              head_cfg.pooling)
         head_cls = PairClassifierHead if self.is_pair and not self.packs else ClassifierHead
         head = head_cls(size, len(self.labels), hidden=head_cfg.hidden, dropout=head_cfg.dropout,
                         max_norm=head_cfg.max_norm)
@@ -310,9 +342,11 @@ class ClassificationTask(Task):
         else:
             ids = [self.vocab.encode(a[:max_len]) for a, _ in tokens]
             pair_ids = [self.vocab.encode(b[:max_len]) for _, b in tokens] if self.is_pair else None
-        labels = []
+        labels: list = []
         for record in records:
-            if record.label is None:
+            if self.config.data.regression:
+                labels.append(_real_label(record) if record.label is not None else float("nan"))
+            elif record.label is None:
                 labels.append(-1)
             elif record.label in self.label_ids:
                 labels.append(self.label_ids[record.label])
@@ -344,7 +378,8 @@ class ClassificationTask(Task):
             if split.pair_ids is not None:
                 pair_ids, pair_mask = pad([split.pair_ids[i] for i in index], self.vocab.pad_id)
             segments = pad([split.segments[i] for i in index], 0)[0] if split.segments is not None else None
-            labels = torch.tensor([split.labels[i] for i in index], dtype=torch.long)
+            labels = torch.tensor([split.labels[i] for i in index],
+                                  dtype=torch.float32 if self.config.data.regression else torch.long)
             batches.append(ClassificationBatch(ids, mask, labels, index, pair_ids, pair_mask, segments))
         return batches
 
@@ -372,7 +407,38 @@ class ClassificationTask(Task):
     # --- loss, evaluation, prediction -------------------------------------------------------------
     def loss(self, model: torch.nn.Module, batch: ClassificationBatch) -> torch.Tensor:
         out = model(batch.ids, batch.mask, batch.pair_ids, batch.pair_mask, batch.segments)
+        if self.config.data.regression:
+            return F.mse_loss(out.logits.float(), batch.labels, reduction="sum")
         return F.cross_entropy(out.logits.float(), batch.labels, reduction="sum")
+
+    @torch.no_grad()
+    def regression_values(self, model: torch.nn.Module, split: EncodedSplit) -> np.ndarray:
+        """Predicted values [N] in the split's original order (regression)."""
+        model.eval()
+        device = next(model.parameters()).device
+        values = np.zeros(len(split.ids), dtype=np.float64)
+        for batch in self.eval_batches(split):
+            batch = batch.to(device)
+            out = model(batch.ids, batch.mask, batch.pair_ids, batch.pair_mask, batch.segments).logits.float()
+            values[batch.index] = out.cpu().numpy()
+        return values
+
+    def evaluate_regression(self, model: torch.nn.Module, data: EncodedSplit, bootstrap_samples: int) -> dict:
+        """Mean squared error (loss and mse), Pearson and Spearman, and (optionally) a 95% CI of the metric."""
+        predicted = self.regression_values(model, data)
+        gold = np.asarray(data.labels, dtype=np.float64)
+        if np.isnan(gold).any():
+            raise TextnnError("cannot evaluate on examples without labels; use `textnn predict` instead")
+        mse = float(np.mean((predicted - gold) ** 2))
+        results: dict = {"loss": mse, "mse": mse, "examples": len(gold)}
+        for name, fn in REGRESSION_METRICS.items():
+            results[name] = float(fn(predicted, gold))
+        metric = self.config.train.metric or self.default_metric
+        if bootstrap_samples and metric in REGRESSION_METRICS:
+            low, high = bootstrap_ci(REGRESSION_METRICS[metric], gold, predicted, n_samples=bootstrap_samples,
+                                     seed=self.config.train.seed)
+            results[f"{metric}_ci_low"], results[f"{metric}_ci_high"] = float(low), float(high)
+        return results
 
     @torch.no_grad()
     def probabilities(self, model: torch.nn.Module, split: EncodedSplit) -> np.ndarray:
@@ -389,6 +455,8 @@ class ClassificationTask(Task):
     def evaluate(self, model: torch.nn.Module, split: str | EncodedSplit, bootstrap_samples: int = 0) -> dict:
         """Loss, every classification metric, a confusion matrix and (optionally) a 95% CI."""
         data = self.splits[split] if isinstance(split, str) else split
+        if self.config.data.regression:
+            return self.evaluate_regression(model, data, bootstrap_samples)
         probs = self.probabilities(model, data)
         gold = np.asarray(data.labels)
         if (gold < 0).any():
@@ -433,11 +501,14 @@ class ClassificationTask(Task):
             answered = True
             tokens = [(self.tokenizer(r.text), self.tokenizer(r.text_pair) if r.text_pair is not None else None)
                       for r in records]
-            probs = self.probabilities(model, self.encode(records, tokens, require_known_labels=False))
-            for record, row in zip(records, probs):
-                yield json.dumps({"text": record.text,
-                                  **({"text_pair": record.text_pair} if record.text_pair else {}),
-                                  "label": self.labels[int(row.argmax())],
+            encoded = self.encode(records, tokens, require_known_labels=False)
+            texts = [{"text": r.text, **({"text_pair": r.text_pair} if r.text_pair else {})} for r in records]
+            if self.config.data.regression:
+                for text, value in zip(texts, self.regression_values(model, encoded)):
+                    yield json.dumps({**text, "value": round(float(value), 6)}, ensure_ascii=False)
+                continue
+            for text, row in zip(texts, self.probabilities(model, encoded)):
+                yield json.dumps({**text, "label": self.labels[int(row.argmax())],
                                   "probabilities": {label: round(float(p), 6) for label, p in zip(self.labels, row)}},
                                  ensure_ascii=False)
         if not answered:

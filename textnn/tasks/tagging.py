@@ -24,6 +24,19 @@ Tags: the complete tag set of the training scheme over the entity types seen in 
 first (`conll.tag_set`). A dev/test chunk of a type never seen in training cannot be predicted: it
 counts as a miss in the scores, is treated as O in the dev loss, and the number of such tokens is
 reported when the file is read.
+
+Sub-word encoders (BERT: `Encoder.reads` "segments"): each sentence is read as [CLS] pieces [SEP]
+(segment ids all 0), its words split into WordPiece pieces one word at a time (with a rule-based
+tokenizer each word is one token of its own vocabulary); the state of the
+FIRST piece of each word stands for the word (Devlin et al. 2019 §5.3: "we use the representation of
+the first sub-token as the input to the token-level classifier"), so the head, its loss and the
+CRF see exactly one position per CoNLL word and the other pieces carry no label. Predictions are
+therefore per word and scored as above. A sentence longer than data.max_length pieces is cut; its
+words past the cut are tagged from the final [SEP] state and counted in a warning.
+
+Feature-based (`data.features_from: RUN_OR_HF_DIR`, `data.features_layers`): a frozen BERT-family
+encoder reads the pieces the same way and its layers at each word's first piece join a word-level
+tagger's input (tasks/features.py; Devlin et al. 2019 Table 7).
 """
 
 # B batch (sentences), T tokens per sentence, C characters per token, K tags
@@ -42,17 +55,19 @@ import torch
 
 from textnn import registry
 from textnn.config import Config, WordVectorData, check_key, opt
-from textnn.data.batching import bucket_batches
+from textnn.data.batching import bucket_batches, pad
 from textnn.data.cache import cached
 from textnn.data.conll import (MAX_WORD_CHARS, Sentence, convert_tags, normalise_scheme, read_conll,
                                split_tag, tag_set)
-from textnn.data.tokenizers import Tokenizer
+from textnn.data.tokenizers import CLS, MASK, SEP, UNK as WORDPIECE_UNK, Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.errors import TextnnError
 from textnn.metrics.spans import SPAN_METRICS, sentence_counts, span_bootstrap_ci, span_scores
 from textnn.models.base import EncoderWithHead, InputSpec, ModelOutput, TokenFeatures
 from textnn.modules.heads import TAGGER_OUTPUTS, TaggerHead
+from textnn.modules.scalar_mix import LAYER_COMBINATIONS
 from textnn.tasks.base import Task, line_chunks
+from textnn.tasks.features import FeatureSource, FrozenLayers, read_source, save_source, source_from_run
 
 TAG_SCHEMES = ("iob1", "iob2", "bio", "bioes")
 
@@ -64,11 +79,21 @@ class TaggingData(WordVectorData):
     tag_column: int = opt(-1, "conll: 0-based column holding the tag; -1 = the last column")
     tag_scheme: str = opt("iob1", "conll: tag scheme of the files: iob1 (CoNLL-2003), iob2 (also called bio) or bioes")
     train_tag_scheme: str = opt("bioes", "scheme the model learns and decodes in; predictions are written back in data.tag_scheme")
+    max_length: int = opt(0, "sub-word encoders (bert): pieces per sentence, [CLS] and [SEP] included; 0 = the encoder's limit")
+    wordpiece_vocab_size: int = opt(8000, "tokenizer wordpiece without model.init_from: size of the vocabulary trained on data.train")
+    features_from: str = opt("", "a run or Hugging Face directory of a BERT-family encoder whose frozen layers join a word-level tagger's input")
+    features_layers: str = opt("last", "data.features_from: last, sum4 (sum of the last four layers), cat4 (their concatenation) or mix (a learned scalar mix of all, Peters et al. 2018)")
+
+    TOKENIZATION = (*WordVectorData.TOKENIZATION, "wordpiece_vocab_size")
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_key(self.tokenizer in ("word", "whitespace"), "data.tokenizer", self.tokenizer,
-                  "word or whitespace (tagging splits raw prediction input into words)")
+        check_key(self.tokenizer in ("word", "whitespace", "wordpiece"), "data.tokenizer", self.tokenizer,
+                  "word or whitespace (tagging splits raw prediction input into words), or wordpiece for a "
+                  "sub-word encoder (bert)")
+        check_key(self.max_length >= 0, "data.max_length", self.max_length, "an integer >= 0")
+        check_key(self.features_layers in LAYER_COMBINATIONS, "data.features_layers", self.features_layers,
+                  ", ".join(LAYER_COMBINATIONS))
         for key in ("tag_scheme", "train_tag_scheme"):
             check_key(getattr(self, key) in TAG_SCHEMES, f"data.{key}", getattr(self, key), ", ".join(TAG_SCHEMES))
         check_key(self.token_column >= 0, "data.token_column", self.token_column, "an integer >= 0")
@@ -89,10 +114,25 @@ class TaggingHeadConfig:
 class Tagger(EncoderWithHead):
     """An encoder with a tagging head: words (+ characters, casing) -> tag scores (emissions) [B, T, K]."""
 
+    def __init__(self, encoder, head, frozen: FrozenLayers | None = None) -> None:
+        super().__init__(encoder, head)
+        self.frozen = frozen  # data.features_from: a frozen encoder whose layers join the input
+
     def forward(self, words: torch.Tensor, chars: torch.Tensor, casing: torch.Tensor, mask: torch.Tensor,
-                tags: torch.Tensor | None = None) -> ModelOutput:
-        """Emissions, and with gold `tags` the summed sentence negative log-likelihood as `loss`."""
-        states = self.encoder(words, mask, features=TokenFeatures(chars=chars, casing=casing)).tokens  # [B, T, D]
+                tags: torch.Tensor | None = None, pieces: "SubwordInput | None" = None) -> ModelOutput:
+        """Emissions, and with gold `tags` the summed sentence negative log-likelihood as `loss`.
+        With `pieces` a sub-word encoder reads the pieces and each word takes the state of its first
+        piece; with a frozen feature encoder, its features join the word-level encoder's input."""
+        if self.frozen is not None:
+            context = self.frozen(pieces.ids, pieces.mask, pieces.first)  # [B, T, E]
+            features = TokenFeatures(chars=chars, casing=casing, context=context)
+            states = self.encoder(words, mask, features=features).tokens  # [B, T, D]
+        elif pieces is None:
+            states = self.encoder(words, mask, features=TokenFeatures(chars=chars, casing=casing)).tokens  # [B, T, D]
+        else:
+            out = self.encoder(pieces.ids, pieces.mask, features=TokenFeatures(segments=torch.zeros_like(pieces.ids)))
+            index = pieces.first.unsqueeze(-1).expand(-1, -1, out.tokens.size(-1))  # [B, T] -> [B, T, D]
+            states = out.tokens.gather(1, index)  # [B, P, D] -> [B, T, D]: each word's first piece
         emissions = self.head(states).float()  # [B, T, K]
         loss = self.head.nll(emissions, tags, mask).sum() if tags is not None else None
         return ModelOutput(logits=emissions, loss=loss)
@@ -133,6 +173,18 @@ def casing(token: str) -> int:
 
 
 @dataclass
+class SubwordInput:
+    """A sub-word encoder's view of a batch of sentences."""
+
+    ids: torch.Tensor  # [B, P] [CLS] pieces [SEP]
+    mask: torch.Tensor  # [B, P] bool
+    first: torch.Tensor  # [B, T] position in ids of each word's first piece (0 at padding)
+
+    def to(self, device: torch.device) -> "SubwordInput":
+        return SubwordInput(*(t.to(device, non_blocking=True) for t in (self.ids, self.mask, self.first)))
+
+
+@dataclass
 class TaggingBatch:
     words: torch.Tensor  # [B, T] word ids (pad 0)
     chars: torch.Tensor  # [B, T, C] character ids (pad 0)
@@ -141,6 +193,7 @@ class TaggingBatch:
     tags: torch.Tensor  # [B, T] tag ids in the training scheme (0 at padding and in unlabelled input)
     index: list[int]  # positions of these sentences in their split
     lr_scale: float = 1.0  # the trainer scales a step's learning rate by it; tagging never does
+    pieces: SubwordInput | None = None  # sub-word encoders only
 
     @property
     def count(self) -> int:
@@ -154,7 +207,8 @@ class TaggingBatch:
     def to(self, device: torch.device) -> "TaggingBatch":
         move = lambda t: t.to(device, non_blocking=True)  # noqa: E731
         return replace(self, words=move(self.words), chars=move(self.chars), casing=move(self.casing),
-                       mask=move(self.mask), tags=move(self.tags))
+                       mask=move(self.mask), tags=move(self.tags),
+                       pieces=self.pieces.to(device) if self.pieces is not None else None)
 
 
 @dataclass
@@ -166,6 +220,8 @@ class EncodedSentences:
     chars: list[np.ndarray]  # [T, C_i] each, C_i = the sentence's longest (capped) word
     casing: list[np.ndarray]  # [T] each
     tags: list[np.ndarray] | None  # [T] training-scheme tag ids each; None for unlabelled input
+    pieces: list[np.ndarray] | None = None  # sub-word encoders: [P] ids of [CLS] pieces [SEP] each
+    first: list[np.ndarray] | None = None  # [T] position of each word's first piece in `pieces`
     batches: list[TaggingBatch] | None = None  # evaluation batches, built once
 
 
@@ -186,7 +242,7 @@ class TaggingTask(Task):
     def unusable_reason(cls, encoder_cls: type) -> str | None:
         if not encoder_cls.gives_tokens:
             return "it gives no per-token states to tag"
-        missing = [name for name in encoder_cls.reads if name not in ("chars", "casing")]
+        missing = [name for name in encoder_cls.reads if name not in ("chars", "casing", "segments")]
         if missing:
             return f"it reads {', '.join(missing)} features, which tagging does not build"
         return None
@@ -197,6 +253,13 @@ class TaggingTask(Task):
         if not config.data.train:
             raise TextnnError("config key data.train is empty; set it to the training CoNLL file")
         cls.check_vectors(config)
+        subwords = "segments" in registry.encoder_class(config.model_name).reads
+        if config.data.tokenizer == "wordpiece" and not subwords:
+            raise TextnnError(f"config key data.tokenizer: wordpiece with model {config.model_name}; only a sub-word "
+                              f"encoder (bert) reads pieces, a word-level tagger reads word or whitespace tokens")
+        if config.data.features_from and not registry.encoder_class(config.model_name).takes_context:
+            raise TextnnError(f"config key data.features_from: model {config.model_name} takes no extra features; "
+                              f"use a word-level tagger that does (rnn_tagger)")
 
     def __init__(self, config: Config, tokenizer: Tokenizer, vocab: Vocab, chars: Vocab, tags: list[str]):
         self.config = config
@@ -209,6 +272,8 @@ class TaggingTask(Task):
         self.scheme = normalise_scheme(config.data.train_tag_scheme)
         self.splits: dict[str, EncodedSentences] = {}
         self.pretrained: torch.Tensor | None = None
+        self.subwords = "segments" in registry.encoder_class(config.model_name).reads
+        self.features: FeatureSource | None = None  # data.features_from
 
     # --- building from data or from a run directory -----------------------------------------------
     @classmethod
@@ -218,10 +283,17 @@ class TaggingTask(Task):
         train = read_sentences(config, data.train)
         if config.init_from:  # the starting run's tokenizer and word vocabulary: its encoder was trained on them
             tokenizer, words = cls.load_text_pipeline(Path(config.init_from))
+        elif data.tokenizer == "wordpiece":
+            tokenizer = Tokenizer.train_wordpiece((" ".join(s.tokens) for s in train), data.wordpiece_vocab_size,
+                                                  data.lowercase)
+            words = Vocab(tokenizer.vocabulary(), unk=WORDPIECE_UNK)
         else:
             tokenizer = Tokenizer(data.tokenizer)  # tokenizes raw text at prediction time; never lower-cases
+            # A sub-word encoder reading whole words still frames them as [CLS] words [SEP]
+            specials = (PAD, UNK, CLS, SEP, MASK) if "segments" in registry.encoder_class(config.model_name).reads \
+                else (PAD, UNK)
             words = Vocab.build(([_word(config, t) for t in s.tokens] for s in train), min_freq=data.min_freq,
-                                max_size=data.max_vocab)
+                                max_size=data.max_vocab, specials=specials)
         vectors = None
         if data.vectors:
             from textnn.interop.vectors import read_vectors
@@ -238,6 +310,8 @@ class TaggingTask(Task):
             chars = Vocab.build(([ch for ch in token] for s in train for token in s.tokens), specials=(PAD, UNK))
         types = {split_tag(tag)[1] for s in train for tag in s.tags if tag != "O"}
         task = cls(config, tokenizer, words, chars, tag_set(types, data.train_tag_scheme))
+        if data.features_from:
+            task.features = read_source(data.features_from)
         task.splits["train"] = task.encode(train)
         for split in ("dev", "test"):
             if getattr(data, split):
@@ -253,7 +327,10 @@ class TaggingTask(Task):
         if not isinstance(saved, dict) or not isinstance(saved.get("tags"), list) or not saved["tags"]:
             raise TextnnError(f"{run_path / 'tags.json'}: expected {{\"scheme\": ..., \"tags\": [...]}}; the file is "
                               f"damaged: re-train the run")
-        return cls(config, tokenizer, vocab, Vocab.load(run_path / "chars.json"), saved["tags"])
+        task = cls(config, tokenizer, vocab, Vocab.load(run_path / "chars.json"), saved["tags"])
+        if config.data.features_from:
+            task.features = source_from_run(run_path)
+        return task
 
     def save(self, run_path: Path) -> None:
         (run_path / "tokenizer.json").write_text(json.dumps(self.tokenizer.to_dict()), encoding="utf-8")
@@ -261,14 +338,18 @@ class TaggingTask(Task):
         self.chars.save(run_path / "chars.json")
         (run_path / "tags.json").write_text(json.dumps({"scheme": self.scheme, "tags": self.tags}, ensure_ascii=False),
                                             encoding="utf-8")
+        if self.features is not None:
+            save_source(self.features, run_path)
 
     def build_model(self) -> Tagger:
+        frozen = FrozenLayers(self.features, self.config.data.features_layers) if self.features is not None else None
         spec = InputSpec(vocab_size=len(self.vocab), pad_id=self.vocab.pad_id, pretrained=self.pretrained,
-                         num_chars=len(self.chars), num_casings=NUM_CASINGS)
+                         num_chars=len(self.chars), num_casings=NUM_CASINGS,
+                         context_dim=frozen.size if frozen is not None else 0)
         encoder = registry.encoder_class(self.config.model_name)(self.config.model, spec)
         head = TaggerHead(encoder.token_size, self.tags, self.scheme, self.config.head.output,
                           self.config.head.constrained)
-        return Tagger(encoder, head)
+        return Tagger(encoder, head, frozen)
 
     # --- encoding ---------------------------------------------------------------------------------
     def encode(self, sentences: list[Sentence]) -> EncodedSentences:
@@ -296,7 +377,46 @@ class TaggingTask(Task):
                   f"training ({', '.join(sorted(unknown))}); they cannot be predicted and count as misses",
                   file=sys.stderr)
         labelled = all(s.tags is not None for s in sentences)
-        return EncodedSentences(sentences, words, chars, casings, tags if labelled else None)
+        encoded = EncodedSentences(sentences, words, chars, casings, tags if labelled else None)
+        if self.subwords or self.features is not None:
+            encoded.pieces, encoded.first = self.encode_pieces(sentences)
+        return encoded
+
+    def encode_pieces(self, sentences: list[Sentence]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """[CLS] pieces [SEP] of each sentence (words split one at a time, so pieces never straddle
+        words) and the position of each word's first piece; see the module docstring."""
+        if self.features is not None:  # the frozen feature encoder's pieces
+            tokenizer, vocab = self.features.tokenizer, self.features.vocab
+            name, model = self.features.model_name, self.features.model
+        else:
+            tokenizer, vocab, name, model = self.tokenizer, self.vocab, self.config.model_name, self.config.model
+        limit = [n for n in (self.config.data.max_length, registry.encoder_class(name).max_length(model)) if n]
+        budget = (min(limit) if limit else 512) - 2
+        unk = vocab.stoi.get(WORDPIECE_UNK, vocab.pad_id)
+        words = [t for s in sentences for t in s.tokens]
+        # a trained tokenizer splits each word into pieces; a rule-based one's "piece" is the word itself
+        pieces = iter(tokenizer.tokenize_lines(words) if tokenizer.model is not None
+                      else [[_word(self.config, w)] for w in words])
+        cls_id, sep_id = vocab.stoi[CLS], vocab.stoi[SEP]
+        all_ids, all_first, cut = [], [], 0
+        for s in sentences:
+            ids, first = [cls_id], []
+            for _ in s.tokens:
+                word = vocab.encode(next(pieces)) or [unk]  # a word the pipeline drops entirely reads as [UNK]
+                room = budget - (len(ids) - 1)
+                if room <= 0:
+                    first.append(-1)  # past the cut: tagged from [SEP], below
+                    continue
+                first.append(len(ids))
+                ids += word[:room]
+            ids.append(sep_id)
+            cut += sum(f < 0 for f in first)
+            all_ids.append(np.asarray(ids, dtype=np.int64))
+            all_first.append(np.asarray([f if f >= 0 else len(ids) - 1 for f in first], dtype=np.int64))
+        if cut:
+            print(f"warning: {sentences[0].path}: {cut} words lie past data.max_length pieces in their sentence; "
+                  f"they are tagged from the [SEP] state (raise data.max_length)", file=sys.stderr)
+        return all_ids, all_first
 
     def encode_file(self, path: str, require_labels: bool = True) -> EncodedSentences:
         """Read and encode a CoNLL file with the run's column and scheme settings."""
@@ -320,7 +440,15 @@ class TaggingTask(Task):
             mask[row, :n] = True
             if data.tags is not None:
                 tags[row, :n] = data.tags[i]
-        return TaggingBatch(*(torch.from_numpy(a) for a in (words, chars, casings, mask, tags)), index=index)
+        batch = TaggingBatch(*(torch.from_numpy(a) for a in (words, chars, casings, mask, tags)), index=index)
+        if data.pieces is not None:
+            pad_id = self.features.vocab.pad_id if self.features is not None else self.vocab.pad_id
+            ids, piece_mask = pad([data.pieces[i].tolist() for i in index], pad_id)
+            first = np.zeros((len(index), longest), dtype=np.int64)  # [B, T]
+            for row, i in enumerate(index):
+                first[row, :len(data.first[i])] = data.first[i]
+            batch.pieces = SubwordInput(ids, piece_mask, torch.from_numpy(first))
+        return batch
 
     def _train_order(self, epoch: int) -> list[list[int]]:
         seed = self.config.train.seed * 100_003 + epoch
@@ -346,7 +474,7 @@ class TaggingTask(Task):
     # --- loss, prediction, evaluation -------------------------------------------------------------
     def loss(self, model: torch.nn.Module, batch: TaggingBatch) -> torch.Tensor:
         """Sum over the batch's sentences of each sentence's negative log-likelihood."""
-        return model(batch.words, batch.chars, batch.casing, batch.mask, batch.tags).loss
+        return model(batch.words, batch.chars, batch.casing, batch.mask, batch.tags, **_pieces(batch)).loss
 
     @torch.no_grad()
     def decode_tags(self, model: torch.nn.Module, data: EncodedSentences) -> tuple[list[list[str]], float | None]:
@@ -358,7 +486,8 @@ class TaggingTask(Task):
         nll_sum = 0.0
         for batch in self.eval_batches(data):
             batch = batch.to(device)
-            emissions = model(batch.words, batch.chars, batch.casing, batch.mask).logits.float()  # [B, T, K]
+            emissions = model(batch.words, batch.chars, batch.casing, batch.mask,
+                              **_pieces(batch)).logits.float()  # [B, T, K]
             best = model.head.decode(emissions, batch.mask).cpu().tolist()  # [B, T]
             if data.tags is not None:
                 nll_sum += float(model.head.nll(emissions, batch.tags, batch.mask).sum())
@@ -416,6 +545,8 @@ class TaggingTask(Task):
         # a CoNLL part ends at a blank line after a token line, so no sentence (nor its -DOCSTART-) is cut
         ends_sentence = (lambda previous, line: not line.split() and bool(previous.split())
                          and previous.split()[0] != DOCSTART) if conll else None
+        # A WordPiece splits words into pieces; raw text is split into words by the word rules
+        split = Tokenizer("word") if self.tokenizer.kind == "wordpiece" else self.tokenizer
         answered = False
         for first, chunk in line_chunks(lines, ends_chunk=ends_sentence):
             if conll:
@@ -424,9 +555,9 @@ class TaggingTask(Task):
                 sentences = parse_conll(chunk, source, token_column=data.token_column, tag_column=data.tag_column,
                                         scheme=data.tag_scheme, require_tags=False, first=first)
             else:
-                if not any(self.tokenizer(line) for line in chunk):
+                if not any(split(line) for line in chunk):
                     continue
-                sentences = sentences_from_text(chunk, self.tokenizer, source, first=first)
+                sentences = sentences_from_text(chunk, split, source, first=first)
             predicted, _ = self.decode_tags(model, self.encode(sentences))
             if output_format == "conll":
                 if answered:
@@ -444,7 +575,7 @@ class TaggingTask(Task):
         if not answered:
             if conll:  # the errors each reader gives for input with no text
                 parse_conll([], source, scheme=data.tag_scheme, require_tags=False)
-            sentences_from_text([], self.tokenizer, source)
+            sentences_from_text([], split, source)
 
     def report_sections(self, metrics: dict, split: str, run_path: Path) -> list[str]:
         """conlleval's per-type breakdown."""
@@ -476,6 +607,11 @@ def read_sentences(config: Config, path: str, require_tags: bool = True) -> list
                 "scheme": data.tag_scheme, "encoding": data.encoding, "require_tags": require_tags}
     return [Sentence(tuple(tokens), tuple(tags) if tags is not None else None, document, doc_start, str(path), line)
             for tokens, tags, document, doc_start, line in cached(path, settings, compute, enabled=data.cache)]
+
+
+def _pieces(batch: TaggingBatch) -> dict:
+    """The sub-word view of a batch as a keyword argument of the model, only for models that read one."""
+    return {"pieces": batch.pieces} if batch.pieces is not None else {}
 
 
 def _word(config: Config, token: str) -> str:

@@ -1,0 +1,125 @@
+"""Feature-based use of a pre-trained encoder: its layers, frozen, as extra input to another model.
+
+Devlin et al. 2019 §5.3 / Table 7 compare fine-tuning BERT on CoNLL NER with feeding its frozen
+activations to a BiLSTM tagger: the last hidden layer, the sum or the concatenation of the last four,
+and others; ELMo (Peters et al. 2018) feeds a learned scalar mix of all layers. `data.features_from`
+names a run (a `pretraining` run, say) or a Hugging Face directory of a BERT-family encoder;
+`data.features_layers` picks last, sum4, cat4 or mix (modules/scalar_mix.py). Each word is read
+from its first WordPiece piece, as in fine-tuning.
+
+The frozen encoder is part of the model (`frozen.*` in model.safetensors), so the run keeps working
+without the directory it came from; its settings, tokenizer and vocabulary are saved beside it
+(features.json, features_tokenizer.json, features_vocab.json). Only the scalar mix, when chosen, is
+trained; the encoder stays in eval mode (no dropout) and runs without gradients.
+"""
+
+# B batch, P pieces, T words, D encoder width, E feature size, L layers
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+from torch import nn
+
+from textnn import registry
+from textnn.config import _start_run_config, build_dataclass
+from textnn.data.tokenizers import Tokenizer
+from textnn.data.vocab import Vocab
+from textnn.errors import TextnnError
+from textnn.models.base import InputSpec
+from textnn.modules.scalar_mix import ScalarMix, combine_layers, combined_size
+
+
+@dataclass
+class FeatureSource:
+    """What builds the frozen encoder: its family and settings, its text pipeline, and (when read from
+    the source directory) its weights."""
+
+    model_name: str
+    model: object  # the family's Config dataclass
+    tokenizer: Tokenizer
+    vocab: Vocab
+    state: dict[str, torch.Tensor] | None = None  # encoder.* weights; None when rebuilt from a run
+
+
+def read_source(path: str) -> FeatureSource:
+    """The encoder in `path`: a textnn run or a Hugging Face checkpoint directory of the BERT family."""
+    from textnn.interop import huggingface
+    from textnn.tasks.base import Task
+
+    if not (Path(path) / "config.yaml").is_file() and not huggingface.is_checkpoint_dir(path):
+        raise TextnnError(f"data.features_from={path}: no run (config.yaml) or Hugging Face checkpoint (config.json) "
+                          f"there; give the directory of a BERT-family run or checkpoint")
+    section = dict(_start_run_config(path, "data.features_from").get("model") or {})
+    name = str(section.pop("name", ""))
+    for key in ("preset", "init_from"):
+        section.pop(key, None)
+    encoder_cls = registry.encoder_class(name)
+    if not callable(getattr(encoder_cls, "hidden_layers", None)):
+        raise TextnnError(f"data.features_from={path}: its encoder ({name}) does not give its layers; give a run or "
+                          f"checkpoint of the BERT family")
+    model = build_dataclass(encoder_cls.config_class, section, "model", f"{path} (data.features_from)")
+    tokenizer, vocab = Task.load_text_pipeline(Path(path))
+    if huggingface.is_checkpoint_dir(path):
+        state = huggingface.encoder_state(path)
+    else:
+        state = {k: v for k, v in load_file(str(Path(path) / "model.safetensors")).items() if k.startswith("encoder.")}
+    return FeatureSource(name, model, tokenizer, vocab, state)
+
+
+def save_source(source: FeatureSource, run_path: Path) -> None:
+    settings = {"name": source.model_name, **dataclasses.asdict(source.model)}
+    (run_path / "features.json").write_text(json.dumps({"model": settings}), encoding="utf-8")
+    (run_path / "features_tokenizer.json").write_text(json.dumps(source.tokenizer.to_dict()), encoding="utf-8")
+    source.vocab.save(run_path / "features_vocab.json")
+
+
+def source_from_run(run_path: Path) -> FeatureSource:
+    """The FeatureSource a run saved (weights come with the run's model.safetensors)."""
+    from textnn.tasks.base import Task
+
+    settings = dict(Task.read_json(run_path / "features.json")["model"])
+    name = settings.pop("name")
+    model = build_dataclass(registry.encoder_class(name).config_class, settings, "model", str(run_path / "features.json"))
+    tokenizer = Tokenizer.from_dict(Task.read_json(run_path / "features_tokenizer.json"))
+    return FeatureSource(name, model, tokenizer, Vocab.load(run_path / "features_vocab.json"))
+
+
+class FrozenLayers(nn.Module):
+    """A frozen encoder whose layers, read at each word's first piece, combine into per-word features."""
+
+    def __init__(self, source: FeatureSource, how: str) -> None:
+        super().__init__()
+        self.encoder = registry.encoder_class(source.model_name)(
+            source.model, InputSpec(vocab_size=len(source.vocab), pad_id=source.vocab.pad_id))
+        if source.state is not None:
+            missing = [k for k in self.encoder.state_dict() if f"encoder.{k}" not in source.state]
+            missing = [k for k in missing if not k.startswith("pooler")]  # the pooler is not a layer
+            if missing:
+                raise TextnnError(f"data.features_from: the checkpoint lacks {', '.join(missing[:4])}; it does not "
+                                  f"hold a whole encoder")
+            self.encoder.load_state_dict({k[len("encoder."):]: v for k, v in source.state.items()}, strict=False)
+        self.encoder.requires_grad_(False)
+        self.how = how
+        layers = len(self.encoder.blocks)
+        self.mix = ScalarMix(layers) if how == "mix" else None
+        self.size = combined_size(how, self.encoder.token_size, layers)
+
+    def train(self, mode: bool = True) -> "FrozenLayers":
+        super().train(mode)
+        self.encoder.eval()  # frozen features: never dropout
+        return self
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor, first: torch.Tensor) -> torch.Tensor:
+        """ids, mask [B, P] ([CLS] pieces [SEP]), first [B, T] -> features [B, T, E]."""
+        with torch.no_grad():
+            layers = self.encoder.hidden_layers(ids, mask, torch.zeros_like(ids))  # L x [B, P, D]
+        index = first.unsqueeze(-1).expand(-1, -1, layers[0].size(-1))  # [B, T] -> [B, T, D]
+        words = [layer.gather(1, index) for layer in layers]  # L x [B, T, D]
+        return combine_layers(words, self.how, self.mix)
+

@@ -321,12 +321,30 @@ class _ConfigLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+MAX_NESTING = 32  # a config nests sections, lists and maps a few levels deep; far more is not a config
+
+
+def _bracket_depth(text: str) -> int:
+    """The deepest nesting of YAML flow brackets ([ and {) in `text` (quotes not considered: an upper bound)."""
+    depth = deepest = 0
+    for char in text:
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth = max(0, depth - 1)
+    return deepest
+
+
 def read_yaml(path: str | Path) -> dict:
     path = Path(path).expanduser()
     if not path.is_file():
         raise TextnnError(f"{path}: config file not found; check the path")
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_ConfigLoader) or {}  # noqa: S506 (safe subset)
+        text = path.read_text(encoding="utf-8")
+        if _bracket_depth(text) > MAX_NESTING:  # YAML's parser would spend seconds before its RecursionError
+            raise RecursionError
+        data = yaml.load(text, Loader=_ConfigLoader) or {}  # noqa: S506 (safe subset)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         line = f":{mark.line + 1}" if mark is not None else ""
@@ -416,9 +434,10 @@ def config_from_dict(raw: dict, origin: str, resolve_init: bool = True) -> Confi
         raise TextnnError(f"{_origin_of(raw.get('task'), origin)}: task: "
                           f"{registry.unknown_name('task', task, list(registry.TASKS))}")
     task_cls = registry.task_class(task)
-    model_raw = dict(raw.get("model") or {})
     if not isinstance(raw.get("model") or {}, dict):
-        raise TextnnError(f"{origin}: section 'model' must be a mapping of keys to values")
+        raise TextnnError(f"{origin}: section 'model' must be a mapping of keys to values, got "
+                          f"{short(raw.get('model'), 40)}")
+    model_raw = dict(raw.get("model") or {})
     data_raw = dict(raw.get("data") or {}) if isinstance(raw.get("data") or {}, dict) else raw.get("data")
     init_from = os.path.expanduser(str(model_raw.pop("init_from", "") or ""))
     if init_from and resolve_init:

@@ -13,3 +13,22 @@ def test_malformed_inputs_give_a_clear_error_or_are_read(reader):
     rows = fuzz(150, seed=1, only=[reader], time_bound=20.0)
     assert rows[0]["inputs"] == 150 and rows[0]["error"] > 0  # the inputs do reach the error paths
     assert rows[0]["other"] == 0, format_rows(rows)
+
+
+CONFIG_TARGETS = ["config.name", "config.task", "config.data", "config.model", "config.head", "config.train"]
+
+
+def test_the_config_seed_is_a_valid_config(tmp_path):
+    """The config inputs spoil one section of a valid config, so the loader's deeper checks are reached."""
+    from tests.fuzz.fuzz_inputs import seed_input
+    from textnn.config import load_config
+
+    (tmp_path / "seed.yaml").write_bytes(seed_input("config.train"))
+    assert load_config(tmp_path / "seed.yaml").model_name == "cnn"
+
+
+@pytest.mark.parametrize("target", CONFIG_TARGETS)
+def test_malformed_configs_give_a_clear_error_or_load(target):
+    rows = fuzz(40, seed=1, only=[target], time_bound=20.0)
+    assert rows[0]["inputs"] == 40 and rows[0]["error"] > 0
+    assert rows[0]["other"] == 0, format_rows(rows)

@@ -108,3 +108,18 @@ def test_an_error_quotes_only_a_short_prefix_of_a_huge_value(tmp_path, text, ove
 def test_odd_yaml_keys_and_values_are_clear_errors(tmp_path, text):
     with pytest.raises(TextnnError):
         load_config(write(tmp_path, BASE + text if not text.startswith("[") else text))
+
+
+@pytest.mark.parametrize("model", ["[1, 2, 3]", "vvvv", "[[a, b]]"])
+def test_a_model_section_that_is_not_a_mapping_is_one_error(tmp_path, model):
+    path = tmp_path / "c.yaml"
+    path.write_text(f"task: classification\ndata: {{format: tsv}}\nmodel: {model}\n", encoding="utf-8")
+    with pytest.raises(TextnnError, match="section 'model' must be a mapping"):
+        load_config(path)
+
+
+def test_deeply_nested_brackets_are_refused_before_yaml_parses_them(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("task: " + "[" * 5000 + "\n", encoding="utf-8")
+    with pytest.raises(TextnnError, match="nest too deeply"):
+        load_config(path)

@@ -382,13 +382,13 @@ def _resolve_column(
     """
     if isinstance(spec, bool):  # bool is an int subclass; `True` is surely a config mistake
         raise TextnnError(
-            f"{path}: {option} must be a column name or a 0-based index, got {spec!r}"
+            f"{path}: {option} must be a column name or a 0-based index, got {short(spec)}"
         )
     if isinstance(spec, str) and names is not None and spec in names:
         if names.count(spec) > 1:
             raise TextnnError(
-                f"{where(path, first_line)}: the header names column {spec!r} more than once, so "
-                f"{option}={spec!r} is ambiguous; give its 0-based index instead"
+                f"{where(path, first_line)}: the header names column {short(spec)} more than once, so "
+                f"{option}={short(spec)} is ambiguous; give its 0-based index instead"
             )
         return names.index(spec)
     if isinstance(spec, int):
@@ -400,14 +400,14 @@ def _resolve_column(
             return None
         raise TextnnError(
             f"{path}: data.header=false, so {option} must be a 0-based column index "
-            f"(0-{n_fields - 1}), got {spec!r}; give a number, or set data.header=true if the "
+            f"(0-{n_fields - 1}), got {short(spec)}; give a number, or set data.header=true if the "
             "first line names the columns"
         )
     else:
         if not required:
             return None
         raise TextnnError(
-            f"{where(path, first_line)}: no column {spec!r} for {option}"
+            f"{where(path, first_line)}: no column {short(spec)} for {option}"
             f"{_did_you_mean(str(spec), names)}; the header's columns are: "
             f"{_column_names(names)} (if the first line is data rather than column "
             "names, set data.header=false and give columns by 0-based index)"
@@ -418,7 +418,7 @@ def _resolve_column(
         return None
     source = "the header" if names is not None else f"line {first_line}"
     raise TextnnError(
-        f"{where(path, first_line)}: {option}={spec!r} is out of range: {source} has {n_fields} "
+        f"{where(path, first_line)}: {option}={short(spec)} is out of range: {source} has {n_fields} "
         f"fields, so valid indices are 0-{n_fields - 1}; check the column index or data.delimiter"
     )
 

@@ -30,7 +30,7 @@ from typing import Callable, ClassVar, Iterable, Iterator
 from textnn.config import Config, DataConfig, NoHeadOptions
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import Vocab, read_run_json
-from textnn.errors import TextnnError
+from textnn.errors import TextnnError, short
 
 
 # Input lines `predict` reads, encodes and answers at a time: memory stays constant however long the input,
@@ -76,7 +76,7 @@ class Task:
     def check_config(cls, config: Config) -> None:
         """Checks across sections, run before anything is read or written (raise TextnnError)."""
         if config.data.format not in cls.formats:
-            raise TextnnError(f"config key data.format: got {config.data.format!r}; task {config.task} reads "
+            raise TextnnError(f"config key data.format: got {short(config.data.format)}; task {config.task} reads "
                               f"{', '.join(cls.formats)}")
         metric = config.train.metric
         if metric and metric not in cls.metrics_for(config):

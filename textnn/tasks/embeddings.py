@@ -29,7 +29,7 @@ import torch
 
 from textnn.config import Config, DataConfig, opt
 from textnn.data.vocab import Vocab
-from textnn.errors import TextnnError
+from textnn.errors import TextnnError, short
 from textnn.interop.vectors import write_word2vec
 from textnn.metrics.word_vectors import (WordVectors, evaluate_analogies, evaluate_similarity, is_analogy_file,
                                         read_analogies, read_similarity_pairs)
@@ -62,7 +62,7 @@ class EmbeddingsData(DataConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.analogy_top_n < 1:
-            raise TextnnError(f"config key data.analogy_top_n: got {self.analogy_top_n!r}, expected an integer >= 1")
+            raise TextnnError(f"config key data.analogy_top_n: got {short(self.analogy_top_n)}, expected an integer >= 1")
 
 
 class EmbeddingsTask(Task):
@@ -93,7 +93,7 @@ class EmbeddingsTask(Task):
         super().check_config(config)
         data = config.data
         if data.tokenizer != "whitespace":
-            raise TextnnError(f"config key data.tokenizer: got {data.tokenizer!r}; task embeddings reads "
+            raise TextnnError(f"config key data.tokenizer: got {short(data.tokenizer)}; task embeddings reads "
                               f"whitespace-separated tokens: set data.tokenizer: whitespace (tokenize the corpus "
                               f"first)")
         if config.init_from:

@@ -50,3 +50,19 @@ def shared_data(*parts: str) -> Path:
     if not path.exists():
         pytest.skip(f"real dataset not available: {path} (the shared data folder sits beside the repo)")
     return path
+
+
+# Two CoNLL-2003 sentences whose words WordPiece splits (Smithson, unbelievably): sub-word tagging tests.
+SUBWORD_CONLL = """-DOCSTART- -X- O O
+
+John NNP I-NP I-PER
+Smithson NNP I-NP I-PER
+visited VBD I-VP O
+Paris NNP I-NP I-LOC
+. . O O
+
+Reuters NNP I-NP I-ORG
+reported VBD I-VP O
+unbelievably RB I-ADVP O
+. . O O
+"""

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from safetensors.torch import load_file
 
+from tests.conftest import SUBWORD_CONLL
+
 REPO = Path(__file__).resolve().parents[2]
 TRAIN = ("train: {max_steps: 3, batch_size: 8, lr: 1.0e-3, progress: false, bootstrap_samples: 0, threads: 1, "
          "log_every: 1}")
@@ -106,19 +108,7 @@ def test_qa_trains_evaluates_and_answers_from_the_context(tmp_path):
         assert answer["answer"] and context[answer["start"]:answer["start"] + len(answer["answer"])] == answer["answer"]
 
 
-CONLL = """-DOCSTART- -X- O O
-
-John NNP I-NP I-PER
-Smithson NNP I-NP I-PER
-visited VBD I-VP O
-Paris NNP I-NP I-LOC
-. . O O
-
-Reuters NNP I-NP I-ORG
-reported VBD I-VP O
-unbelievably RB I-ADVP O
-. . O O
-"""
+CONLL = SUBWORD_CONLL
 
 
 def test_ner_with_a_tiny_bert_tags_every_conll_word(tmp_path):

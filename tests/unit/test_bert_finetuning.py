@@ -14,20 +14,9 @@ from textnn.experiment import seed_everything
 from textnn.metrics import pearson, spearman
 from textnn.tasks.classification import ClassificationTask
 from textnn.tasks.tagging import TaggingTask
+from tests.conftest import SUBWORD_CONLL
 
-CONLL = """-DOCSTART- -X- O O
-
-John NNP I-NP I-PER
-Smithson NNP I-NP I-PER
-visited VBD I-VP O
-Paris NNP I-NP I-LOC
-. . O O
-
-Reuters NNP I-NP I-ORG
-reported VBD I-VP O
-unbelievably RB I-ADVP O
-. . O O
-"""
+CONLL = SUBWORD_CONLL
 
 
 def tagging_task(tmp_path, max_length: int = 0) -> TaggingTask:

@@ -81,17 +81,9 @@ def sgd_step(inputs: torch.Tensor, outputs: torch.Tensor, context: torch.Tensor,
 
 def _cbow_step(inputs: torch.Tensor, outputs: torch.Tensor, context: torch.Tensor, context_mask: torch.Tensor,
                targets: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor, lr: float) -> torch.Tensor:
-    """`sgd_step` for CBOW. Only the E window words in use are read and written: the mean of a window
-    is one `embedding_bag` over them (no [N, C, D] gather of padded slots), and each of them receives
-    its window's gradient through one index_select and one index_add_ over [E, D]. CBOW does a
-    single prediction per word, so these row movements, not arithmetic, are its whole cost."""
-    n, dim = context.shape[0], inputs.shape[1]
-    used = context[context_mask]  # [E] the window words in use, window after window
-    sizes = context_mask.sum(1)  # [N]
-    owner = torch.repeat_interleave(torch.arange(n, device=context.device), sizes)  # [E] window of each
-    starts = sizes.cumsum(0) - sizes  # [N] where each window's words begin in `used`
-    hidden = F.embedding_bag(used, inputs, starts, mode="sum")  # [N, D]
-    hidden = hidden / sizes.clamp(min=1).unsqueeze(1).to(hidden.dtype)  # the mean (word2vec.c's cbow_mean)
+    """`sgd_step` for CBOW (see `_window_means` for the input side)."""
+    dim = inputs.shape[1]
+    used, owner, hidden, sizes = _window_means(inputs, context, context_mask)
     weights = weights * (sizes > 0).unsqueeze(1)  # a word alone in its sentence predicts nothing
     out = F.embedding(targets, outputs)  # [N, T, D]
     scores = torch.bmm(out, hidden.unsqueeze(2)).squeeze(2)  # [N, T]
@@ -99,13 +91,78 @@ def _cbow_step(inputs: torch.Tensor, outputs: torch.Tensor, context: torch.Tenso
     share_out = _share(targets, weights, outputs.shape[0]).to(g.dtype)  # [N, T]
     grad_out = (g * share_out).unsqueeze(2) * hidden.unsqueeze(1)  # [N, T, D]
     grad_hidden = torch.bmm(g.unsqueeze(1), out).squeeze(1)  # [N, D]
-    share_in = _share(used, None, inputs.shape[0]).to(g.dtype)  # [E]
-    # the whole gradient of the mean goes to every window word (word2vec.c, gensim's cbow_mean=1)
-    grad_ctx = grad_hidden.index_select(0, owner).mul_(share_in.unsqueeze(1))  # [E, D]
     loss = -(F.logsigmoid(torch.where(labels > 0, scores, -scores)) * weights).sum()
-    inputs.index_add_(0, used, grad_ctx)
+    _add_to_window_words(inputs, used, owner, grad_hidden)
     outputs.index_add_(0, targets.reshape(-1), grad_out.reshape(-1, dim))  # [N*T, D]
     return loss
+
+
+@torch.no_grad()
+def cbow_shared_noise_step(inputs: torch.Tensor, outputs: torch.Tensor, context: torch.Tensor,
+                           context_mask: torch.Tensor, words: torch.Tensor, noise: torch.Tensor, group: int,
+                           lr: float) -> torch.Tensor:
+    """One SGD step of CBOW with negative sampling where each `group` consecutive words share noise words.
+
+    context [N, C], context_mask [N, C] as in `sgd_step`; words [N] the words predicted; noise [B, K]
+    the noise words of each group (B = ceil(N / group)). The loss and its gradient are those of
+    `sgd_step` with targets [word, noise of its group] and a noise word equal to the word dropped;
+    what changes is the cost: the scores of a group against its noise words are one [G, D] x [D, K]
+    product, and a noise row is gathered and updated once per group instead of once per word (Ji et
+    al. 2016, section 3: sharing noise words keeps the accuracy). The updates of a row are shared
+    out as in `sgd_step` (ROW_SHARE), a noise row counting once for every word of its group.
+    Returns the summed loss (a 0-d tensor)."""
+    n, dim = context.shape[0], inputs.shape[1]
+    groups, k = noise.shape
+    used, owner, hidden, sizes = _window_means(inputs, context, context_mask)
+    alive = (sizes > 0).to(hidden.dtype)  # [N] a word alone in its sentence predicts nothing
+    padded = groups * group - n  # the last group may be short: padded with words that count for nothing
+    hidden_g = F.pad(hidden, (0, 0, 0, padded)).view(groups, group, dim)  # [B, G, D]
+    words_g = F.pad(words, (0, padded), value=-1).view(groups, group)  # [B, G]
+    alive_g = F.pad(alive, (0, padded)).view(groups, group)  # [B, G]
+    noise_weight = (noise.unsqueeze(1) != words_g.unsqueeze(2)) * alive_g.unsqueeze(2)  # [B, G, K]
+    positive = F.embedding(words, outputs)  # [N, D]
+    negative = F.embedding(noise, outputs)  # [B, K, D]
+    score_pos = (positive * hidden).sum(1)  # [N]
+    score_neg = torch.bmm(hidden_g, negative.transpose(1, 2))  # [B, G, K]
+    g_pos = (1 - torch.sigmoid(score_pos)) * alive * lr  # [N]
+    g_neg = -torch.sigmoid(score_neg) * noise_weight * lr  # [B, G, K]
+    loss = -(F.logsigmoid(score_pos) * alive).sum() - (F.logsigmoid(-score_neg) * noise_weight).sum()
+    # ROW_SHARE: n = the words that use the row as their word or as one of their noise words
+    rows = torch.cat([words, noise.reshape(-1)])  # [N + B*K]
+    uses = torch.cat([alive, noise_weight.sum(1).reshape(-1)])  # [N + B*K]
+    counts = torch.bincount(rows, weights=uses, minlength=outputs.shape[0])  # [V]
+    share = counts[rows].clamp(min=1).pow(-ROW_SHARE).to(hidden.dtype)  # [N + B*K]
+    share_pos, share_neg = share[:n], share[n:].view(groups, 1, k)
+    grad_hidden = g_pos.unsqueeze(1) * positive + torch.bmm(g_neg, negative).view(-1, dim)[:n]  # [N, D]
+    grad_pos = (g_pos * share_pos).unsqueeze(1) * hidden  # [N, D]
+    grad_neg = torch.bmm((g_neg * share_neg).transpose(1, 2), hidden_g)  # [B, K, D]
+    _add_to_window_words(inputs, used, owner, grad_hidden)
+    outputs.index_add_(0, words, grad_pos)
+    outputs.index_add_(0, noise.reshape(-1), grad_neg.reshape(-1, dim))  # [B*K, D]
+    return loss
+
+
+def _window_means(inputs: torch.Tensor, context: torch.Tensor, context_mask: torch.Tensor):
+    """CBOW's input side reads only the E window slots in use: the mean of each window is one
+    `embedding_bag` over them, with no [N, C, D] gather of padded slots. CBOW makes one prediction
+    per word, so moving rows, not arithmetic, is its whole cost.
+    Returns used [E] (the window words, window after window), owner [E] (the window of each),
+    hidden [N, D] (the means, 0 for an empty window), sizes [N]."""
+    used = context[context_mask]  # [E]
+    sizes = context_mask.sum(1)  # [N]
+    owner = torch.repeat_interleave(torch.arange(len(sizes), device=context.device), sizes)  # [E]
+    starts = sizes.cumsum(0) - sizes  # [N] where each window's words begin in `used`
+    hidden = F.embedding_bag(used, inputs, starts, mode="sum")  # [N, D]
+    hidden = hidden / sizes.clamp(min=1).unsqueeze(1).to(hidden.dtype)  # the mean (word2vec.c's cbow_mean)
+    return used, owner, hidden, sizes
+
+
+def _add_to_window_words(inputs: torch.Tensor, used: torch.Tensor, owner: torch.Tensor,
+                         grad_hidden: torch.Tensor) -> None:
+    """Add each window's update grad_hidden [N, D] to every word of it, shared out (ROW_SHARE): the
+    whole gradient of the mean goes to every window word (word2vec.c, gensim's cbow_mean=1)."""
+    share_in = _share(used, None, inputs.shape[0]).to(grad_hidden.dtype)  # [E]
+    inputs.index_add_(0, used, grad_hidden.index_select(0, owner).mul_(share_in.unsqueeze(1)))  # [E, D]
 
 
 # A row that n windows update in one step moves by n^(1 - ROW_SHARE) times their mean update. The
@@ -283,9 +340,7 @@ class Word2VecTrainer:
             labels = (1 - data["codes"][centre]).float()  # word2vec.c: the label of a branch is 1 - its code bit
             weights = data["path_mask"][centre].float()
             return targets, labels, weights
-        table = data["noise_table"]
-        draws = torch.randint(len(table), (len(centre), self.mcfg.negative), device=self.device, generator=generator)
-        noise = table[draws]  # [N, K]
+        noise = self._noise(len(centre), generator)  # [N, K]
         targets = torch.cat([centre.unsqueeze(1), noise], 1)  # [N, 1 + K]
         labels = torch.zeros(targets.shape, device=self.device)
         labels[:, 0] = 1
@@ -293,16 +348,27 @@ class Word2VecTrainer:
         weights[:, 1:] = (noise != centre.unsqueeze(1)).float()  # word2vec.c skips a draw of the word itself
         return targets, labels, weights
 
+    def _noise(self, rows: int, generator: torch.Generator) -> torch.Tensor:
+        """[rows, K] noise words, each drawn from the unigram distribution to the 3/4 (the noise table)."""
+        table = self.data["noise_table"]
+        draws = torch.randint(len(table), (rows, self.mcfg.negative), device=self.device, generator=generator)
+        return table[draws]
+
     def _train_step(self, stream: torch.Tensor, sentence: torch.Tensor, start: int, end: int,
                     key: tuple[int, int], lr: float) -> torch.Tensor:
         """Train the windows of words start..end of the epoch's stream; returns their summed loss.
         `key` (epoch, step) seeds the step's draws, wherever and whenever it runs."""
         generator = self._generator(*key, 0)
         loss = torch.zeros((), device=self.device)
+        mcfg, inputs, outputs = self.mcfg, self.model.input.data, self.model.output.data
         for centre, context, mask in self._windows(stream, sentence, start, end, generator):
+            if mcfg.architecture == "cbow" and mcfg.loss == "negative" and mcfg.noise_group > 1:
+                noise = self._noise(-(-len(centre) // mcfg.noise_group), generator)  # [B, K]
+                loss += cbow_shared_noise_step(inputs, outputs, context, mask, centre, noise, mcfg.noise_group, lr)
+                continue
             targets, labels, weights = self._targets(centre, generator)
-            loss += sgd_step(self.model.input.data, self.model.output.data, context, mask, targets, labels,
-                             weights, lr, cbow=self.mcfg.architecture == "cbow")
+            loss += sgd_step(inputs, outputs, context, mask, targets, labels, weights, lr,
+                             cbow=mcfg.architecture == "cbow")
         return loss
 
     def _epoch_stream(self, epoch: int):

@@ -129,7 +129,7 @@ def test_cbow_with_shared_noise_words_is_cbow_with_each_words_targets(group: int
     noise[0, 0] = words[0]  # a noise word equal to the word is dropped
     shared_in, shared_out = start_in.clone(), start_out.clone()
     loss = cbow_shared_noise_step(shared_in, shared_out, context, mask, words, noise, group, 0.1)
-    own_noise = noise.repeat_interleave(group, 0)[:n]  # [N, K] each word's noise words
+    own_noise = noise[torch.arange(n) % len(noise)]  # [N, K] each word's noise words (word i: group i % B)
     targets = torch.cat([words.unsqueeze(1), own_noise], 1)
     labels = torch.zeros(n, k + 1, dtype=torch.float64)
     labels[:, 0] = 1

@@ -101,24 +101,27 @@ def _cbow_step(inputs: torch.Tensor, outputs: torch.Tensor, context: torch.Tenso
 def cbow_shared_noise_step(inputs: torch.Tensor, outputs: torch.Tensor, context: torch.Tensor,
                            context_mask: torch.Tensor, words: torch.Tensor, noise: torch.Tensor, group: int,
                            lr: float) -> torch.Tensor:
-    """One SGD step of CBOW with negative sampling where each `group` consecutive words share noise words.
+    """One SGD step of CBOW with negative sampling where groups of `group` words share noise words.
 
     context [N, C], context_mask [N, C] as in `sgd_step`; words [N] the words predicted; noise [B, K]
-    the noise words of each group (B = ceil(N / group)). The loss and its gradient are those of
+    the noise words of each group (B = ceil(N / group)), word i being in group i % B. The loss and its gradient are those of
     `sgd_step` with targets [word, noise of its group] and a noise word equal to the word dropped;
     what changes is the cost: the scores of a group against its noise words are one [G, D] x [D, K]
-    product, and a noise row is gathered and updated once per group instead of once per word (Ji et
-    al. 2016, section 3: sharing noise words keeps the accuracy). The updates of a row are shared
-    out as in `sgd_step` (ROW_SHARE), a noise row counting once for every word of its group.
+    product, and a noise row is gathered and updated once per group instead of once per word (as Ji
+    et al. 2016, section 3, share them among the words of a skip-gram window). The updates of a row
+    are shared out as in `sgd_step` (ROW_SHARE), a noise row counting once for every word of its group.
     Returns the summed loss (a 0-d tensor)."""
     n, dim = context.shape[0], inputs.shape[1]
     groups, k = noise.shape
     used, owner, hidden, sizes = _window_means(inputs, context, context_mask)
     alive = (sizes > 0).to(hidden.dtype)  # [N] a word alone in its sentence predicts nothing
     padded = groups * group - n  # the last group may be short: padded with words that count for nothing
-    hidden_g = F.pad(hidden, (0, 0, 0, padded)).view(groups, group, dim)  # [B, G, D]
-    words_g = F.pad(words, (0, padded), value=-1).view(groups, group)  # [B, G]
-    alive_g = F.pad(alive, (0, padded)).view(groups, group)  # [B, G]
+    # word i is in group i % B: the words of a group lie B apart, so their windows do not overlap
+    # (groups of neighbours, whose windows are nearly the same, push the shared noise rows B times
+    # harder in one direction, and the vectors were much worse)
+    hidden_g = F.pad(hidden, (0, 0, 0, padded)).view(group, groups, dim).transpose(0, 1)  # [B, G, D]
+    words_g = F.pad(words, (0, padded), value=-1).view(group, groups).t()  # [B, G]
+    alive_g = F.pad(alive, (0, padded)).view(group, groups).t()  # [B, G]
     noise_weight = (noise.unsqueeze(1) != words_g.unsqueeze(2)) * alive_g.unsqueeze(2)  # [B, G, K]
     positive = F.embedding(words, outputs)  # [N, D]
     negative = F.embedding(noise, outputs)  # [B, K, D]
@@ -133,7 +136,8 @@ def cbow_shared_noise_step(inputs: torch.Tensor, outputs: torch.Tensor, context:
     counts = torch.bincount(rows, weights=uses, minlength=outputs.shape[0])  # [V]
     share = counts[rows].clamp(min=1).pow(-ROW_SHARE).to(hidden.dtype)  # [N + B*K]
     share_pos, share_neg = share[:n], share[n:].view(groups, 1, k)
-    grad_hidden = g_pos.unsqueeze(1) * positive + torch.bmm(g_neg, negative).view(-1, dim)[:n]  # [N, D]
+    grad_mean_neg = torch.bmm(g_neg, negative).transpose(0, 1).reshape(-1, dim)[:n]  # [B, G, D] -> [N, D]
+    grad_hidden = g_pos.unsqueeze(1) * positive + grad_mean_neg  # [N, D]
     grad_pos = (g_pos * share_pos).unsqueeze(1) * hidden  # [N, D]
     grad_neg = torch.bmm((g_neg * share_neg).transpose(1, 2), hidden_g)  # [B, K, D]
     _add_to_window_words(inputs, used, owner, grad_hidden)

@@ -2,8 +2,8 @@
 
 Both train on the same sentences (WikiText-2 train, one paragraph per line, about 2M tokens) with
 word2vec's usual setting: dimension 100, window 5, 5 negatives, min_count 5, subsampling 1e-3,
-5 epochs, skip-gram and CBOW, at the same number of CPU threads (gensim's workers, torch's
-threads). Printed per (architecture, threads):
+5 epochs, skip-gram and CBOW, at the same number of CPU threads (gensim's worker threads, our
+worker processes). Printed per (architecture, threads):
 
 - words/s of each: corpus words x epochs / training seconds (vocabulary building and data reading
   excluded for both), and `ratio=<ours/gensim>`;

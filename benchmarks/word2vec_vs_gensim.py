@@ -2,8 +2,8 @@
 
 Both train on the same sentences (WikiText-2 train, one paragraph per line, about 2M tokens) with
 word2vec's usual setting: dimension 100, window 5, 5 negatives, min_count 5, subsampling 1e-3,
-5 epochs, skip-gram and CBOW, at the same number of CPU threads (gensim's workers, torch's
-threads). Printed per (architecture, threads):
+5 epochs, skip-gram and CBOW, at the same number of CPU threads (gensim's worker threads, our
+worker processes). Printed per (architecture, threads):
 
 - words/s of each: corpus words x epochs / training seconds (vocabulary building and data reading
   excluded for both), and `ratio=<ours/gensim>`;
@@ -15,6 +15,7 @@ threads). Printed per (architecture, threads):
     python benchmarks/word2vec_vs_gensim.py                          # the full comparison (minutes)
     python benchmarks/word2vec_vs_gensim.py --max-tokens 200000 --epochs 1   # a quick look
     python benchmarks/word2vec_vs_gensim.py --device cuda --threads 2        # ours on a GPU
+    python benchmarks/word2vec_vs_gensim.py --archs cbow --noise-group 16    # CBOW sharing noise words
 """
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ def train_ours(corpus: Path, arch: str, threads: int, args, directory: Path) -> 
     raw = {"task": "embeddings", "name": f"w2v_{arch}_{threads}",
            "data": {"format": "text", "train": str(corpus), "min_freq": args.min_count},
            "model": {"name": "word2vec", "architecture": arch, "loss": "negative", "dim": args.dim,
-                     "window": args.window, "negative": args.negative, "sample": args.sample},
+                     "window": args.window, "negative": args.negative, "sample": args.sample,
+                     "noise_group": args.noise_group},
            "train": {"epochs": args.epochs, "threads": threads, "device": args.device, "progress": False,
                      "seed": args.seed}}
     config = config_from_dict(raw, "benchmark")
@@ -99,6 +101,8 @@ def main() -> None:
     parser.add_argument("--negative", type=int, default=5)
     parser.add_argument("--min-count", type=int, default=5)
     parser.add_argument("--sample", type=float, default=1e-3)
+    parser.add_argument("--noise-group", type=int, default=1,
+                        help="ours, CBOW: words sharing noise words (model.noise_group; 1 = a draw per word, as gensim)")
     parser.add_argument("--top-n", type=int, default=30000, help="analogy candidates: the N most frequent words")
     parser.add_argument("--device", default="cpu", help="ours: cpu, cuda or auto")
     parser.add_argument("--seed", type=int, default=1)

@@ -19,7 +19,7 @@ from textnn.metrics.word_vectors import (WordVectors, evaluate_analogies, evalua
                                         read_similarity_pairs)
 from textnn.models.word2vec import huffman_tree, keep_probabilities
 from textnn.tasks.embeddings import EmbeddingsTask
-from textnn.training.word2vec import sgd_step
+from textnn.training.word2vec import cbow_shared_noise_step, sgd_step
 
 TOPIC_A = "apple banana cherry grape lemon mango melon peach pear plum".split()
 TOPIC_B = "bolt gear lever nut piston pulley rivet screw spring valve".split()
@@ -114,6 +114,34 @@ def test_a_row_updated_by_several_windows_shares_their_update(cbow: bool) -> Non
     assert moves[0][0].abs().sum() > 0 and moves[0][1].abs().sum() > 0
 
 
+@pytest.mark.parametrize("group", [1, 3])
+def test_cbow_with_shared_noise_words_is_cbow_with_each_words_targets(group: int) -> None:
+    """Sharing noise words within a group changes what is computed together, not the update: it is
+    `sgd_step` with targets [word, noise of its group], shares of repeated rows and dropped draws included."""
+    torch.manual_seed(2)
+    vocab, dim, n, k = 9, 5, 7, 3  # 7 words: the last group of 3 is short
+    start_in, start_out = torch.randn(vocab, dim, dtype=torch.float64), torch.randn(vocab, dim, dtype=torch.float64)
+    context = torch.randint(vocab, (n, 4))
+    mask = torch.rand(n, 4) < 0.7
+    mask[2] = False  # a word alone in its sentence predicts nothing
+    words = torch.tensor([0, 1, 1, 2, 3, 0, 4])  # repeated rows share their update (ROW_SHARE)
+    noise = torch.randint(vocab, (-(-n // group), k))
+    noise[0, 0] = words[0]  # a noise word equal to the word is dropped
+    shared_in, shared_out = start_in.clone(), start_out.clone()
+    loss = cbow_shared_noise_step(shared_in, shared_out, context, mask, words, noise, group, 0.1)
+    own_noise = noise[torch.arange(n) % len(noise)]  # [N, K] each word's noise words (word i: group i % B)
+    targets = torch.cat([words.unsqueeze(1), own_noise], 1)
+    labels = torch.zeros(n, k + 1, dtype=torch.float64)
+    labels[:, 0] = 1
+    weights = torch.cat([torch.ones(n, 1), (own_noise != words.unsqueeze(1)).float()], 1).double()
+    plain_in, plain_out = start_in.clone(), start_out.clone()
+    expected = sgd_step(plain_in, plain_out, context, mask, targets, labels, weights, 0.1, cbow=True)
+    assert float(loss) == pytest.approx(float(expected), rel=1e-12)
+    torch.testing.assert_close(shared_in, plain_in)
+    torch.testing.assert_close(shared_out, plain_out)
+    assert not torch.equal(shared_in, start_in) and not torch.equal(shared_out, start_out)
+
+
 # --- Huffman tree and subsampling ------------------------------------------------------------------
 def test_huffman_codes() -> None:
     counts = np.array([500, 300, 120, 60, 10, 5, 3, 2, 1], np.int64)
@@ -194,7 +222,8 @@ def train_vectors(corpus: Path, tmp_path: Path, threads: int = 1, **model) -> Wo
 
 
 @pytest.mark.parametrize("architecture,loss,threads", [("skipgram", "negative", 1), ("cbow", "negative", 1),
-                                                       ("skipgram", "hierarchical", 1), ("cbow", "hierarchical", 2)])
+                                                       ("skipgram", "hierarchical", 1), ("cbow", "hierarchical", 2),
+                                                       ("cbow", "negative", 2)])
 def test_planted_topics_are_learned(tmp_path: Path, architecture: str, loss: str, threads: int) -> None:
     corpus = two_topic_corpus(tmp_path / "topics.txt")
     vectors = train_vectors(corpus, tmp_path, threads, architecture=architecture, loss=loss, sample=0.0, alpha=0.05)
@@ -346,3 +375,59 @@ def test_a_resumed_run_ends_with_the_vectors_of_an_uninterrupted_one(tmp_path: P
     assert resumed.steps == full.steps
     np.testing.assert_array_equal(read_vectors(run.path / "vectors.bin")[1],
                                   read_vectors(full_run.path / "vectors.bin")[1])
+
+
+# --- worker processes (train.threads > 1) -----------------------------------------------------------
+def test_one_worker_process_trains_what_this_process_would(tmp_path: Path, monkeypatch) -> None:
+    """A step's draws depend on (epoch, step) only, so one worker, which takes the steps in order,
+    repeats the single-process run exactly; several workers differ only in the order of the updates."""
+    from textnn.experiment import train
+    from textnn.training import word2vec
+
+    corpus = two_topic_corpus(tmp_path / "topics.txt", lines=300)
+    runs = {}
+    for name, processes in (("here", 0), ("worker", 1)):
+        monkeypatch.setattr(word2vec, "worker_processes", lambda device, threads, count=processes: count)
+        cfg = config(corpus, architecture="cbow", batch_words=64)
+        cfg.train.epochs = 2
+        runs[name] = train(cfg, tmp_path / name)
+    assert runs["worker"][1].steps == runs["here"][1].steps > 8
+    np.testing.assert_array_equal(read_vectors(runs["worker"][0].path / "vectors.bin")[1],
+                                  read_vectors(runs["here"][0].path / "vectors.bin")[1])
+
+
+def test_ctrl_c_stops_two_workers_and_the_run_resumes(tmp_path: Path, monkeypatch) -> None:
+    import multiprocessing
+    import os
+    import signal
+
+    from textnn.experiment import train
+    from textnn.runs import RunDir
+    from textnn.training import word2vec
+    from textnn.training.trainer import TrainingInterrupted
+
+    received = []
+    receive = word2vec._Workers.receive
+
+    def receive_then_interrupt(self):
+        received.append(receive(self))
+        if len(received) == 3:
+            os.kill(os.getpid(), signal.SIGINT)  # to the trainer only: the workers never see it
+        return received[-1]
+
+    monkeypatch.setattr(word2vec._Workers, "receive", receive_then_interrupt)
+    corpus = two_topic_corpus(tmp_path / "topics.txt", lines=600)
+    cfg = config(corpus, batch_words=64)
+    cfg.train.threads, cfg.train.epochs = 2, 2
+    with pytest.raises(TrainingInterrupted):
+        train(cfg, tmp_path / "run")
+    run = RunDir(tmp_path / "run")
+    assert run.status()["status"] == "interrupted"
+    stopped_at = run.status()["step"]
+    assert 3 <= stopped_at <= 3 + 2 * 2  # the steps already given out finish; no more are given
+    assert not multiprocessing.active_children()  # the workers are gone
+    assert not (run.path / "vectors.bin").exists()
+    monkeypatch.setattr(word2vec._Workers, "receive", receive)
+    _, resumed = train(cfg, tmp_path / "run", resume=True)
+    assert resumed.stopped == "completed" and resumed.steps == run.status()["total_steps"]
+    assert resumed.steps > stopped_at

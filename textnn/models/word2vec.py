@@ -37,12 +37,13 @@ class Word2VecConfig:
     sample: float = opt(1e-3, "subsampling threshold t of frequent words (2013b section 2.3); 0 = keep every word")
     alpha: float = opt(0.0, "starting learning rate, decayed linearly to min_alpha over the run; 0 = 0.025 for skipgram, 0.05 for cbow (word2vec's defaults)")
     min_alpha: float = opt(1e-4, "learning rate at the end of the run")
-    batch_words: int = opt(2048, "words whose windows are trained in one step, shared among train.threads (more: faster, coarser; on a GPU try 32768)")
+    batch_words: int = opt(2048, "words whose windows are trained in one step (more: faster, coarser; on a GPU try 32768)")
+    noise_group: int = opt(1, "cbow with loss negative: this many words of a step, far apart, share their noise words, which makes their scores one matrix product (Ji et al. 2016, section 3); 1 = a draw per word, as word2vec.c")
 
     def __post_init__(self) -> None:
         check_model_field(self.architecture in ("skipgram", "cbow"), "architecture", self.architecture, "skipgram or cbow")
         check_model_field(self.loss in ("negative", "hierarchical"), "loss", self.loss, "negative or hierarchical")
-        for name in ("dim", "window", "batch_words"):
+        for name in ("dim", "window", "batch_words", "noise_group"):
             value = getattr(self, name)
             check_model_field(is_int(value) and value >= 1, name, value, "an integer >= 1")
         check_model_field(is_int(self.negative) and (self.negative >= 1 or self.loss == "hierarchical"),

@@ -33,6 +33,7 @@ read, so any word list can be encoded, which is what feature-based use needs (ta
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,6 +52,10 @@ BEGIN_OF_WORD, END_OF_WORD, BYTE_OFFSET = 1, 2, 3
 NUM_CHARS = BYTE_OFFSET + 256
 
 State = list[tuple[torch.Tensor, torch.Tensor]] | None
+
+# On the CPU PyTorch runs an LSTM with projections in its own kernel instead of oneDNN's and says so on
+# every call; the numbers are the same, so the notice would only repeat itself in every run's output.
+warnings.filterwarnings("ignore", message="LSTM with projections is not supported with oneDNN")
 
 
 def word_byte_ids(words: list[str], max_chars: int) -> np.ndarray:
@@ -131,9 +136,14 @@ class ELMo(Encoder):
         self.token_size = 2 * p
         self.lm_size = p  # what the shared softmax reads: one direction's top layer
 
+    @classmethod
+    def encode_words(cls, cfg: ELMoConfig, words: list[str]) -> np.ndarray:
+        """The input of `words` as encoders built from `cfg` read them: [N, C] byte ids (`word_byte_ids`)."""
+        return word_byte_ids(words, cfg.max_chars)
+
     def word_bytes(self, words: list[str]) -> torch.Tensor:
         """The input of `words` as this encoder reads them: [N, C] long."""
-        return torch.from_numpy(word_byte_ids(words, self.cfg.max_chars)).long()
+        return torch.from_numpy(self.encode_words(self.cfg, words)).long()
 
     def layer_groups(self) -> LayerGroups:
         """The token representation first, then each LSTM layer (both directions together)."""

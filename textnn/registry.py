@@ -29,6 +29,7 @@ ENCODERS: dict[str, str] = {
     "rnn_lm": "textnn.models.rnn_lm:RNNLM",
     "char_lstm_lm": "textnn.models.rnn_lm:RNNLM",  # rnn_lm's older name
     "awd_lstm": "textnn.models.awd_lstm:AWDLSTM",
+    "elmo": "textnn.models.elmo:ELMo",
     "gpt": "textnn.models.gpt:GPT",
     "bert": "textnn.models.bert:Bert",
     "transformer_xl": "textnn.models.transformer_xl:TransformerXL",

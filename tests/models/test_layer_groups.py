@@ -8,6 +8,7 @@ from torch import nn
 
 from textnn import registry
 from textnn.models.base import EncoderDecoder, EncoderWithHead, InputSpec
+from textnn.models.elmo import NUM_CHARS as ELMO_CHARS
 from textnn.modules.heads import ClassifierHead
 
 
@@ -36,4 +37,5 @@ def test_layer_groups_cover_every_parameter_once_input_first(name):
     assert set(seen) == params, "a parameter is in no group"
     if len(groups) > 2:  # an encoder with several groups starts from its inputs
         first = members(groups[0][1])
-        assert any(p.dim() == 2 and p.size(0) in (30, 12) for p in first), groups[0][0]
+        # the word embedding, the character embedding, or ELMo's fixed byte embedding
+        assert any(p.dim() == 2 and p.size(0) in (30, 12, ELMO_CHARS) for p in first), groups[0][0]

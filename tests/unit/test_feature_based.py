@@ -3,6 +3,7 @@ layer combinations, and a word-level tagger reading a frozen pre-trained encoder
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -25,6 +26,24 @@ def test_scalar_mix_is_gamma_times_a_softmax_weighted_sum():
     assert torch.allclose(mix(layers), expected, atol=1e-6)
     mix(layers).sum().backward()
     assert mix.weights.grad is not None and mix.gamma.grad is not None
+
+
+def test_scalar_mix_with_layer_norm_normalises_each_layer_per_position_before_weighting():
+    layers = [torch.randn(2, 3, 4) * (i + 1) + i for i in range(3)]  # different scales and offsets
+    mix = ScalarMix(3, layer_norm=True)
+    with torch.no_grad():
+        mix.weights.copy_(torch.tensor([1.0, 0.0, -1.0]))
+        mix.gamma.fill_(2.0)
+    s = torch.softmax(torch.tensor([1.0, 0.0, -1.0]), dim=0)
+    expected = torch.zeros(2, 3, 4)
+    for weight, layer in zip(s, layers):
+        for b in range(2):
+            for t in range(3):
+                v = layer[b, t]
+                mean = sum(v.tolist()) / 4
+                var = sum((x - mean) ** 2 for x in v.tolist()) / 4
+                expected[b, t] += weight * (v - mean) / math.sqrt(var + 1e-5)
+    torch.testing.assert_close(mix(layers), 2.0 * expected, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("how", ["last", "sum4", "cat4"])

@@ -119,8 +119,12 @@ def test_which_tasks_an_encoder_serves_follows_from_what_it_gives():
     assert {"bow", "cnn", "dan", "rnn"} <= set(classifiers) and not {"bow", "cnn", "dan"} & set(taggers)
     assert {"rnn_tagger", "window_tagger", "rnn"} <= set(taggers)
     assert not {"rnn_tagger", "window_tagger"} & set(classifiers)  # they read characters classification lacks
-    assert set(lms) == {"nplm", "rnn_lm", "char_lstm_lm", "awd_lstm", "gpt", "transformer_xl"}
-    assert set(lms) <= set(classifiers) and set(lms) <= set(taggers)  # a language model fine-tunes to both
+    assert set(lms) == {"nplm", "rnn_lm", "char_lstm_lm", "awd_lstm", "gpt", "transformer_xl", "elmo"}
+    causal = set(lms) - {"elmo"}
+    assert causal <= set(classifiers) and causal <= set(taggers)  # a language model fine-tunes to both
+    # ELMo's biLM reads each word's bytes, which only language modelling builds: the other tasks use it
+    # as frozen features (data.features_from)
+    assert "elmo" not in set(classifiers) | set(taggers)
     for name in registry.ENCODERS:
         cls = registry.encoder_class(name)
         assert cls.config_class is not None and {"tiny"} <= set(cls.presets), name

@@ -15,6 +15,9 @@ no task output: the task puts a head on it (`modules/heads.py`) and trains the p
     uses_vectors     starts its word embedding from pretrained vectors (data.vectors) when given
     windowed         causal, but carries no state from one window to the next (GPT's fixed
                      context): a language model evaluates it in overlapping windows
+    bidirectional_lm two language models in one (ELMo's biLM): not causal, but a language model
+                     trains it through `lm_states` (forward and backward states, `lm_size` wide)
+                     and reports each direction
 
 A family registers with one line in `registry.ENCODERS` ("name": "module:Class"); the class names
 its Config dataclass (`config_class`) and presets (`presets`). Every encoder is built the same way,
@@ -56,6 +59,7 @@ class TokenFeatures:
     casing: torch.Tensor | None = None  # [B, T] casing category, 0 = padding
     segments: torch.Tensor | None = None  # [B, T] segment id: 0 first sentence (with [CLS]), 1 second; 0 = padding
     context: torch.Tensor | None = None  # [B, T, context_dim] per-token features from a frozen encoder
+    word_bytes: torch.Tensor | None = None  # [B, T, C] each word's byte ids between markers, 0 = padding (ELMo)
 
 
 @dataclass
@@ -82,6 +86,7 @@ class ModelOutput:
     state: object | None = None
     regularizer: torch.Tensor | None = None
     loss: torch.Tensor | None = None  # the summed loss, when the model computes it itself (a CRF's likelihood)
+    losses: dict[str, torch.Tensor] | None = None  # summed loss of each part, where there are several (a biLM's directions)
 
 
 class Encoder(nn.Module):
@@ -97,6 +102,8 @@ class Encoder(nn.Module):
     windowed: ClassVar[bool] = False  # reads each window afresh: no state carries context across windows
     takes_context: ClassVar[bool] = False  # reads TokenFeatures.context (InputSpec.context_dim wide) beside its own inputs
     lm_bias: ClassVar[bool] = True  # whether a language-model head on this encoder has an output bias
+    bidirectional_lm: ClassVar[bool] = False  # a forward and a backward language model sharing one softmax (ELMo)
+    lm_softmax: ClassVar[str] = "full"  # the language-model output layer head.softmax=auto gives: full or adaptive
 
     def __init__(self) -> None:
         super().__init__()
@@ -216,6 +223,7 @@ class EncoderDecoder(nn.Module):
     causal: ClassVar[bool] = False
     reads: ClassVar[tuple[str, ...]] = ()
     uses_vectors: ClassVar[bool] = False
+    bidirectional_lm: ClassVar[bool] = False
     lm_bias: ClassVar[bool] = True  # whether the output layer over the target vocabulary has a bias
 
     def __init__(self) -> None:

@@ -68,6 +68,7 @@ class KimCNN(Encoder):
     presets = PRESETS
     gives_sentence = True
     uses_vectors = True
+    takes_context = True  # a frozen encoder's features join the word embeddings (data.features_from: ELMo)
 
     def __init__(self, cfg: KimCNNConfig, spec: InputSpec) -> None:
         super().__init__()
@@ -84,7 +85,8 @@ class KimCNN(Encoder):
             # The fixed channel starts from the same vectors as the trained one (random ones if none given).
             self.static_embedding = TokenEmbedding(spec.vocab_size, cfg.embedding_dim, spec.pad_id,
                                                    self.embedding.weight.detach().clone(), freeze=True)
-        self.conv = MultiWidthConv(cfg.embedding_dim, cfg.num_filters, cfg.filter_widths)
+        self.context_dim = spec.context_dim
+        self.conv = MultiWidthConv(cfg.embedding_dim + spec.context_dim, cfg.num_filters, cfg.filter_widths)
         self.sentence_size = self.conv.output_size  # W*F
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor, state: object = None,
@@ -96,4 +98,6 @@ class KimCNN(Encoder):
             # channels is exactly that, at half the cost; each channel still gets its own gradient path
             # (the static one is frozen).
             x = x + self.static_embedding(ids)  # [B, T, D]
+        if self.context_dim:  # the frozen features are channels of each word beside its embedding
+            x = torch.cat([x, features.context], dim=-1)  # [B, T, D] -> [B, T, D+E]
         return EncoderOutput(sentence=self.conv(x, mask))  # [B, W*F]

@@ -82,6 +82,7 @@ class RNNClassifier(Encoder):
     gives_tokens = True
     gives_sentence = True
     uses_vectors = True
+    takes_context = True  # a frozen encoder's features join the word embeddings (data.features_from: ELMo)
 
     def __init__(self, cfg: RNNClassifierConfig, spec: InputSpec) -> None:
         super().__init__()
@@ -89,7 +90,8 @@ class RNNClassifier(Encoder):
         self.embedding = TokenEmbedding(spec.vocab_size, cfg.embedding_dim, spec.pad_id, spec.pretrained,
                                         cfg.freeze_embeddings)
         self.embedding_dropout = nn.Dropout(cfg.embedding_dropout)
-        self.rnn = RNNEncoder(cfg.embedding_dim, cfg.hidden_size, cfg.cell, cfg.num_layers,
+        self.context_dim = spec.context_dim
+        self.rnn = RNNEncoder(cfg.embedding_dim + spec.context_dim, cfg.hidden_size, cfg.cell, cfg.num_layers,
                                   cfg.bidirectional, cfg.dropout)
         self.token_size = self.sentence_size = self.rnn.output_size  # K*H
 
@@ -108,5 +110,7 @@ class RNNClassifier(Encoder):
     def forward(self, ids: torch.Tensor, mask: torch.Tensor, state: object = None,
                 features: TokenFeatures | None = None) -> EncoderOutput:
         x = self.embedding_dropout(self.embedding(ids))  # [B, T, D]
+        if self.context_dim:  # Peters et al. 2018 §3.3: [x_k; ELMo_k] is the RNN's input
+            x = torch.cat([x, features.context], dim=-1)  # [B, T, D] -> [B, T, D+E]
         states = self.rnn(x, mask)  # [B, T, K*H]
         return EncoderOutput(tokens=states, sentence=self._pool(states, mask))

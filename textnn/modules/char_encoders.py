@@ -1,6 +1,7 @@
-"""Character-level word features for taggers: a CNN (Ma & Hovy 2016) or a BiLSTM (Lample et al. 2016).
+"""Character-level word features: a CNN (Ma & Hovy 2016), a BiLSTM (Lample et al. 2016), and the
+multi-width CNN of Kim et al. 2016 that ELMo reads.
 
-Both take chars [B, T, C] (character ids of each word, 0 = padding, real characters first; a padding
+All take chars [B, T, C] (character ids of each word, 0 = padding, real characters first; a padding
 token is an all-zero row) and return one feature vector per word, [B, T, F]. Only the real words
 are encoded: the batch is flattened to [B*T, C] words, the rows with at least one character are
 selected and cut to the longest of them, and the results are scattered back into a zero tensor, so
@@ -16,6 +17,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
+from textnn.modules.conv import MultiWidthConv
 from textnn.modules.embeddings import TokenEmbedding
 from textnn.modules.pooling import masked_max
 from textnn.modules.rnn import init_lstm_forget_bias
@@ -99,3 +101,27 @@ class CharLSTM(nn.Module):
         packed = pack_padded_sequence(self.embedding(words), lengths.cpu(), batch_first=True, enforce_sorted=False)
         _, (h_n, _) = self.lstm(packed)  # h_n [2, N, H]: forward final state, backward final state
         return _scatter_back(torch.cat([h_n[0], h_n[1]], dim=-1), rows, chars)  # [N, 2H] -> [B, T, 2H]
+
+
+class MultiWidthCharCNN(nn.Module):
+    """Character embeddings -> convolutions of several widths, each with its own number of filters ->
+    ReLU -> max over the word's windows, concatenated: the word representation of Kim et al. (2016),
+    "Character-Aware Neural Language Models" (§2.2), that ELMo reads (Peters et al. 2018 §3.1).
+
+    chars [B, T, C] (0 = padding, real characters first) -> [B, T, sum of the counts]. The windows are
+    those of `modules.conv.MultiWidthConv` (a word shorter than a filter is zero-padded to one window),
+    so a word gives the same vector however long the batch's longest word is.
+    """
+
+    def __init__(self, num_chars: int, char_dim: int, widths: list[int], counts: list[int]) -> None:
+        super().__init__()
+        self.embedding = TokenEmbedding(num_chars, char_dim, CHAR_PAD)
+        self.conv = MultiWidthConv(char_dim, counts, widths)
+        self.output_size = self.conv.output_size
+
+    def forward(self, chars: torch.Tensor) -> torch.Tensor:
+        words, rows, _ = _real_words(chars)  # [N, C'], [N]
+        if rows.numel() == 0:
+            return chars.new_zeros(*chars.shape[:2], self.output_size, dtype=self.embedding.weight.dtype)
+        features = self.conv(self.embedding(words), words != CHAR_PAD)  # [N, C', E] -> [N, F]
+        return _scatter_back(features, rows, chars)  # [N, F] -> [B, T, F]

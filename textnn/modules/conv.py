@@ -19,17 +19,24 @@ from textnn.modules.pooling import masked_max
 class MultiWidthConv(nn.Module):
     """Conv1d filters of several widths -> ReLU -> max over valid windows, concatenated: [B, W*F].
 
+    `num_filters` is one count for every width (Kim 2014), or one count per width (the character CNN
+    of Kim et al. 2016 and ELMo, whose wider filters are more numerous); the output is then their sum.
+
     A window is valid when it starts at a real token and lies inside the sequence; a sequence shorter
     than a filter is padded with zero vectors up to the filter width, so it still yields one window
     (Kim's own code pads every sentence with zero vectors for the same reason). Pad positions are zeroed
     first, so a padded batch gives exactly what each sentence gives alone.
     """
 
-    def __init__(self, in_dim: int, num_filters: int, widths: list[int] | tuple[int, ...]) -> None:
+    def __init__(self, in_dim: int, num_filters: int | list[int] | tuple[int, ...],
+                 widths: list[int] | tuple[int, ...]) -> None:
         super().__init__()
         self.widths = tuple(int(w) for w in widths)
-        self.convs = nn.ModuleList(nn.Conv1d(in_dim, num_filters, w) for w in self.widths)
-        self.output_size = num_filters * len(self.widths)
+        counts = [int(num_filters)] * len(self.widths) if isinstance(num_filters, int) else [int(n) for n in num_filters]
+        if len(counts) != len(self.widths):
+            raise ValueError(f"{len(counts)} filter counts for {len(self.widths)} widths")
+        self.convs = nn.ModuleList(nn.Conv1d(in_dim, n, w) for n, w in zip(counts, self.widths))
+        self.output_size = sum(counts)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         x = x.masked_fill(~mask.unsqueeze(-1), 0.0)  # [B, T, D], zero vectors at pad positions

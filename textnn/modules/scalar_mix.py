@@ -13,22 +13,31 @@ hidden layer, the sum of the last four, their concatenation, or a scalar mix of 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 LAYER_COMBINATIONS = ("last", "sum4", "cat4", "mix")
 
 
 class ScalarMix(nn.Module):
-    """gamma * sum_l softmax(w)_l * layers[l] over L layers of the same shape (w = 0: an even mix at first)."""
+    """gamma * sum_l softmax(w)_l * layers[l] over L layers of the same shape (w = 0: an even mix at first).
 
-    def __init__(self, num_layers: int) -> None:
+    layer_norm: normalise each layer's vector at each position (zero mean, unit variance over D; Ba et
+    al. 2016) before weighting, which Peters et al. 2018 §3.2 found to help in some cases: the biLM's
+    layers have different scales, and the weights then compare like with like.
+    """
+
+    def __init__(self, num_layers: int, layer_norm: bool = False) -> None:
         super().__init__()
         self.weights = nn.Parameter(torch.zeros(num_layers))
         self.gamma = nn.Parameter(torch.ones(()))
+        self.layer_norm = layer_norm
 
     def forward(self, layers: list[torch.Tensor]) -> torch.Tensor:
         if len(layers) != self.weights.numel():
             raise ValueError(f"ScalarMix of {self.weights.numel()} layers got {len(layers)}")
+        if self.layer_norm:
+            layers = [F.layer_norm(layer, layer.shape[-1:]) for layer in layers]
         stacked = torch.stack(layers)  # L x [B, T, D] -> [L, B, T, D]
         weights = torch.softmax(self.weights, dim=0).view(-1, *([1] * (stacked.dim() - 1)))  # [L] -> [L, 1, 1, 1]
         return self.gamma * (weights * stacked).sum(dim=0)  # [B, T, D]

@@ -10,6 +10,11 @@ a pair packed as [CLS] a [SEP] b [SEP] with segment ids (data/packing.py; Devlin
 truncated longest-first to data.max_length, and classified from the encoder's sentence vector
 (its pooler) with a plain `ClassifierHead`.
 
+Feature-based (`data.features_from: RUN_DIR`, an ELMo run; tasks/features.py): the frozen encoder's
+layers over each word, combined as `data.features_layers` says (a learned scalar mix: Peters et al.
+2018 §3.2-3.3), join the word embeddings of an encoder that takes them (`Encoder.takes_context`: the
+BiLSTM and CNN classifiers). ELMo reads whole words, so the run's own tokens are its input.
+
 Regression (`data.regression: true`, STS-B's similarity scores): the label column holds real
 numbers; a `RegressionHead` gives one value per input, trained with the squared error and scored
 by Pearson's and Spearman's correlation (GLUE's STS-B metrics) and the mean squared error.
@@ -43,6 +48,8 @@ from textnn.models.base import EncoderWithHead, InputSpec, ModelOutput, TokenFea
 from textnn.modules.heads import ClassifierHead, PairClassifierHead, RegressionHead
 from textnn.modules.pooling import last_valid, masked_max, masked_mean
 from textnn.tasks.base import Task, line_chunks
+from textnn.tasks.features import (FeatureSource, FrozenLayers, check_feature_options, frozen_layers,
+                                   pad_word_inputs, read_source, save_source, source_from_run)
 
 POOLINGS = ("max", "mean", "last")
 
@@ -61,6 +68,10 @@ class ClassificationData(WordVectorData):
     fold: int = opt(0, "which fold (0-based) is held out as dev when kfold > 0")
     wordpiece_vocab_size: int = opt(8000, "tokenizer wordpiece: size of the vocabulary trained on data.train")
     regression: bool = opt(False, "labels are real numbers (STS-B): one output trained with the squared error, scored by Pearson/Spearman")
+    features_from: str = opt("", "an ELMo run whose frozen layers join the word embeddings of a classifier that takes them (rnn, cnn)")
+    features_layers: str = opt("last", "data.features_from: last, sum4 (sum of the last four layers), cat4 (their concatenation) or mix (a learned scalar mix of all, Peters et al. 2018)")
+    features_dropout: float = opt(0.0, "data.features_from: dropout on the combined features (Peters et al. 2018 §3.3), in [0, 1)")
+    features_layer_norm: bool = opt(False, "data.features_layers=mix: layer-normalise each layer before the mix (Peters et al. 2018 §3.2)")
 
     TOKENIZATION = (*WordVectorData.TOKENIZATION, "wordpiece_vocab_size")
 
@@ -73,6 +84,7 @@ class ClassificationData(WordVectorData):
         check_key(self.max_length >= 0, "data.max_length", self.max_length, "an integer >= 0")
         check_key(self.kfold == 0 or self.kfold >= 2, "data.kfold", self.kfold, "0 (off) or >= 2")
         check_key(self.kfold == 0 or 0 <= self.fold < self.kfold, "data.fold", self.fold, f"0 .. {self.kfold - 1}")
+        check_feature_options(self)
 
 
 @dataclass
@@ -95,13 +107,19 @@ class ClassificationHeadConfig:
 class Classifier(EncoderWithHead):
     """An encoder with a classification head: ids (and a pair's second ids) -> class scores [B, C]."""
 
-    def __init__(self, encoder, head, pooling: str) -> None:
+    def __init__(self, encoder, head, pooling: str, frozen: FrozenLayers | None = None) -> None:
         super().__init__(encoder, head)
         self.pooling = pooling
+        self.frozen = frozen  # data.features_from: a frozen encoder whose layers join the input
 
-    def sentence(self, ids: torch.Tensor, mask: torch.Tensor, segments: torch.Tensor | None = None) -> torch.Tensor:
-        """The encoder's sentence vector, or its per-token states pooled by `head.pooling`: [B, D]."""
-        out = self.encoder(ids, mask, features=TokenFeatures(segments=segments) if segments is not None else None)
+    def sentence(self, ids: torch.Tensor, mask: torch.Tensor, segments: torch.Tensor | None = None,
+                 word_inputs: torch.Tensor | None = None) -> torch.Tensor:
+        """The encoder's sentence vector, or its per-token states pooled by `head.pooling`: [B, D].
+        With a frozen feature encoder, its features of `word_inputs` [B, T, C] join the encoder's input."""
+        features = TokenFeatures(segments=segments) if segments is not None else None
+        if self.frozen is not None:
+            features = TokenFeatures(context=self.frozen(word_inputs, mask))  # [B, T, E]
+        out = self.encoder(ids, mask, features=features)
         if out.sentence is not None:
             return out.sentence
         if self.pooling == "max":
@@ -111,13 +129,15 @@ class Classifier(EncoderWithHead):
         return last_valid(out.tokens, mask)
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor, pair_ids: torch.Tensor | None = None,
-                pair_mask: torch.Tensor | None = None, segments: torch.Tensor | None = None) -> ModelOutput:
+                pair_mask: torch.Tensor | None = None, segments: torch.Tensor | None = None,
+                word_inputs: torch.Tensor | None = None, pair_word_inputs: torch.Tensor | None = None) -> ModelOutput:
         """Scores [B, C] of single inputs, of pairs read one sentence at a time (pair_ids), or of inputs
-        packed into one sequence (segments [B, T]: 0 first sentence, 1 second)."""
-        u = self.sentence(ids, mask, segments)
+        packed into one sequence (segments [B, T]: 0 first sentence, 1 second); word_inputs [B, T, C]
+        (and the pair's) feed a frozen feature encoder."""
+        u = self.sentence(ids, mask, segments, word_inputs)
         if pair_ids is None:
             return ModelOutput(logits=self.head(u))
-        return ModelOutput(logits=self.head(u, self.sentence(pair_ids, pair_mask)))
+        return ModelOutput(logits=self.head(u, self.sentence(pair_ids, pair_mask, word_inputs=pair_word_inputs)))
 
 
 @dataclass
@@ -129,6 +149,8 @@ class ClassificationBatch:
     pair_ids: torch.Tensor | None = None  # [B, T2] second sentence of a pair
     pair_mask: torch.Tensor | None = None
     segments: torch.Tensor | None = None  # [B, T] segment ids of packed inputs (encoders that read them)
+    word_inputs: torch.Tensor | None = None  # [B, T, C] a word-level feature encoder's input (data.features_from)
+    pair_word_inputs: torch.Tensor | None = None  # [B, T2, C] the same for the pair's second sentence
     lr_scale: float = 1.0  # the trainer scales this step's learning rate by it; classification never does
 
     @property
@@ -143,7 +165,8 @@ class ClassificationBatch:
     def to(self, device: torch.device) -> "ClassificationBatch":
         move = lambda t: t.to(device, non_blocking=True) if t is not None else None  # noqa: E731
         return replace(self, ids=move(self.ids), mask=move(self.mask), labels=move(self.labels),
-                       pair_ids=move(self.pair_ids), pair_mask=move(self.pair_mask), segments=move(self.segments))
+                       pair_ids=move(self.pair_ids), pair_mask=move(self.pair_mask), segments=move(self.segments),
+                       word_inputs=move(self.word_inputs), pair_word_inputs=move(self.pair_word_inputs))
 
 
 @dataclass
@@ -153,6 +176,8 @@ class EncodedSplit:
     pair_ids: list[list[int]] | None
     labels: list  # class ids, -1 where unlabelled (prediction input); regression: floats, NaN where unlabelled
     segments: list[list[int]] | None = None  # packed inputs: segment id per token of `ids`
+    word_inputs: list[np.ndarray] | None = None  # data.features_from: the feature encoder's input, [T, C] each
+    pair_word_inputs: list[np.ndarray] | None = None
 
 
 def _real_label(record: Record) -> float:
@@ -201,7 +226,11 @@ class ClassificationTask(Task):
     def check_config(cls, config: Config) -> None:
         super().check_config(config)
         cls.check_vectors(config)
-        reads = registry.encoder_class(config.model_name).reads
+        encoder_cls = registry.encoder_class(config.model_name)
+        if config.data.features_from and not encoder_cls.takes_context:
+            raise TextnnError(f"config key data.features_from: model {config.model_name} takes no extra features; "
+                              f"use a classifier that does (rnn, cnn) or remove data.features_from")
+        reads = encoder_cls.reads
         if config.data.regression and config.data.text_pair_column and "segments" not in reads:
             raise TextnnError(f"config key data.regression: sentence-pair regression packs the pair into one "
                               f"sequence, which model {config.model_name} does not read; use a bert encoder")
@@ -215,6 +244,7 @@ class ClassificationTask(Task):
         self.splits: dict[str, EncodedSplit] = {}
         self.pretrained: torch.Tensor | None = None
         self.vector_coverage: dict = {}
+        self.features: FeatureSource | None = None  # data.features_from
 
     @property
     def is_pair(self) -> bool:
@@ -274,6 +304,12 @@ class ClassificationTask(Task):
             vocab = vocab.extend(read_vectors(data.vectors)[0])
         labels = [] if data.regression else _label_order({r.label for r in train_records})
         task = cls(config, tokenizer, vocab, labels)
+        if data.features_from:
+            task.features = read_source(data.features_from)
+            if not task.features.word_level:
+                raise TextnnError(f"data.features_from={data.features_from}: classification takes features from a "
+                                  f"word-level encoder (an elmo run); {task.features.model_name} reads sub-word "
+                                  f"pieces: fine-tune it instead (model.init_from)")
         task.splits["train"] = task.encode(train_records, train_tokens)
         if dev_records:
             task.splits["dev"] = task.encode(dev_records, dev_tokens)
@@ -302,26 +338,32 @@ class ClassificationTask(Task):
                 not all(isinstance(label, str) for label in labels):
             raise TextnnError(f"{run_path / 'labels.json'}: expected a JSON list of label names; the file is damaged: "
                               f"re-train the run")
-        return cls(config, tokenizer, vocab, labels)
+        task = cls(config, tokenizer, vocab, labels)
+        if config.data.features_from:
+            task.features = source_from_run(run_path)
+        return task
 
     def save(self, run_path: Path) -> None:
         (run_path / "tokenizer.json").write_text(json.dumps(self.tokenizer.to_dict()), encoding="utf-8")
         self.vocab.save(run_path / "vocab.json")
         (run_path / "labels.json").write_text(json.dumps(self.labels, ensure_ascii=False), encoding="utf-8")
+        if self.features is not None:
+            save_source(self.features, run_path)
 
     def build_model(self) -> Classifier:
+        frozen = frozen_layers(self.features, self.config.data)
         encoder = registry.encoder_class(self.config.model_name)(
             self.config.model, InputSpec(vocab_size=len(self.vocab), pad_id=self.vocab.pad_id,
-                                         pretrained=self.pretrained))
+                                         pretrained=self.pretrained, context_dim=frozen.size if frozen else 0))
         head_cfg = self.config.head
         size = encoder.sentence_size or encoder.token_size
         if self.config.data.regression:
             return Classifier(encoder, RegressionHead(size, hidden=head_cfg.hidden, dropout=head_cfg.dropout),
-                              head_cfg.pooling)
+                              head_cfg.pooling, frozen)
         head_cls = PairClassifierHead if self.is_pair and not self.packs else ClassifierHead
         head = head_cls(size, len(self.labels), hidden=head_cfg.hidden, dropout=head_cfg.dropout,
                         max_norm=head_cfg.max_norm)
-        return Classifier(encoder, head, head_cfg.pooling)
+        return Classifier(encoder, head, head_cfg.pooling, frozen)
 
     def _max_length(self) -> int | None:
         """Tokens kept per input: data.max_length, and never more than the encoder reads (a GPT's context)."""
@@ -360,7 +402,12 @@ class ClassificationTask(Task):
             if not text_tokens or (self.is_pair and not pair_tokens):  # by read_and_tokenize: predict input
                 raise TextnnError(f"{where(record.path, record.line)}: the text has no tokens after "
                                   f"tokenizing; remove the line or fix the text column")
-        return EncodedSplit(records, ids, pair_ids, labels, segments)
+        encoded = EncodedSplit(records, ids, pair_ids, labels, segments)
+        if self.features is not None:  # the words as the run's tokenizer cut them (and cut to max_len)
+            encoded.word_inputs = [self.features.encode_words(a[:max_len]) for a, _ in tokens]
+            if self.is_pair:
+                encoded.pair_word_inputs = [self.features.encode_words(b[:max_len]) for _, b in tokens]
+        return encoded
 
     def encode_file(self, path: str, require_labels: bool = True) -> EncodedSplit:
         records, tokens = read_and_tokenize(self.config, self.tokenizer, path, require_labels=require_labels)
@@ -380,7 +427,12 @@ class ClassificationTask(Task):
             segments = pad([split.segments[i] for i in index], 0)[0] if split.segments is not None else None
             labels = torch.tensor([split.labels[i] for i in index],
                                   dtype=torch.float32 if self.config.data.regression else torch.long)
-            batches.append(ClassificationBatch(ids, mask, labels, index, pair_ids, pair_mask, segments))
+            batch = ClassificationBatch(ids, mask, labels, index, pair_ids, pair_mask, segments)
+            if split.word_inputs is not None:
+                batch.word_inputs = pad_word_inputs([split.word_inputs[i] for i in index], ids.size(1))  # [B, T, C]
+            if split.pair_word_inputs is not None:
+                batch.pair_word_inputs = pad_word_inputs([split.pair_word_inputs[i] for i in index], pair_ids.size(1))
+            batches.append(batch)
         return batches
 
     def _lengths(self, split: EncodedSplit) -> list[int]:
@@ -406,7 +458,7 @@ class ClassificationTask(Task):
 
     # --- loss, evaluation, prediction -------------------------------------------------------------
     def loss(self, model: torch.nn.Module, batch: ClassificationBatch) -> torch.Tensor:
-        out = model(batch.ids, batch.mask, batch.pair_ids, batch.pair_mask, batch.segments)
+        out = _scores(model, batch)
         if self.config.data.regression:
             return F.mse_loss(out.logits.float(), batch.labels, reduction="sum")
         return F.cross_entropy(out.logits.float(), batch.labels, reduction="sum")
@@ -419,7 +471,7 @@ class ClassificationTask(Task):
         values = np.zeros(len(split.ids), dtype=np.float64)
         for batch in self.eval_batches(split):
             batch = batch.to(device)
-            out = model(batch.ids, batch.mask, batch.pair_ids, batch.pair_mask, batch.segments).logits.float()
+            out = _scores(model, batch).logits.float()
             values[batch.index] = out.cpu().numpy()
         return values
 
@@ -448,7 +500,7 @@ class ClassificationTask(Task):
         probs = np.zeros((len(split.ids), len(self.labels)), dtype=np.float32)
         for batch in self.eval_batches(split):
             batch = batch.to(device)
-            logits = model(batch.ids, batch.mask, batch.pair_ids, batch.pair_mask, batch.segments).logits.float()
+            logits = _scores(model, batch).logits.float()
             probs[batch.index] = torch.softmax(logits, dim=-1).cpu().numpy()
         return probs
 
@@ -533,6 +585,12 @@ class ClassificationTask(Task):
 
 
 # --- reading and tokenizing (shared by training, evaluate and predict) ------------------------------
+
+def _scores(model: torch.nn.Module, batch: ClassificationBatch) -> ModelOutput:
+    """The model's output on a batch: class scores (or regression values) as `logits`."""
+    return model(batch.ids, batch.mask, batch.pair_ids, batch.pair_mask, batch.segments, batch.word_inputs,
+                 batch.pair_word_inputs)
+
 
 def read_and_tokenize(config: Config, tokenizer: Tokenizer, path: str, require_labels: bool = True
                       ) -> tuple[list[Record], list[tuple[list[str], list[str] | None]]]:

@@ -3,9 +3,16 @@
 Devlin et al. 2019 §5.3 / Table 7 compare fine-tuning BERT on CoNLL NER with feeding its frozen
 activations to a BiLSTM tagger: the last hidden layer, the sum or the concatenation of the last four,
 and others; ELMo (Peters et al. 2018) feeds a learned scalar mix of all layers. `data.features_from`
-names a run (a `pretraining` run, say) or a Hugging Face directory of a BERT-family encoder;
-`data.features_layers` picks last, sum4, cat4 or mix (modules/scalar_mix.py). Each word is read
-from its first WordPiece piece, as in fine-tuning.
+names a run (a `pretraining` run, say) or a Hugging Face directory of a BERT-family encoder, or an
+ELMo language-model run; `data.features_layers` picks last, sum4, cat4 or mix (modules/scalar_mix.py).
+A BERT-family word is read from its first WordPiece piece, as in fine-tuning. ELMo reads whole words
+(each word's bytes; `FeatureSource.word_level`), so its layers are per word already: the token layer
+and each biLSTM layer, each [forward; backward] (Peters et al. 2018 §3.2).
+
+`data.features_dropout` drops out the combined features (Peters et al. §3.3: "a moderate amount of
+dropout to ELMo"), `data.features_layer_norm` normalises each layer before the scalar mix (§3.2).
+`mix_weights(run)` reads a trained mix's softmax-normalised weights and gamma back from the run (to
+print or plot which layers a task chose).
 
 The frozen encoder is part of the model (`frozen.*` in model.safetensors), so the run keeps working
 without the directory it came from; its settings, tokenizer and vocabulary are saved beside it
@@ -22,17 +29,18 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 from safetensors.torch import load_file
 from torch import nn
 
 from textnn import registry
-from textnn.config import _start_run_config, build_dataclass
+from textnn.config import _start_run_config, build_dataclass, check_key
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import Vocab
 from textnn.errors import TextnnError
 from textnn.models.base import InputSpec
-from textnn.modules.scalar_mix import ScalarMix, combine_layers, combined_size
+from textnn.modules.scalar_mix import LAYER_COMBINATIONS, ScalarMix, combine_layers, combined_size
 
 
 @dataclass
@@ -46,6 +54,24 @@ class FeatureSource:
     vocab: Vocab
     state: dict[str, torch.Tensor] | None = None  # encoder.* weights; None when rebuilt from a run
 
+    @property
+    def word_level(self) -> bool:
+        """The encoder reads whole words (their bytes: ELMo), not sub-word pieces."""
+        return "word_bytes" in registry.encoder_class(self.model_name).reads
+
+    def encode_words(self, words: list[str]) -> np.ndarray:
+        """A word-level encoder's input for one sentence: [T, C] (its `encode_words`)."""
+        return registry.encoder_class(self.model_name).encode_words(self.model, words)
+
+
+def pad_word_inputs(arrays: list[np.ndarray], length: int) -> torch.Tensor:
+    """Word-level inputs of a batch, [T_i, C_i] each, zero-padded to [B, length, max C_i] (long)."""
+    width = max(a.shape[1] for a in arrays)
+    out = np.zeros((len(arrays), length, width), dtype=np.int64)  # [B, T, C]
+    for row, a in enumerate(arrays):
+        out[row, :a.shape[0], :a.shape[1]] = a
+    return torch.from_numpy(out)
+
 
 def read_source(path: str) -> FeatureSource:
     """The encoder in `path`: a textnn run or a Hugging Face checkpoint directory of the BERT family."""
@@ -54,7 +80,7 @@ def read_source(path: str) -> FeatureSource:
 
     if not (Path(path) / "config.yaml").is_file() and not huggingface.is_checkpoint_dir(path):
         raise TextnnError(f"data.features_from={path}: no run (config.yaml) or Hugging Face checkpoint (config.json) "
-                          f"there; give the directory of a BERT-family run or checkpoint")
+                          f"there; give the directory of a BERT-family or ELMo run, or of a BERT checkpoint")
     section = dict(_start_run_config(path, "data.features_from").get("model") or {})
     name = str(section.pop("name", ""))
     for key in ("preset", "init_from"):
@@ -62,7 +88,7 @@ def read_source(path: str) -> FeatureSource:
     encoder_cls = registry.encoder_class(name)
     if not callable(getattr(encoder_cls, "hidden_layers", None)):
         raise TextnnError(f"data.features_from={path}: its encoder ({name}) does not give its layers; give a run or "
-                          f"checkpoint of the BERT family")
+                          f"checkpoint of the BERT family, or an ELMo run")
     model = build_dataclass(encoder_cls.config_class, section, "model", f"{path} (data.features_from)")
     tokenizer, vocab = Task.load_text_pipeline(Path(path))
     if huggingface.is_checkpoint_dir(path):
@@ -91,9 +117,10 @@ def source_from_run(run_path: Path) -> FeatureSource:
 
 
 class FrozenLayers(nn.Module):
-    """A frozen encoder whose layers, read at each word's first piece, combine into per-word features."""
+    """A frozen encoder whose layers (a sub-word encoder's read at each word's first piece) combine into
+    per-word features, with dropout on the result."""
 
-    def __init__(self, source: FeatureSource, how: str) -> None:
+    def __init__(self, source: FeatureSource, how: str, dropout: float = 0.0, layer_norm: bool = False) -> None:
         super().__init__()
         self.encoder = registry.encoder_class(source.model_name)(
             source.model, InputSpec(vocab_size=len(source.vocab), pad_id=source.vocab.pad_id))
@@ -106,8 +133,11 @@ class FrozenLayers(nn.Module):
             self.encoder.load_state_dict({k[len("encoder."):]: v for k, v in source.state.items()}, strict=False)
         self.encoder.requires_grad_(False)
         self.how = how
-        layers = len(self.encoder.blocks)
-        self.mix = ScalarMix(layers) if how == "mix" else None
+        self.word_level = source.word_level
+        # ELMo: the token layer and each LSTM layer; BERT: each block's output
+        layers = source.model.num_layers + 1 if self.word_level else len(self.encoder.blocks)
+        self.mix = ScalarMix(layers, layer_norm) if how == "mix" else None
+        self.dropout = nn.Dropout(dropout)
         self.size = combined_size(how, self.encoder.token_size, layers)
 
     def train(self, mode: bool = True) -> "FrozenLayers":
@@ -115,11 +145,46 @@ class FrozenLayers(nn.Module):
         self.encoder.eval()  # frozen features: never dropout
         return self
 
-    def forward(self, ids: torch.Tensor, mask: torch.Tensor, first: torch.Tensor) -> torch.Tensor:
-        """ids, mask [B, P] ([CLS] pieces [SEP]), first [B, T] -> features [B, T, E]."""
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor, first: torch.Tensor | None = None) -> torch.Tensor:
+        """Sub-word encoders: ids, mask [B, P] ([CLS] pieces [SEP]), first [B, T]; word-level ones: ids
+        [B, T, C] (each word's input, `FeatureSource.encode_words`), mask [B, T]. -> features [B, T, E]."""
         with torch.no_grad():
-            layers = self.encoder.hidden_layers(ids, mask, torch.zeros_like(ids))  # L x [B, P, D]
-        index = first.unsqueeze(-1).expand(-1, -1, layers[0].size(-1))  # [B, T] -> [B, T, D]
-        words = [layer.gather(1, index) for layer in layers]  # L x [B, T, D]
-        return combine_layers(words, self.how, self.mix)
+            if self.word_level:
+                words = self.encoder.hidden_layers(ids, mask)  # L x [B, T, D]
+            else:
+                layers = self.encoder.hidden_layers(ids, mask, torch.zeros_like(ids))  # L x [B, P, D]
+                index = first.unsqueeze(-1).expand(-1, -1, layers[0].size(-1))  # [B, T] -> [B, T, D]
+                words = [layer.gather(1, index) for layer in layers]  # L x [B, T, D]
+        return self.dropout(combine_layers(words, self.how, self.mix))
+
+
+def check_feature_options(data: object) -> None:
+    """The data.features_* options of a task that takes frozen features (its data config's __post_init__)."""
+    check_key(data.features_layers in LAYER_COMBINATIONS, "data.features_layers", data.features_layers,
+              ", ".join(LAYER_COMBINATIONS))
+    check_key(isinstance(data.features_dropout, (int, float)) and not isinstance(data.features_dropout, bool)
+              and 0.0 <= data.features_dropout < 1.0, "data.features_dropout", data.features_dropout,
+              "a probability in [0, 1)")
+    check_key(isinstance(data.features_layer_norm, bool), "data.features_layer_norm", data.features_layer_norm,
+              "true or false")
+
+
+def frozen_layers(source: FeatureSource | None, data: object) -> FrozenLayers | None:
+    """The frozen feature encoder a task's data options ask for, or None without data.features_from."""
+    if source is None:
+        return None
+    return FrozenLayers(source, data.features_layers, data.features_dropout, data.features_layer_norm)
+
+
+def mix_weights(run_path: str | Path) -> dict | None:
+    """The scalar mix a feature-based run learned: {"weights": softmax-normalised, one per layer (input
+    first), "gamma": float}; None when the run mixes no layers."""
+    path = Path(run_path) / "model.safetensors"
+    if not path.is_file():
+        raise TextnnError(f"{path}: no such file; give the directory of a trained run")
+    state = load_file(str(path))
+    if "frozen.mix.weights" not in state:
+        return None
+    return {"weights": torch.softmax(state["frozen.mix.weights"].float(), dim=0).tolist(),
+            "gamma": float(state["frozen.mix.gamma"])}
 

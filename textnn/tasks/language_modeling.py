@@ -47,8 +47,15 @@ character); for bpe also `word_perplexity` = exp(total nll / words), words = whi
 `<eos>` per line (less the stream's first, never predicted), so the number compares with word-level
 perplexities on the same text.
 
+A bidirectional LM (`Encoder.bidirectional_lm`: ELMo, Peters et al. 2018 §3.1) is trained in both
+directions at once (`BidirectionalLanguageModel`): the forward LM predicts each window's targets, carrying
+its state as above, and the backward LM predicts its inputs from the words after them, within the
+window. The loss is the mean of the two; `forward_perplexity` and `backward_perplexity` (and their
+losses) are reported beside it, `perplexity` being exp of the mean loss (their geometric mean).
+
 Output layer (`head:`): the full softmax (`LMHead`) or the adaptive softmax (`AdaptiveLMHead`,
-Grave et al. 2017), whose training loss never scores the whole vocabulary. The model is handed the
+Grave et al. 2017), whose training loss never scores the whole vocabulary; `auto` (the default) is
+the family's choice (`Encoder.lm_softmax`: adaptive for elmo, full for the others). The model is handed the
 targets and returns the summed loss, so neither training nor evaluation builds [B, T, V] scores
 for it; evaluation is exact either way.
 """
@@ -80,11 +87,12 @@ from textnn.training import distributed
 # B batch (parallel windows or rows), T window length (data.bptt), V vocabulary size, N stream length,
 # D encoder state size, B' batch rows kept by reorder_state, L layers, H heads
 
-__all__ = ["EOS", "AttentionLanguageModel", "EncodedStream", "LMBatch", "LanguageModel",
+__all__ = ["EOS", "AttentionLanguageModel", "BidirectionalLanguageModel", "EncodedStream", "LMBatch", "LanguageModel",
            "LanguageModelingData", "LanguageModelingTask", "WindowBatches", "language_model"]
 
 SPECIALS = (PAD, UNK, EOS)
-SOFTMAXES = ("full", "adaptive")
+SOFTMAXES = ("auto", "full", "adaptive")
+DIRECTIONS = ("forward", "backward")  # a bidirectional LM reports each one's loss and perplexity
 
 
 @dataclass
@@ -119,7 +127,7 @@ class LanguageModelingData(DataConfig):
 class LanguageModelingHead:
     """Head options of language modelling: the output layer over the vocabulary."""
 
-    softmax: str = opt("full", "full (one linear map over the vocabulary) or adaptive (Grave et al. 2017: frequency clusters, smaller dimensions for rare words; the training loss never scores the whole vocabulary, evaluation is exact)")
+    softmax: str = opt("auto", "auto (the family's own choice: adaptive for elmo, full for the others), full (one linear map over the vocabulary) or adaptive (Grave et al. 2017: frequency clusters, smaller dimensions for rare words; the training loss never scores the whole vocabulary, evaluation is exact)")
     cutoffs: list[int] = opt([2000, 10000], "adaptive: where the clusters start, in vocabulary ids (most frequent first): the head holds ids below the first cutoff")
     div_value: float = opt(4.0, "adaptive: cluster i reads the states projected to D / div_value^i dimensions")
 
@@ -175,6 +183,43 @@ class AttentionLanguageModel(LanguageModel):
         return ModelOutput(logits=self.head(states)), attention
 
 
+class BidirectionalLanguageModel(EncoderWithHead):
+    """A forward and a backward language model over one encoder, sharing its softmax (ELMo's biLM,
+    Peters et al. 2018 §3.1: the two directions' log-likelihoods are maximised jointly).
+
+    forward(ids [B, T], state, mask, targets [B, T]) -> ModelOutput(loss = the mean of the two directions'
+        summed nll, losses = {"forward": .., "backward": ..}, state = the forward LM's state)
+    forward(ids, state)                  -> ModelOutput(logits [B, T, V] of the forward LM)
+
+    The window read is ids followed by the last target: s_0 .. s_T. The forward LM predicts the
+    targets s_1 .. s_T, the backward LM the inputs s_0 .. s_{T-1} (from the words after each); both
+    count the same masked positions, so their mean is a mean per predicted token. Words are read as
+    bytes through `word_bytes` [V, C], the byte ids of every vocabulary word (not saved: it follows
+    from the vocabulary).
+    """
+
+    def __init__(self, encoder, head, word_bytes: torch.Tensor) -> None:
+        super().__init__(encoder, head)
+        self.register_buffer("word_bytes", word_bytes, persistent=False)  # [V, C]
+
+    def forward(self, ids: torch.Tensor, state: object = None, mask: torch.Tensor | None = None,
+                targets: torch.Tensor | None = None) -> ModelOutput:
+        if mask is None:
+            mask = torch.ones_like(ids, dtype=torch.bool)
+        if targets is None:
+            window = torch.cat([ids, ids[:, -1:]], dim=1)  # [B, T+1]: the extra word's prediction is not used
+            forward, _, state = self.encoder.lm_states(self.word_bytes[window], mask.sum(dim=1), state)
+            return ModelOutput(logits=self.head(forward), state=state)  # [B, T, P] -> [B, T, V]
+        window = torch.cat([ids, targets[:, -1:]], dim=1)  # [B, T+1]: s_0 .. s_T
+        forward, backward, state = self.encoder.lm_states(self.word_bytes[window], mask.sum(dim=1), state)
+        flat_mask = mask.reshape(-1)  # [B, T] -> [B*T]
+        size = forward.size(-1)
+        nll_forward = self.head.nll(forward.reshape(-1, size), targets.reshape(-1)) * flat_mask  # [B*T]
+        nll_backward = self.head.nll(backward.reshape(-1, size), ids.reshape(-1)) * flat_mask  # [B*T]
+        losses = {"forward": nll_forward.sum(), "backward": nll_backward.sum()}
+        return ModelOutput(logits=None, state=state, loss=(losses["forward"] + losses["backward"]) / 2, losses=losses)
+
+
 class EncodedStream:
     """One file (or a held-out part of one) as a single stream of token ids: what `evaluate` accepts."""
 
@@ -194,20 +239,30 @@ def _detach(state: object) -> object:
 
 
 def language_model(model_name: str, cfg: object, vocab_size: int, pad_id: int = 0,
-                   head_cfg: LanguageModelingHead | None = None) -> LanguageModel:
+                   head_cfg: LanguageModelingHead | None = None,
+                   words: list[str] | None = None) -> LanguageModel | BidirectionalLanguageModel:
     """The registered encoder `model_name` built from its config `cfg`, with an LMHead (sharing the
     encoder's input embedding when the family ties; no bias where the family has none), or the
-    adaptive softmax that `head_cfg` asks for (its head words tied in the same way)."""
+    adaptive softmax that `head_cfg` asks for (its head words tied in the same way; head.softmax=auto
+    takes the family's `lm_softmax`). A bidirectional LM (ELMo) reads the vocabulary's `words` as bytes."""
     encoder = registry.encoder_class(model_name)(cfg, InputSpec(vocab_size=vocab_size, pad_id=pad_id))
     head_cfg = head_cfg or LanguageModelingHead()
-    if head_cfg.softmax == "adaptive":
+    softmax = encoder.lm_softmax if head_cfg.softmax == "auto" else head_cfg.softmax
+    size = encoder.lm_size if encoder.bidirectional_lm else encoder.token_size
+    if softmax == "adaptive":
         if head_cfg.cutoffs[-1] >= vocab_size:
             raise TextnnError(f"config key head.cutoffs: got {head_cfg.cutoffs}, but the vocabulary has {vocab_size} "
                               f"tokens; every cutoff must be below it (lower them, or use head.softmax=full)")
-        head = AdaptiveLMHead(encoder.token_size, vocab_size, head_cfg.cutoffs, head_cfg.div_value,
+        head = AdaptiveLMHead(size, vocab_size, head_cfg.cutoffs, head_cfg.div_value,
                               tied=encoder.output_embedding(), bias=encoder.lm_bias)
     else:
-        head = LMHead(encoder.token_size, vocab_size, tied=encoder.output_embedding(), bias=encoder.lm_bias)
+        head = LMHead(size, vocab_size, tied=encoder.output_embedding(), bias=encoder.lm_bias)
+    if encoder.bidirectional_lm:
+        if words is None or len(words) != vocab_size:
+            raise ValueError(f"{model_name} reads the words of its vocabulary: pass all {vocab_size} of them")
+        word_bytes = encoder.word_bytes(words)  # [V, C]
+        word_bytes[pad_id] = 0  # the padding word has no bytes: the encoder reads it as padding
+        return BidirectionalLanguageModel(encoder, head, word_bytes)
     model_cls = AttentionLanguageModel if callable(getattr(encoder, "forward_with_attention", None)) else LanguageModel
     return model_cls(encoder, head)
 
@@ -218,7 +273,8 @@ class LanguageModelingTask(Task):
     data_config = LanguageModelingData
     head_config = LanguageModelingHead
     formats = ("text",)
-    metric_directions = {"loss": False, "perplexity": False, "bpc": False, "word_perplexity": False}
+    metric_directions = {"loss": False, "perplexity": False, "bpc": False, "word_perplexity": False,
+                         **{f"{direction}_{name}": False for direction in DIRECTIONS for name in ("loss", "perplexity")}}
 
     def __init__(self, config: Config, tokenizer: Tokenizer, vocab: Vocab):
         self.config = config
@@ -236,6 +292,8 @@ class LanguageModelingTask(Task):
     # --- what the task can use ----------------------------------------------------------------------
     @classmethod
     def unusable_reason(cls, encoder_cls: type) -> str | None:
+        if encoder_cls.bidirectional_lm:
+            return None  # it reads the vocabulary's words itself (BidirectionalLanguageModel)
         if not (encoder_cls.gives_tokens and encoder_cls.causal):
             return ("a language model predicts each token from the ones before it: it needs a causal encoder "
                     "that gives a state per token")
@@ -258,6 +316,8 @@ class LanguageModelingTask(Task):
     def metrics_for(cls, config: Config) -> list[str]:
         """loss and perplexity; bpc for character models, word_perplexity for BPE models."""
         extra = {"char": ["bpc"], "bpe": ["word_perplexity"]}.get(config.data.tokenizer, [])
+        if registry.encoder_class(config.model_name).bidirectional_lm:
+            extra += [f"{direction}_{name}" for direction in DIRECTIONS for name in ("loss", "perplexity")]
         return ["loss", "perplexity", *extra]
 
     # --- building from data or from a run directory -----------------------------------------------
@@ -323,7 +383,7 @@ class LanguageModelingTask(Task):
 
     def build_model(self) -> LanguageModel:
         return language_model(self.config.model_name, self.config.model, len(self.vocab), self.vocab.pad_id,
-                              self.config.head)
+                              self.config.head, words=self.vocab.itos)
 
     # --- encoding and decoding ----------------------------------------------------------------------
     def encode_file(self, path: str, require_labels: bool = True) -> EncodedStream:
@@ -459,15 +519,21 @@ class LanguageModelingTask(Task):
         model.eval()
         device = next(model.parameters()).device
         total, count, state = torch.zeros((), dtype=torch.float64, device=device), 0, None
+        parts: dict[str, torch.Tensor] = {}  # a bidirectional LM's summed nll per direction
         for batch in self.eval_batches(data, streams):
             batch = batch.to(device)
             out = model(batch.ids, state, batch.mask, batch.targets)
             state = _detach(out.state)
             total += out.loss.double()
+            for name, value in (out.losses or {}).items():
+                parts[name] = parts.get(name, 0.0) + value.double()
             count += batch.count
         nll = float(total)
         loss = nll / count
         results = {"loss": loss, "perplexity": _exp(loss)}
+        for name, value in parts.items():  # the mean's perplexity is the geometric mean of these two
+            results[f"{name}_loss"] = float(value) / count
+            results[f"{name}_perplexity"] = _exp(float(value) / count)
         if self.tokenizer.kind == "char":
             results["bpc"] = loss / math.log(2)
         if self.tokenizer.kind == "bpe":

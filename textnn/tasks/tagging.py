@@ -36,7 +36,8 @@ words past the cut are tagged from the final [SEP] state and counted in a warnin
 
 Feature-based (`data.features_from: RUN_OR_HF_DIR`, `data.features_layers`): a frozen BERT-family
 encoder reads the pieces the same way and its layers at each word's first piece join a word-level
-tagger's input (tasks/features.py; Devlin et al. 2019 Table 7).
+tagger's input (tasks/features.py; Devlin et al. 2019 Table 7). A frozen ELMo reads the words
+themselves (their bytes), so no piece mapping is needed (Peters et al. 2018 §3.3).
 """
 
 # B batch (sentences), T tokens per sentence, C characters per token, K tags
@@ -65,9 +66,9 @@ from textnn.errors import TextnnError
 from textnn.metrics.spans import SPAN_METRICS, sentence_counts, span_bootstrap_ci, span_scores
 from textnn.models.base import EncoderWithHead, InputSpec, ModelOutput, TokenFeatures
 from textnn.modules.heads import TAGGER_OUTPUTS, TaggerHead
-from textnn.modules.scalar_mix import LAYER_COMBINATIONS
 from textnn.tasks.base import Task, line_chunks
-from textnn.tasks.features import FeatureSource, FrozenLayers, read_source, save_source, source_from_run
+from textnn.tasks.features import (FeatureSource, FrozenLayers, check_feature_options, frozen_layers,
+                                   pad_word_inputs, read_source, save_source, source_from_run)
 
 TAG_SCHEMES = ("iob1", "iob2", "bio", "bioes")
 
@@ -81,8 +82,10 @@ class TaggingData(WordVectorData):
     train_tag_scheme: str = opt("bioes", "scheme the model learns and decodes in; predictions are written back in data.tag_scheme")
     max_length: int = opt(0, "sub-word encoders (bert): pieces per sentence, [CLS] and [SEP] included; 0 = the encoder's limit")
     wordpiece_vocab_size: int = opt(8000, "tokenizer wordpiece without model.init_from: size of the vocabulary trained on data.train")
-    features_from: str = opt("", "a run or Hugging Face directory of a BERT-family encoder whose frozen layers join a word-level tagger's input")
+    features_from: str = opt("", "a run or Hugging Face directory of a BERT-family encoder, or an ELMo run, whose frozen layers join a word-level tagger's input")
     features_layers: str = opt("last", "data.features_from: last, sum4 (sum of the last four layers), cat4 (their concatenation) or mix (a learned scalar mix of all, Peters et al. 2018)")
+    features_dropout: float = opt(0.0, "data.features_from: dropout on the combined features (Peters et al. 2018 §3.3), in [0, 1)")
+    features_layer_norm: bool = opt(False, "data.features_layers=mix: layer-normalise each layer before the mix (Peters et al. 2018 §3.2)")
 
     TOKENIZATION = (*WordVectorData.TOKENIZATION, "wordpiece_vocab_size")
 
@@ -92,8 +95,7 @@ class TaggingData(WordVectorData):
                   "word or whitespace (tagging splits raw prediction input into words), or wordpiece for a "
                   "sub-word encoder (bert)")
         check_key(self.max_length >= 0, "data.max_length", self.max_length, "an integer >= 0")
-        check_key(self.features_layers in LAYER_COMBINATIONS, "data.features_layers", self.features_layers,
-                  ", ".join(LAYER_COMBINATIONS))
+        check_feature_options(self)
         for key in ("tag_scheme", "train_tag_scheme"):
             check_key(getattr(self, key) in TAG_SCHEMES, f"data.{key}", getattr(self, key), ", ".join(TAG_SCHEMES))
         check_key(self.token_column >= 0, "data.token_column", self.token_column, "an integer >= 0")
@@ -119,12 +121,17 @@ class Tagger(EncoderWithHead):
         self.frozen = frozen  # data.features_from: a frozen encoder whose layers join the input
 
     def forward(self, words: torch.Tensor, chars: torch.Tensor, casing: torch.Tensor, mask: torch.Tensor,
-                tags: torch.Tensor | None = None, pieces: "SubwordInput | None" = None) -> ModelOutput:
+                tags: torch.Tensor | None = None, pieces: "SubwordInput | None" = None,
+                word_inputs: torch.Tensor | None = None) -> ModelOutput:
         """Emissions, and with gold `tags` the summed sentence negative log-likelihood as `loss`.
         With `pieces` a sub-word encoder reads the pieces and each word takes the state of its first
-        piece; with a frozen feature encoder, its features join the word-level encoder's input."""
+        piece; with a frozen feature encoder, its features join the word-level encoder's input (read
+        from the pieces, or from `word_inputs` [B, T, C] for a word-level one: ELMo)."""
         if self.frozen is not None:
-            context = self.frozen(pieces.ids, pieces.mask, pieces.first)  # [B, T, E]
+            if self.frozen.word_level:
+                context = self.frozen(word_inputs, mask)  # [B, T, E]
+            else:
+                context = self.frozen(pieces.ids, pieces.mask, pieces.first)  # [B, T, E]
             features = TokenFeatures(chars=chars, casing=casing, context=context)
             states = self.encoder(words, mask, features=features).tokens  # [B, T, D]
         elif pieces is None:
@@ -194,6 +201,7 @@ class TaggingBatch:
     index: list[int]  # positions of these sentences in their split
     lr_scale: float = 1.0  # the trainer scales a step's learning rate by it; tagging never does
     pieces: SubwordInput | None = None  # sub-word encoders only
+    word_inputs: torch.Tensor | None = None  # [B, T, C] a word-level feature encoder's input (ELMo)
 
     @property
     def count(self) -> int:
@@ -208,7 +216,8 @@ class TaggingBatch:
         move = lambda t: t.to(device, non_blocking=True)  # noqa: E731
         return replace(self, words=move(self.words), chars=move(self.chars), casing=move(self.casing),
                        mask=move(self.mask), tags=move(self.tags),
-                       pieces=self.pieces.to(device) if self.pieces is not None else None)
+                       pieces=self.pieces.to(device) if self.pieces is not None else None,
+                       word_inputs=move(self.word_inputs) if self.word_inputs is not None else None)
 
 
 @dataclass
@@ -222,6 +231,7 @@ class EncodedSentences:
     tags: list[np.ndarray] | None  # [T] training-scheme tag ids each; None for unlabelled input
     pieces: list[np.ndarray] | None = None  # sub-word encoders: [P] ids of [CLS] pieces [SEP] each
     first: list[np.ndarray] | None = None  # [T] position of each word's first piece in `pieces`
+    word_inputs: list[np.ndarray] | None = None  # a word-level feature encoder's input, [T, C] each
     batches: list[TaggingBatch] | None = None  # evaluation batches, built once
 
 
@@ -342,7 +352,7 @@ class TaggingTask(Task):
             save_source(self.features, run_path)
 
     def build_model(self) -> Tagger:
-        frozen = FrozenLayers(self.features, self.config.data.features_layers) if self.features is not None else None
+        frozen = frozen_layers(self.features, self.config.data)
         spec = InputSpec(vocab_size=len(self.vocab), pad_id=self.vocab.pad_id, pretrained=self.pretrained,
                          num_chars=len(self.chars), num_casings=NUM_CASINGS,
                          context_dim=frozen.size if frozen is not None else 0)
@@ -378,7 +388,9 @@ class TaggingTask(Task):
                   file=sys.stderr)
         labelled = all(s.tags is not None for s in sentences)
         encoded = EncodedSentences(sentences, words, chars, casings, tags if labelled else None)
-        if self.subwords or self.features is not None:
+        if self.features is not None and self.features.word_level:  # ELMo reads the words as they are
+            encoded.word_inputs = [self.features.encode_words(s.tokens) for s in sentences]
+        elif self.subwords or self.features is not None:
             encoded.pieces, encoded.first = self.encode_pieces(sentences)
         return encoded
 
@@ -448,6 +460,8 @@ class TaggingTask(Task):
             for row, i in enumerate(index):
                 first[row, :len(data.first[i])] = data.first[i]
             batch.pieces = SubwordInput(ids, piece_mask, torch.from_numpy(first))
+        if data.word_inputs is not None:
+            batch.word_inputs = pad_word_inputs([data.word_inputs[i] for i in index], longest)  # [B, T, C]
         return batch
 
     def _train_order(self, epoch: int) -> list[list[int]]:
@@ -610,8 +624,12 @@ def read_sentences(config: Config, path: str, require_tags: bool = True) -> list
 
 
 def _pieces(batch: TaggingBatch) -> dict:
-    """The sub-word view of a batch as a keyword argument of the model, only for models that read one."""
-    return {"pieces": batch.pieces} if batch.pieces is not None else {}
+    """The sub-word view of a batch (or a word-level feature encoder's input) as keyword arguments of
+    the model, only for models that read them."""
+    extra = {"pieces": batch.pieces} if batch.pieces is not None else {}
+    if batch.word_inputs is not None:
+        extra["word_inputs"] = batch.word_inputs
+    return extra
 
 
 def _word(config: Config, token: str) -> str:

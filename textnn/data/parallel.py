@@ -87,8 +87,8 @@ def _read_tsv(path: str, source: str, target: str, encoding: str, header: bool
             return int(name)
         # The header is the file's first line, whatever it holds: shown by its first few names, each cut short.
         known = f"the header names {column_names(columns)}" if columns else "the file has no header (data.header=false)"
-        raise TextnnError(f"{path}: no column {short(name, 40)}; {known}: set data.source / data.target to a column name "
-                          f"or a 0-based index")
+        raise TextnnError(f"{path}: no column {short(name, 40)}; {known}: set data.source / data.target to a "
+                          f"column name or a 0-based index")
 
     src, tgt = index(source), index(target)
     sources, targets, numbers = [], [], []

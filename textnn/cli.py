@@ -103,7 +103,11 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("generate", help="continue a prompt with a trained language model")
     p.add_argument("run", help="run directory of a language model")
-    p.add_argument("--prompt", default="", help="text to continue (default: empty = start of a new line)")
+    p.add_argument("--prompt", default=None, help="text to continue (default: empty = start of a new line)")
+    p.add_argument("--file", default=None, metavar="FILE",
+                   help="continue every line of FILE (- for standard input), one prompt per line, read and "
+                        "answered part by part: one JSON line per prompt ({\"prompt\", \"text\"}); with "
+                        "sampling, line i uses seed SEED + i - 1")
     p.add_argument("--max-tokens", type=int, default=200, help="new tokens per sample (default 200)")
     p.add_argument("--temperature", type=float, default=None,
                    help="sampling: < 1 sharper, > 1 flatter than the model's distribution (default 1)")
@@ -292,7 +296,9 @@ def _generate(args: argparse.Namespace) -> int:
     from textnn.experiment import generate_run
 
     decoding = _decoding_config(args)
-    result = generate_run(args.run, args.prompt, decoding, num_samples=args.num_samples)
+    if args.file is not None:
+        return _generate_file(args, decoding)
+    result = generate_run(args.run, args.prompt or "", decoding, num_samples=args.num_samples)
     if args.seed is None and result.seed is not None:
         print(f"seed {result.seed} (repeat these samples with --seed {result.seed})", file=sys.stderr)
     if result.unknown_tokens:
@@ -305,6 +311,23 @@ def _generate(args: argparse.Namespace) -> int:
         elif count > 1:
             print(f"=== sample {number} of {count} ===")
         print(text)
+    return 0
+
+
+def _generate_file(args: argparse.Namespace, decoding) -> int:
+    """`generate --file`: every line a prompt, read lazily, one JSON line out per line, written as done."""
+    from dataclasses import replace
+
+    from textnn.experiment import generate_file_run
+    from textnn.generation.lm import draw_seed
+
+    if args.prompt is not None:
+        raise TextnnError("--prompt and --file both give prompts: use --prompt for one, --file for one per line")
+    if decoding.method == "sample" and decoding.seed is None:
+        decoding = replace(decoding, seed=draw_seed())
+        print(f"seed {decoding.seed} (repeat these samples with --seed {decoding.seed})", file=sys.stderr)
+    with _input_lines(args.file) as (lines, source):
+        write_lines(generate_file_run(args.run, lines, source, decoding, num_samples=args.num_samples), None)
     return 0
 
 

@@ -6,11 +6,12 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import random
 import shutil
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -228,6 +229,50 @@ def generate_run(run_dir: str | Path, prompt: str, decoding: DecodingConfig, num
 
     _, task, model = _load_decoder_run(run_dir, "generate")
     return generate_text(model, task, prompt, decoding, num_samples=num_samples)
+
+
+# Prompts `generate --file` reads and answers at a time. Each prompt is decoded on its own (its own
+# seed), so a part is only how often output is flushed: small, since one prompt may take seconds.
+GENERATE_CHUNK_LINES = 16
+
+
+def generate_file_run(run_dir: str | Path, lines: Iterable[str], source: str, decoding: DecodingConfig,
+                      num_samples: int = 1) -> Iterator[str]:
+    """One JSON line per prompt line (its line ending dropped; an empty line is an empty prompt), read and
+    answered part by part; each holds what `generate_run` gives for that prompt alone.
+
+    With sampling, line i is drawn with seed `decoding.seed + i - 1`: line 1 is what `generate --prompt
+    LINE --seed SEED` prints, and equal lines (`yes the | ...`) still get different samples.
+    Each line: {"prompt", "text"}, or {"prompt", "samples"} for several samples or hypotheses; beam
+    search adds "score" / "scores"; "unknown_tokens" when some prompt tokens are not in the vocabulary.
+    """
+    from textnn.generation.lm import draw_seed, generate_text
+    from textnn.tasks.base import line_chunks
+
+    _, task, model = _load_decoder_run(run_dir, "generate")
+    if decoding.method == "sample" and decoding.seed is None:
+        decoding = replace(decoding, seed=draw_seed())
+    for first, chunk in line_chunks(lines, GENERATE_CHUNK_LINES):
+        rows = []
+        for number, line in enumerate(chunk, start=first):
+            prompt = line.rstrip("\n").removesuffix("\r")
+            seed = (decoding.seed + number - 1) % 2 ** 31 if decoding.method == "sample" else decoding.seed
+            try:
+                found = generate_text(model, task, prompt, replace(decoding, seed=seed), num_samples=num_samples)
+            except TextnnError as err:
+                raise TextnnError(f"{source}:{number}: {err}") from None
+            row: dict = {"prompt": prompt}
+            if len(found.samples) == 1:
+                row["text"] = found.samples[0]
+            else:
+                row["samples"] = found.samples
+            if decoding.method == "beam":
+                scores = [round(score, 6) for score in found.scores]
+                row.update({"score": scores[0]} if len(scores) == 1 else {"scores": scores})
+            if found.unknown_tokens:
+                row["unknown_tokens"] = found.unknown_tokens
+            rows.append(json.dumps(row, ensure_ascii=False))
+        yield from rows  # the part's lines together, once all of them are done
 
 
 def visualize_run(run_dir: str | Path, text: str, output_dir: str | Path | None = None) -> list[Path]:

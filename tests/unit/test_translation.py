@@ -75,6 +75,20 @@ def test_tsv_columns_by_name_and_a_missing_column(tmp_path):
         read_parallel(str(path), "tsv", "de", "en")
 
 
+def test_a_missing_column_message_stays_short_whatever_the_header_holds(tmp_path):
+    """A header line of thousands of cells (or one huge cell) is named by its first few cells, cut short."""
+    path = tmp_path / "pairs.tsv"
+    path.write_text("\t".join(f"col{i}" for i in range(3000)) + "\n" + "x" * 100_000 + "\tb\n", encoding="utf-8")
+    with pytest.raises(TextnnError) as err:
+        read_parallel(str(path), "tsv", "de", "en")
+    assert "no column 'de'" in str(err.value) and "'col0', 'col1'" in str(err.value) and "2992 more" in str(err.value)
+    assert len(str(err.value)) < 500
+    path.write_text("x" * 100_000 + "\ty\nein\tone\n", encoding="utf-8")
+    with pytest.raises(TextnnError) as err:
+        read_parallel(str(path), "tsv", "y", "en")
+    assert "no column 'en'" in str(err.value) and len(str(err.value)) < 500
+
+
 def test_missing_side_file_names_what_was_looked_for(tmp_path):
     with pytest.raises(TextnnError, match=r"nope\.de: not found \(nor .*nope\.de\.gz\)"):
         read_parallel(str(tmp_path / "nope"), "parallel", "de", "en")

@@ -21,8 +21,8 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-from textnn.data.readers import line_list, read_lines
-from textnn.errors import TextnnError
+from textnn.data.readers import column_names, line_list, read_lines
+from textnn.errors import TextnnError, short
 
 
 @dataclass
@@ -85,9 +85,10 @@ def _read_tsv(path: str, source: str, target: str, encoding: str, header: bool
             return columns.index(name)
         if name.isdigit():
             return int(name)
-        known = f"the header names {', '.join(columns)}" if columns else "the file has no header (data.header=false)"
-        raise TextnnError(f"{path}: no column {name!r}; {known}: set data.source / data.target to a column name "
-                          f"or a 0-based index")
+        # The header is the file's first line, whatever it holds: shown by its first few names, each cut short.
+        known = f"the header names {column_names(columns)}" if columns else "the file has no header (data.header=false)"
+        raise TextnnError(f"{path}: no column {short(name, 40)}; {known}: set data.source / data.target to a "
+                          f"column name or a 0-based index")
 
     src, tgt = index(source), index(target)
     sources, targets, numbers = [], [], []

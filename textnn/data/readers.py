@@ -322,7 +322,7 @@ def _why_empty(text: str, fmt: str, header: bool, no_text: list[int]) -> str:
 # Delimited files (tsv / csv)
 
 
-def _column_names(names: list[str], shown: int = 8) -> str:
+def column_names(names: list[str], shown: int = 8) -> str:
     """The first few header names, each cut short, so a line with no delimiter cannot flood a message."""
     text = ", ".join(short(name, 30) for name in names[:shown])
     return text + (f" and {len(names) - shown} more" if len(names) > shown else "")
@@ -409,7 +409,7 @@ def _resolve_column(
         raise TextnnError(
             f"{where(path, first_line)}: no column {short(spec)} for {option}"
             f"{_did_you_mean(str(spec), names)}; the header's columns are: "
-            f"{_column_names(names)} (if the first line is data rather than column "
+            f"{column_names(names)} (if the first line is data rather than column "
             "names, set data.header=false and give columns by 0-based index)"
         )
     if 0 <= index < n_fields:
@@ -610,7 +610,7 @@ def _missing_key(obj: dict, key: str, option: str, path: str, line_no: int) -> T
     keys = [str(k) for k in obj]
     return TextnnError(
         f"{where(path, line_no)}: no key {short(key, 40)} for {option}{_did_you_mean(key, keys)}; "
-        f"this line's keys are: {_column_names(keys) or '(none)'}"
+        f"this line's keys are: {column_names(keys) or '(none)'}"
     )
 
 

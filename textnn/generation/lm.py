@@ -27,7 +27,7 @@ import torch
 
 from textnn.data.streams import EOS
 from textnn.data.vocab import PAD
-from textnn.errors import TextnnError
+from textnn.errors import TextnnError, short
 from textnn.generation.decoding import DecodingConfig, decode
 
 
@@ -73,6 +73,11 @@ def line_end_token(vocab) -> str | None:
     return None
 
 
+def draw_seed() -> int:
+    """A seed from the operating system, 31 bits so that it is a valid seed everywhere (and printable)."""
+    return int.from_bytes(os.urandom(4), "little") >> 1
+
+
 def generate_text(model: torch.nn.Module, task, prompt: str, decoding: DecodingConfig,
                   num_samples: int = 1) -> Generation:
     """Continue `prompt` as `decoding` says: `num_samples` samples (sampling, greedy) or n_best hypotheses (beam).
@@ -96,7 +101,7 @@ def generate_text(model: torch.nn.Module, task, prompt: str, decoding: DecodingC
     ids = list(task.encode_text(prompt))
     unknown = sum(1 for i in ids if vocab.unk_id is not None and i == vocab.unk_id)
     if ids and unknown == len(ids):
-        raise TextnnError(f"none of the {len(ids)} token(s) of the prompt {prompt!r} is in the model's vocabulary "
+        raise TextnnError(f"none of the {len(ids)} token(s) of the prompt {short(prompt)} is in the model's vocabulary "
                           f"(every one would be read as <unk>); write the prompt with words or characters "
                           f"from the training text")
     prompt_tokens = len(ids)
@@ -108,7 +113,7 @@ def generate_text(model: torch.nn.Module, task, prompt: str, decoding: DecodingC
     if decoding.stop_at_eos and line_end is None:
         raise TextnnError("stop_at_eos: the vocabulary has no line-end token (<eos> or a newline)")
     if decoding.method == "sample" and decoding.seed is None:
-        decoding = replace(decoding, seed=int.from_bytes(os.urandom(4), "little") >> 1)  # 31 bits
+        decoding = replace(decoding, seed=draw_seed())
     stop_ids = [vocab.stoi[line_end]] if line_end is not None else []
     banned_ids = [vocab.stoi[PAD]] if PAD in vocab.stoi else []  # padding is not text: never draw it
 
@@ -128,3 +133,4 @@ def generate_text(model: torch.nn.Module, task, prompt: str, decoding: DecodingC
                       seed=decoding.seed if decoding.method == "sample" else None, prompt_tokens=prompt_tokens,
                       unknown_tokens=unknown, new_tokens=[len(h.tokens) for h in hypotheses],
                       scores=[h.score for h in hypotheses])
+

@@ -117,26 +117,17 @@ def main(root: str) -> None:
                   if json.loads(p.read_text())["status"] == "finished")
     lm_runs = [r for r in runs if metric(r) in ("perplexity", "bpc")]
     mt_runs = [r for r in runs if metric(r) in ("bleu", "chrf")]
-    runs = [r for r in runs if r not in lm_runs and r not in mt_runs]
+    other_runs = [r for r in runs if r not in lm_runs and r not in mt_runs]
     print(f"hardware: {platform.processor() or platform.machine()}, {torch.get_num_threads()} CPU threads, "
           f"torch {torch.__version__}")
-    if runs:
-        print("| recipe | ours (dev, 95% CI) | published | command | wall time | steps |")
-        print("|---|---|---|---|---|---|")
-        for run in runs:
-            print(row(run))
-    if lm_runs:
-        print()
-        print("| recipe | ours | published | command | wall time | steps |")
-        print("|---|---|---|---|---|---|")
-        for run in lm_runs:
-            print(lm_row(run))
-    if mt_runs:
-        print()
-        print("| recipe | ours (Multi30k val, sacreBLEU) | published | command | wall time | steps |")
-        print("|---|---|---|---|---|---|")
-        for run in mt_runs:
-            print(mt_row(run))
+    tables = (("ours (dev, 95% CI)", other_runs, row), ("ours", lm_runs, lm_row),
+              ("ours (Multi30k val, sacreBLEU)", mt_runs, mt_row))
+    for ours, table_runs, make_row in tables:
+        if table_runs:
+            print(f"\n| recipe | {ours} | published | command | wall time | steps |")
+            print("|---|---|---|---|---|---|")
+            for run in table_runs:
+                print(make_row(run))
 
 
 if __name__ == "__main__":

@@ -32,8 +32,7 @@ from torch import nn
 
 from textnn.config import opt, check_model_field as _check, is_int as _is_int
 from textnn.models.base import Encoder, EncoderOutput, InputSpec, TokenFeatures
-from textnn.modules.tagging import build_char_encoder, check_word_feature_options, concat_word_features
-from textnn.modules.embeddings import TokenEmbedding
+from textnn.modules.tagging import add_word_features, check_word_feature_options, concat_word_features
 
 
 
@@ -72,15 +71,7 @@ class WindowTagger(Encoder):
     def __init__(self, cfg: WindowTaggerConfig, spec: InputSpec) -> None:
         super().__init__()
         self.cfg = cfg
-        self.word_embedding = TokenEmbedding(spec.vocab_size, cfg.word_dim, spec.pad_id, spec.pretrained,
-                                             cfg.freeze_embeddings, field="model.word_dim")
-        features = cfg.word_dim
-        self.char_encoder = build_char_encoder(cfg.char_encoder, spec.num_chars, cfg.char_dim, cfg.char_filters,
-                                               cfg.char_width, cfg.char_hidden, cfg.dropout)
-        if self.char_encoder is not None:
-            features += self.char_encoder.output_size
-        self.casing_embedding = TokenEmbedding(spec.num_casings, cfg.casing_dim, 0) if cfg.casing_dim else None
-        features += cfg.casing_dim
+        features = add_word_features(self, cfg, spec)
         # The features of Collobert's PADDING word (all of its feature columns at once), learned like any
         # word's; it fills the window positions outside the sentence. Same scale as a random embedding.
         # A window of one word never looks outside the sentence, so it has none.

@@ -9,7 +9,9 @@ states agree before timing. Two input sets:
   run feeds the encoder); random lengths of the same spread when the data is absent;
 - **fixed128**: random ids, every sequence 128 tokens, no padding.
 
-Measured per input set, interleaving the two models so a busy machine slows both alike:
+Measured per input set, interleaving the two models, with the CPU time of the compute thread on a
+CPU with one torch thread (so other processes on a shared machine do not count; wall-clock time on
+a GPU or with several threads):
 inference sentences/s (eval mode, no gradients) and the time of one training step (train mode,
 dropout on, a linear head on the pooler, cross-entropy, backward, AdamW). Printed as
 `ratio=<ours/theirs>` in throughput, so above 1 means ours is faster. On CUDA both run under bf16
@@ -26,13 +28,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import platform
 import statistics
-import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+from machine import device_info, pick_clock  # benchmarks/machine.py
 
 from textnn.interop.huggingface import bert_to_hf
 from textnn.models.base import InputSpec, TokenFeatures
@@ -100,11 +101,12 @@ def sync(device: torch.device) -> None:
 
 
 def time_pass(fn, device: torch.device) -> float:
+    clock = pick_clock(device)[0]
     sync(device)
-    start = time.perf_counter()
+    start = clock()
     fn()
     sync(device)
-    return time.perf_counter() - start
+    return clock() - start
 
 
 @torch.no_grad()
@@ -183,9 +185,8 @@ def main() -> None:
 
     cfg, ours, theirs = build(args.preset, args.vocab_size, device)
     autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if device.type == "cuda" else contextlib.nullcontext
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor() or platform.machine()
-    print(f"bert {args.preset} ({cfg.n_layers} x {cfg.d_model}), device {device} ({name}), threads {args.threads}, "
-          f"torch {torch.__version__}, transformers {transformers.__version__} "
+    print(f"bert {args.preset} ({cfg.n_layers} x {cfg.d_model}), {device_info(device)}; timed with "
+          f"{pick_clock(device)[1]}; transformers {transformers.__version__} "
           f"(attention: {theirs.config._attn_implementation}){', bf16 autocast' if device.type == 'cuda' else ''}")
     bucketed = [b.to(device) for b in bucketed_batches(args.batch_size, args.batches, args.vocab_size, seed=0)]
     generator = torch.Generator().manual_seed(1)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import torch
@@ -25,6 +24,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from machine import pick_clock  # noqa: E402 (benchmarks/machine.py)
 from textnn.config import load_config  # noqa: E402
 from textnn.tasks.language_modeling import LanguageModelingTask  # noqa: E402
 from textnn.training.optim import build_optimizer  # noqa: E402
@@ -34,8 +34,8 @@ ADAPTIVE = ["head.softmax=adaptive", "head.cutoffs=[2000, 10000]", "head.div_val
 
 
 def clock() -> float:
-    """CPU time of this thread: with one torch thread, the compute alone (other processes do not count)."""
-    return time.thread_time() if torch.get_num_threads() == 1 else time.perf_counter()
+    """CPU time of this thread with one torch thread (other processes do not count), else wall-clock."""
+    return pick_clock(torch.device("cpu"))[0]()
 
 
 def train_steps(task: LanguageModelingTask, overrides: list[str], recipe: Path, steps: int, seed: int) -> tuple[float, int]:

@@ -1,8 +1,9 @@
-"""What a benchmark ran on, for the line every script prints beside its numbers."""
+"""What a benchmark ran on, for the line every script prints beside its numbers, and the clock it times with."""
 
 from __future__ import annotations
 
 import platform
+import time
 from pathlib import Path
 
 import torch
@@ -21,3 +22,12 @@ def device_info(device: torch.device | None = None) -> str:
     except OSError:
         pass
     return f"CPU {cpu}, {torch.get_num_threads()} torch threads, torch {torch.__version__}"
+
+
+def pick_clock(device: torch.device):
+    """(timer, its name): the CPU time of this thread when torch computes on it alone (the CPU with one
+    torch thread), so other processes on a shared machine do not count; wall-clock time otherwise
+    (a GPU, or several CPU threads)."""
+    if device.type == "cpu" and torch.get_num_threads() == 1:
+        return time.thread_time, "CPU time of the one compute thread"
+    return time.perf_counter, "wall-clock time"

@@ -45,7 +45,7 @@ import torch.nn.functional as F
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from machine import device_info  # noqa: E402 (benchmarks/machine.py)
+from machine import device_info, pick_clock  # noqa: E402 (benchmarks/machine.py)
 from textnn.models.transformer_xl import PRESETS, TransformerXLConfig  # noqa: E402
 from textnn.tasks.language_modeling import LanguageModel, language_model  # noqa: E402
 
@@ -72,14 +72,6 @@ def read_stream(tokens: int, vocab_size: int, seed: int) -> tuple[torch.Tensor, 
 def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-def pick_clock(device: torch.device):
-    """The timer: CPU time of this thread when torch computes on it alone (one CPU thread), so that
-    other processes on a shared machine do not count; wall-clock time otherwise (GPU, several threads)."""
-    if device.type == "cpu" and torch.get_num_threads() == 1:
-        return time.thread_time, "CPU time of the one compute thread"
-    return time.perf_counter, "wall-clock time"
 
 
 CLOCK = time.perf_counter

@@ -22,7 +22,6 @@ the length limit, which would flatter neither search).
 from __future__ import annotations
 
 import argparse
-import platform
 import random
 import statistics
 import sys
@@ -31,21 +30,10 @@ import time
 from pathlib import Path
 
 import torch
+from machine import device_info  # benchmarks/machine.py
 
 SOURCE_WORDS = "ein hund eine katze sitzt läuft auf dem der tisch rot blau zwei männer spielen ball im park".split()
 TARGET_WORDS = "a dog a cat sits runs on the the table red blue two men play ball in-the park".split()
-
-
-def device_info() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"CPU {cpu}, {torch.get_num_threads()} torch threads, torch {torch.__version__}"
 
 
 def write_corpus(folder: Path, pairs: int, seed: int) -> tuple[str, str]:

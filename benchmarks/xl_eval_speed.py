@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-import platform
 import sys
 import time
 from pathlib import Path
@@ -46,6 +45,7 @@ import torch.nn.functional as F
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from machine import device_info  # noqa: E402 (benchmarks/machine.py)
 from textnn.models.transformer_xl import PRESETS, TransformerXLConfig  # noqa: E402
 from textnn.tasks.language_modeling import LanguageModel, language_model  # noqa: E402
 
@@ -148,20 +148,6 @@ def vanilla_pass(model: LanguageModel, stream: torch.Tensor, length: int, count:
         sync(device)
         per_token.append((CLOCK() - began) / len(losses[-1]))
     return first, torch.cat(losses), median(per_token)
-
-
-def device_info(device: torch.device) -> str:
-    if device.type == "cuda":
-        return f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}"
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"CPU {cpu}, {torch.get_num_threads()} torch threads, torch {torch.__version__}"
 
 
 def load_model(args: argparse.Namespace, device: torch.device) -> tuple[LanguageModel, torch.Tensor, str]:

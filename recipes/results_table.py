@@ -1,10 +1,11 @@
-"""Print the result rows of docs/RESULTS.md (classification, tagging, language modelling) from finished runs.
+"""Print the result rows of docs/RESULTS.md (classification, tagging, language modelling, translation) from finished runs.
 
 Every number comes from a run's own files: the dev metric and its bootstrap 95% CI from run.json,
 the wall time (process start to finish, data loading included) from the `WALL` line that
 run_recipes.sh (and the other run_*.sh) append to `<run>.log`, and the command from its `COMMAND`
-line where the script wrote one (run_ulmfit.sh), else `textnn train recipes/<run>.yaml`. Only the
-published numbers are written here, each with its source.
+line where the script wrote one (run_ulmfit.sh), else `textnn train recipes/<run>.yaml`; translation
+scores from the `<run>.greedy.json` and `<run>.beam5.json` that evaluate_translation.sh writes. Only
+the published numbers are written here, each with its source.
     usage: python recipes/results_table.py runs/recipes
 """
 
@@ -42,13 +43,24 @@ PUBLISHED_LM = {
                             1.88, "nanoGPT README"),
 }
 
+# Translation: bentrevett's pytorch-seq2seq tutorials, German->English Multi30k, BLEU of tokenised,
+# lower-cased output on the 2016 test set (not the scale of sacreBLEU's detokenised, cased val BLEU here).
+PUBLISHED_MT = {
+    "multi30k_seq2seq": ("GRU encoder-decoder without attention (Cho et al. 2014), test BLEU", 20.6,
+                         "bentrevett/pytorch-seq2seq tutorial 2"),
+    "multi30k_attention_gru": ("attention GRU (Bahdanau et al. 2015), test BLEU", 28.3,
+                               "bentrevett/pytorch-seq2seq tutorial 3"),
+    "multi30k_transformer": ("Transformer 3x256, test BLEU", 36.5, "bentrevett/pytorch-seq2seq tutorial 6"),
+}
+
 
 def row(run: Path) -> str:
     status = json.loads((run / "run.json").read_text())
     metric = status["metric"]
     dev = status["dev"]
     value = 100 * dev[metric]
-    ci = f"[{100 * dev[metric + '_ci_low']:.1f}, {100 * dev[metric + '_ci_high']:.1f}]"
+    ci = f"[{100 * dev[metric + '_ci_low']:.1f}, {100 * dev[metric + '_ci_high']:.1f}]" \
+        if metric + "_ci_low" in dev else "(no CI: train.bootstrap_samples 0)"
     wall = wall_seconds(run)
     published = "no comparable published number"
     if run.name in PUBLISHED:
@@ -61,7 +73,8 @@ def row(run: Path) -> str:
 def log_line(run: Path, key: str) -> str | None:
     """What follows `KEY ` on a line of the run's log (`<run>.log` beside it), if there is one."""
     log = run.with_name(run.name + ".log")
-    return next((line[len(key) + 1:] for line in log.read_text().splitlines() if line.startswith(key + " ")), None)
+    lines = log.read_text().splitlines() if log.is_file() else []
+    return next((line[len(key) + 1:] for line in lines if line.startswith(key + " ")), None)
 
 
 def wall_seconds(run: Path) -> str:
@@ -90,23 +103,43 @@ def lm_row(run: Path) -> str:
             f"{float(wall_seconds(run)):.0f} s ({status['train_seconds']:.0f} s training) | {status['steps']} |")
 
 
+def mt_row(run: Path) -> str:
+    """A translation row: val BLEU and chrF of greedy and beam-5 output (from evaluate_translation.sh)."""
+    status = json.loads((run / "run.json").read_text())
+    scores = []
+    for name, label in (("greedy", "greedy"), ("beam5", "beam 5")):
+        path = run.with_name(f"{run.name}.{name}.json")
+        if path.is_file():
+            result = json.loads(path.read_text())
+            scores.append(f"{label}: BLEU {result['bleu']:.1f}, chrF {result['chrf']:.1f}")
+        else:
+            scores.append(f"{label}: not scored (run evaluate_translation.sh)")
+    what, number, source = PUBLISHED_MT.get(run.name, ("", None, ""))
+    published = f"{number} ({what}; {source})" if number is not None else "no comparable published number"
+    return (f"| {run.name} | {'; '.join(scores)} | {published} | `{command(run)}` | "
+            f"{float(wall_seconds(run)):.0f} s ({status['train_seconds']:.0f} s training) | {status['steps']} |")
+
+
+def metric(run: Path) -> str:
+    return json.loads((run / "run.json").read_text())["metric"]
+
+
 def main(root: str) -> None:
     runs = sorted(p.parent for p in Path(root).glob("*/run.json")
                   if json.loads(p.read_text())["status"] == "finished")
-    lm_runs = [r for r in runs if json.loads((r / "run.json").read_text())["metric"] in ("perplexity", "bpc")]
-    runs = [r for r in runs if r not in lm_runs]
+    lm_runs = [r for r in runs if metric(r) in ("perplexity", "bpc")]
+    mt_runs = [r for r in runs if metric(r) in ("bleu", "chrf")]
+    other_runs = [r for r in runs if r not in lm_runs and r not in mt_runs]
     print(f"hardware: {platform.processor() or platform.machine()}, {torch.get_num_threads()} CPU threads, "
           f"torch {torch.__version__}")
-    print("| recipe | ours (dev, 95% CI) | published | command | wall time | steps |")
-    print("|---|---|---|---|---|---|")
-    for run in runs:
-        print(row(run))
-    if lm_runs:
-        print()
-        print("| recipe | ours | published | command | wall time | steps |")
-        print("|---|---|---|---|---|---|")
-        for run in lm_runs:
-            print(lm_row(run))
+    tables = (("ours (dev, 95% CI)", other_runs, row), ("ours", lm_runs, lm_row),
+              ("ours (Multi30k val, sacreBLEU)", mt_runs, mt_row))
+    for ours, table_runs, make_row in tables:
+        if table_runs:
+            print(f"\n| recipe | {ours} | published | command | wall time | steps |")
+            print("|---|---|---|---|---|---|")
+            for run in table_runs:
+                print(make_row(run))
 
 
 if __name__ == "__main__":

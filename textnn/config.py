@@ -327,6 +327,9 @@ class _ConfigLoader(yaml.SafeLoader):
 
 
 MAX_NESTING = 32  # a config nests sections, lists and maps a few levels deep; far more is not a config
+# A config is a page of YAML (the longest recipe is under 2 KB). YAML's pure-Python scanner spends about
+# a quarter of a second per megabyte, so a file far past this bound is refused before it is parsed.
+MAX_CONFIG_BYTES = 256 * 1024
 
 
 def _bracket_depth(text: str) -> int:
@@ -346,6 +349,10 @@ def read_yaml(path: str | Path) -> dict:
     if not path.is_file():
         raise TextnnError(f"{path}: config file not found; check the path")
     try:
+        size = path.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise TextnnError(f"{path}: {size:,} bytes is not a config (textnn configs are a page of YAML, at most "
+                              f"{MAX_CONFIG_BYTES // 1024} KiB); check that this is the file you meant")
         text = path.read_text(encoding="utf-8")
         if _bracket_depth(text) > MAX_NESTING:  # YAML's parser would spend seconds before its RecursionError
             raise RecursionError

@@ -123,3 +123,18 @@ def test_deeply_nested_brackets_are_refused_before_yaml_parses_them(tmp_path):
     path.write_text("task: " + "[" * 5000 + "\n", encoding="utf-8")
     with pytest.raises(TextnnError, match="nest too deeply"):
         load_config(path)
+
+
+def test_a_file_far_larger_than_any_config_is_refused_before_yaml_scans_it(tmp_path):
+    # a megabyte of one spoiled value: YAML's scanner would take seconds on it (minutes under a tracer)
+    path = write(tmp_path, "name: x\ntask: classific" + "," * 1_000_000 + "\n" + BASE)
+    with pytest.raises(TextnnError, match=r"1,000,\d+ bytes is not a config"):
+        load_config(path)
+
+
+def test_a_config_just_under_the_size_bound_still_loads(tmp_path):
+    from textnn.config import MAX_CONFIG_BYTES
+
+    padding = "#" * (MAX_CONFIG_BYTES - len(BASE) - 200) + "\n"  # a long comment: still a config
+    config = load_config(write(tmp_path, padding + BASE))
+    assert config.model_name == "cnn"

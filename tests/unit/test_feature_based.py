@@ -9,6 +9,7 @@ import random
 import pytest
 import torch
 
+from tests.conftest import SUBWORD_CONLL
 from textnn.config import config_from_dict
 from textnn.experiment import seed_everything, train
 from textnn.modules.scalar_mix import ScalarMix, combine_layers, combined_size
@@ -59,18 +60,7 @@ def test_layer_combinations(how):
         assert out[0, 0].tolist() == [2.0] * 3 + [3.0] * 3 + [4.0] * 3 + [5.0] * 3
 
 
-CONLL = """John NNP I-NP I-PER
-Smithson NNP I-NP I-PER
-visited VBD I-VP O
-Paris NNP I-NP I-LOC
-. . O O
-
-Reuters NNP I-NP I-ORG
-reported VBD I-VP O
-unbelievably RB I-ADVP O
-. . O O
-
-"""
+CONLL = SUBWORD_CONLL + "\n"  # two sentences whose words WordPiece splits
 
 
 @pytest.fixture(scope="module")

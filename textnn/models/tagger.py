@@ -31,8 +31,7 @@ from torch import nn
 
 from textnn.config import opt, check_model_field as _check, is_int as _is_int
 from textnn.models.base import Encoder, EncoderOutput, InputSpec, TokenFeatures
-from textnn.modules.tagging import CHAR_ENCODERS, build_char_encoder, concat_word_features
-from textnn.modules.embeddings import TokenEmbedding
+from textnn.modules.tagging import add_word_features, check_word_feature_options, concat_word_features
 from textnn.modules.rnn import CELLS, RNNEncoder
 
 
@@ -57,14 +56,8 @@ class RNNTaggerConfig:
         for key in ("word_dim", "char_dim", "char_filters", "char_width", "char_hidden", "hidden_size", "num_layers"):
             value = getattr(self, key)
             _check(_is_int(value) and value >= 1, key, value, "an integer >= 1")
-        _check(_is_int(self.casing_dim) and self.casing_dim >= 0, "casing_dim", self.casing_dim,
-               "an integer >= 0 (0 = no casing feature)")
-        _check(self.char_encoder in CHAR_ENCODERS, "char_encoder", self.char_encoder, "one of " + ", ".join(CHAR_ENCODERS))
         _check(self.cell in CELLS, "cell", self.cell, "one of " + ", ".join(CELLS))
-        _check(isinstance(self.dropout, (int, float)) and not isinstance(self.dropout, bool)
-               and 0.0 <= self.dropout < 1.0, "dropout", self.dropout, "a probability in [0, 1)")
-        _check(isinstance(self.freeze_embeddings, bool), "freeze_embeddings", self.freeze_embeddings,
-               "true or false")
+        check_word_feature_options(self)
 
 
 class RNNTagger(Encoder):
@@ -79,15 +72,7 @@ class RNNTagger(Encoder):
     def __init__(self, cfg: RNNTaggerConfig, spec: InputSpec) -> None:
         super().__init__()
         self.cfg = cfg
-        self.word_embedding = TokenEmbedding(spec.vocab_size, cfg.word_dim, spec.pad_id, spec.pretrained,
-                                             cfg.freeze_embeddings, field="model.word_dim")
-        features = cfg.word_dim
-        self.char_encoder = build_char_encoder(cfg.char_encoder, spec.num_chars, cfg.char_dim, cfg.char_filters,
-                                               cfg.char_width, cfg.char_hidden, cfg.dropout)
-        if self.char_encoder is not None:
-            features += self.char_encoder.output_size
-        self.casing_embedding = TokenEmbedding(spec.num_casings, cfg.casing_dim, 0) if cfg.casing_dim else None
-        features += cfg.casing_dim + spec.context_dim
+        features = add_word_features(self, cfg, spec) + spec.context_dim
         self.context_dim = spec.context_dim
         self.dropout = nn.Dropout(cfg.dropout)
         self.rnn = RNNEncoder(features, cfg.hidden_size, cfg.cell, cfg.num_layers, bidirectional=True,

@@ -12,11 +12,24 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from textnn.config import check_model_field as check, is_int
 from textnn.errors import TextnnError
 from textnn.models.base import TokenFeatures
 from textnn.modules.char_encoders import CharCNN, CharLSTM
+from textnn.modules.embeddings import TokenEmbedding
 
 CHAR_ENCODERS = ("none", "cnn", "lstm")
+
+
+def check_word_feature_options(cfg) -> None:
+    """The checks of the word-representation options both taggers share (casing, characters, dropout,
+    frozen embeddings); each tagger checks its own sizes and layers."""
+    check(is_int(cfg.casing_dim) and cfg.casing_dim >= 0, "casing_dim", cfg.casing_dim,
+          "an integer >= 0 (0 = no casing feature)")
+    check(cfg.char_encoder in CHAR_ENCODERS, "char_encoder", cfg.char_encoder, "one of " + ", ".join(CHAR_ENCODERS))
+    check(isinstance(cfg.dropout, (int, float)) and not isinstance(cfg.dropout, bool) and 0.0 <= cfg.dropout < 1.0,
+          "dropout", cfg.dropout, "a probability in [0, 1)")
+    check(isinstance(cfg.freeze_embeddings, bool), "freeze_embeddings", cfg.freeze_embeddings, "true or false")
 
 
 def build_char_encoder(kind: str, num_chars: int, char_dim: int, num_filters: int, width: int,
@@ -27,6 +40,20 @@ def build_char_encoder(kind: str, num_chars: int, char_dim: int, num_filters: in
     if kind == "lstm":
         return CharLSTM(num_chars, char_dim, hidden_size)
     return None
+
+
+def add_word_features(encoder: nn.Module, cfg, spec) -> int:
+    """Give a tagger its word representation: `word_embedding`, `char_encoder` and `casing_embedding`
+    (None when off), set on `encoder` under those names (the names its weights are saved under), from
+    the model options (word_dim, char_*, casing_dim, dropout, freeze_embeddings) and the task's
+    InputSpec. Returns the size of the concatenation `concat_word_features` makes of them."""
+    encoder.word_embedding = TokenEmbedding(spec.vocab_size, cfg.word_dim, spec.pad_id, spec.pretrained,
+                                            cfg.freeze_embeddings, field="model.word_dim")
+    encoder.char_encoder = build_char_encoder(cfg.char_encoder, spec.num_chars, cfg.char_dim, cfg.char_filters,
+                                              cfg.char_width, cfg.char_hidden, cfg.dropout)
+    encoder.casing_embedding = TokenEmbedding(spec.num_casings, cfg.casing_dim, 0) if cfg.casing_dim else None
+    char_size = encoder.char_encoder.output_size if encoder.char_encoder is not None else 0
+    return cfg.word_dim + char_size + cfg.casing_dim
 
 
 def concat_word_features(word_embedding: nn.Module, char_encoder: nn.Module | None,

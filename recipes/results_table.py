@@ -2,9 +2,10 @@
 
 Every number comes from a run's own files: the dev metric and its bootstrap 95% CI from run.json,
 the wall time (process start to finish, data loading included) from the `WALL` line that
-run_classification.sh appends to `<run>.log`; translation scores from the `<run>.greedy.json` and
-`<run>.beam5.json` that evaluate_translation.sh writes. Only the published numbers are written here,
-each with its source.
+run_recipes.sh (and the other run_*.sh) append to `<run>.log`, and the command from its `COMMAND`
+line where the script wrote one (run_ulmfit.sh), else `textnn train recipes/<run>.yaml`; translation
+scores from the `<run>.greedy.json` and `<run>.beam5.json` that evaluate_translation.sh writes. Only
+the published numbers are written here, each with its source.
     usage: python recipes/results_table.py runs/recipes
 """
 
@@ -66,12 +67,23 @@ def row(run: Path) -> str:
         what, paper, source = PUBLISHED[run.name]
         published = f"{paper:g} ({what}; {source})"
     return (f"| {run.name} | {metric} {value:.1f} {ci} | {published} | "
-            f"`textnn train recipes/{run.name}.yaml` | {float(wall):.0f} s | {status['steps']} |")
+            f"`{command(run)}` | {float(wall):.0f} s | {status['steps']} |")
+
+
+def log_line(run: Path, key: str) -> str | None:
+    """What follows `KEY ` on a line of the run's log (`<run>.log` beside it), if there is one."""
+    log = run.with_name(run.name + ".log")
+    lines = log.read_text().splitlines() if log.is_file() else []
+    return next((line[len(key) + 1:] for line in lines if line.startswith(key + " ")), None)
 
 
 def wall_seconds(run: Path) -> str:
-    log = run.with_name(run.name + ".log")
-    return next((line.split()[1] for line in log.read_text().splitlines() if line.startswith("WALL ")), "nan")
+    return (log_line(run, "WALL") or "nan").split()[0]
+
+
+def command(run: Path) -> str:
+    """The command the run script logged (recipes/run_ulmfit.sh writes one), else the recipe of the run's name."""
+    return (log_line(run, "COMMAND") or f"textnn train recipes/{run.name}.yaml").strip()
 
 
 def lm_row(run: Path) -> str:
@@ -81,13 +93,13 @@ def lm_row(run: Path) -> str:
     if status["metric"] == "bpc":
         ours = f"dev loss {dev['loss']:.3f} nats/char ({dev['bpc']:.3f} bpc, {dev['tokens']:,} chars)"
     else:
-        ours = f"dev ppl {dev['perplexity']:.1f}, test ppl {test.get('perplexity', float('nan')):.1f} " \
-               f"({test.get('tokens', 0):,} test tokens)"
+        ours = f"dev ppl {dev['perplexity']:.1f}" + (f", test ppl {test['perplexity']:.1f} ({test['tokens']:,} test "
+                                                     f"tokens)" if test else f" ({dev['tokens']:,} dev tokens)")
     published = "no comparable published number"
     if run.name in PUBLISHED_LM:
         what, number, source = PUBLISHED_LM[run.name]
         published = f"{number} ({what}; {source})"
-    return (f"| {run.name} | {ours} | {published} | `textnn train recipes/{run.name}.yaml` | "
+    return (f"| {run.name} | {ours} | {published} | `{command(run)}` | "
             f"{float(wall_seconds(run)):.0f} s ({status['train_seconds']:.0f} s training) | {status['steps']} |")
 
 
@@ -104,7 +116,7 @@ def mt_row(run: Path) -> str:
             scores.append(f"{label}: not scored (run evaluate_translation.sh)")
     what, number, source = PUBLISHED_MT.get(run.name, ("", None, ""))
     published = f"{number} ({what}; {source})" if number is not None else "no comparable published number"
-    return (f"| {run.name} | {'; '.join(scores)} | {published} | `textnn train recipes/{run.name}.yaml` | "
+    return (f"| {run.name} | {'; '.join(scores)} | {published} | `{command(run)}` | "
             f"{float(wall_seconds(run)):.0f} s ({status['train_seconds']:.0f} s training) | {status['steps']} |")
 
 

@@ -96,7 +96,9 @@ class TrainConfig:
     unfreeze: int = opt(0, "gradual unfreezing (Howard & Ruder 2018 section 3.3): only the head trains at first, and one more layer group from the top joins every N train.unfreeze_unit; 0 = off")
     unfreeze_unit: str = opt("epoch", "what train.unfreeze counts: epoch or step")
     scheduler: str = opt("constant", "constant, linear (warmup then linear decay to 0), triangular (slanted triangular, Howard & Ruder 2018) or inverse_sqrt (linear warmup to train.lr, then lr * sqrt(warmup / step): Vaswani et al. 2017 eq. 3)")
-    warmup_steps: int = opt(0, "linear, inverse_sqrt: steps of linear warmup (inverse_sqrt needs >= 1); triangular: steps of the rising edge (0 = 10% of training)")
+    warmup_steps: int = opt(0, "linear, inverse_sqrt: steps of linear warmup (inverse_sqrt needs >= 1); triangular: steps of the rising edge (0 = train.stlr_cut_frac of training)")
+    stlr_cut_frac: float = opt(0.1, "triangular: the fraction of training the rate rises over, unless train.warmup_steps is set (ULMFiT's cut_frac, Howard & Ruder 2018 eq. 3)")
+    stlr_ratio: float = opt(32.0, "triangular: how much smaller the lowest rate is than train.lr (ULMFiT's ratio, eq. 3)")
     epochs: int = opt(10, "passes over the training data")
     max_steps: int = opt(0, "stop after this many optimizer steps; 0 = no limit")
     max_minutes: float = opt(0.0, "stop after this many minutes of training; 0 = no limit")
@@ -140,6 +142,9 @@ class TrainConfig:
         _check(self.scheduler != "inverse_sqrt" or self.warmup_steps >= 1, "train.warmup_steps", self.warmup_steps,
                "an integer >= 1 with train.scheduler=inverse_sqrt (the step at which the rate peaks; the "
                "Transformer used 4000)")
+        _check(0 < self.stlr_cut_frac < 1, "train.stlr_cut_frac", self.stlr_cut_frac, "a fraction in (0, 1)")
+        _check(math.isfinite(self.stlr_ratio) and self.stlr_ratio >= 1, "train.stlr_ratio", self.stlr_ratio,
+               "a finite number >= 1 (1 = no rise or fall)")
         _check(self.unfreeze_unit in ("epoch", "step"), "train.unfreeze_unit", self.unfreeze_unit, "epoch or step")
         _check(bool(DEVICE.fullmatch(self.device)), "train.device", self.device, "auto, cpu, cuda or cuda:N")
         _check(self.log_every >= 1, "train.log_every", self.log_every, "an integer >= 1")
@@ -412,15 +417,30 @@ def _start_run_config(init_from: str, origin: str) -> dict:
     return read_yaml(run / "config.yaml")
 
 
-def _inherit(given: dict, inherited: dict, section: str, origin: str, init_from: str) -> dict:
+def _inherit(given: dict, inherited: dict, section: str, origin: str, init_from: str,
+             what: str = "the encoder and its inputs come") -> dict:
     """`inherited` values with `given` checked against them: a value given beside model.init_from must
     equal the starting run's, since the weights were trained with it."""
     for key, value in given.items():
         if key in inherited and str(inherited[key]) != str(value):
             raise TextnnError(f"{_origin_of(value, origin)}: {section}.{key}={short(value)} differs from the run in "
-                              f"model.init_from={init_from} ({inherited[key]!r}); remove it: the encoder and "
-                              f"its inputs come from that run")
+                              f"model.init_from={init_from} ({inherited[key]!r}); remove it: {what} from that run")
     return {**given, **inherited}
+
+
+def takes_start_head(task: str, start: dict) -> bool:
+    """Whether a run of `task` starting from the run whose raw config is `start` takes its head too
+    (weights and head options): the same task, one whose head follows from what it inherits
+    (`Task.keeps_start_head`: a language model's output layer scores the inherited vocabulary)."""
+    from textnn import registry
+
+    return registry.task_class(task).keeps_start_head and start.get("task") == task
+
+
+def starts_with_head(config: Config) -> bool:
+    """Whether `config` starts from a run (model.init_from) whose head it takes too (`takes_start_head`)."""
+    path = Path(config.init_from) / "config.yaml"
+    return bool(config.init_from) and path.is_file() and takes_start_head(config.task, read_yaml(path))
 
 
 def config_from_dict(raw: dict, origin: str, resolve_init: bool = True) -> Config:
@@ -447,6 +467,7 @@ def config_from_dict(raw: dict, origin: str, resolve_init: bool = True) -> Confi
     model_raw = dict(raw.get("model") or {})
     data_raw = dict(raw.get("data") or {}) if isinstance(raw.get("data") or {}, dict) else raw.get("data")
     init_from = os.path.expanduser(str(model_raw.pop("init_from", "") or ""))
+    start_head: dict | None = None  # the starting run's head options, when this run takes its head
     if init_from and resolve_init:
         start = _start_run_config(init_from, origin)
         start_model = dict(start.get("model") or {})
@@ -459,6 +480,8 @@ def config_from_dict(raw: dict, origin: str, resolve_init: bool = True) -> Confi
             if data_raw.get("vectors"):
                 raise TextnnError(f"{origin}: data.vectors and model.init_from are both set; the embeddings come "
                                   f"from the run in model.init_from, so remove data.vectors")
+        if takes_start_head(task, start) and isinstance(start.get("head"), dict):
+            start_head = start["head"]
     name_value = model_raw.pop("name", "")
     model_name = str(name_value or "")
     if not model_name:
@@ -487,6 +510,8 @@ def config_from_dict(raw: dict, origin: str, resolve_init: bool = True) -> Confi
         raise TextnnError(f"{origin}: section 'head' must be a mapping of keys to values, got {short(head_raw)}")
     head_names = {f.name for f in dataclasses.fields(task_cls.head_config)}
     head_values = {**{k: v for k, v in preset_head.items() if k in head_names}, **head_raw}
+    if start_head is not None:  # its weights come from the starting run, so its options do too
+        head_values = _inherit(head_raw, start_head, "head", origin, init_from, "the head comes")
     model = build_dataclass(encoder_cls.config_class, {**preset_values, **model_raw}, "model", origin)
     data = build_dataclass(task_cls.data_config, data_raw, "data", origin, explain_as=task)
     head = build_dataclass(task_cls.head_config, head_values, "head", origin, explain_as=task)

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from textnn import registry
-from textnn.config import Config, load_config
+from textnn.config import Config, load_config, starts_with_head
 from textnn.errors import TextnnError
 from textnn.generation.decoding import DecodingConfig
 from textnn.runs import FollowerRunDir, RunDir
@@ -66,7 +66,7 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
             check_checkpoint(run.checkpoint_file, model)  # a damaged one is refused here, not mid-run
             check_resume_budget(run, config, task)
         if config.init_from and not resume:
-            _start_encoder(model, config.init_from)
+            _start_encoder(model, config.init_from, with_head=starts_with_head(config))
         distributed.on_main(lambda: _create_run(run, config, resume, task, start_over))
         if not distributed.is_main():
             run = FollowerRunDir(run.path)
@@ -113,21 +113,22 @@ def _create_run(run: RunDir, config: Config, resume: bool, task, start_over: boo
         raise
 
 
-def _start_encoder(model: torch.nn.Module, init_from: str) -> None:
-    """Load the encoder weights of the run (or Hugging Face checkpoint) in model.init_from and say what
-    was loaded, new and left out."""
+def _start_encoder(model: torch.nn.Module, init_from: str, with_head: bool = False) -> None:
+    """Load the encoder weights of the run (or Hugging Face checkpoint) in model.init_from, and its head's
+    `with_head` (a language model started from one), and say what was loaded, new and left out."""
     from textnn.interop import huggingface
 
     if huggingface.is_checkpoint_dir(init_from):
         loaded = init_encoder_from_state(model, huggingface.encoder_state(init_from), init_from)
     else:
-        loaded = init_encoder_from(model, Path(init_from) / "model.safetensors")
+        loaded = init_encoder_from(model, Path(init_from) / "model.safetensors", with_head)
 
     def names(keys: list[str]) -> str:
         return ", ".join(keys[:6]) + (f", ... ({len(keys)} in all)" if len(keys) > 6 else "") if keys else "none"
 
     if distributed.is_main():
-        print(f"init_from {init_from}: loaded {len(loaded['loaded'])} encoder tensors; new here: "
+        print(f"init_from {init_from}: loaded {len(loaded['loaded'])} encoder{' and head' if with_head else ''} "
+              f"tensors; new here: "
               f"{names(loaded['new'])}; left out: {names(loaded['left_out'])}", file=sys.stderr)
 
 

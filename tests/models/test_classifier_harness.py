@@ -1,7 +1,8 @@
 """Shared harness for every text classifier, on its "tiny" preset, built through the registry as the
 classification task builds it: the family's encoder with a single-sentence or a pair head.
 
-Each classifier family (and an LM encoder whose per-token states are pooled) is checked for: output
+Each classifier family (an LM encoder whose per-token states are pooled, and ULMFiT's AWD-LSTM
+classifier with concat pooling, batch-normed blocks and BPT3C windows) is checked for: output
 shapes, a finite loss, a non-zero gradient on every trainable parameter (frozen ones get none and stay
 put), a safetensors save/load round trip, eval determinism (and train-mode randomness where the model
 has dropout), padding invariance for single and pair inputs, pretrained initialisation, and its
@@ -22,12 +23,11 @@ from torch import nn
 from textnn.errors import TextnnError
 from textnn.models.base import InputSpec
 from textnn.modules.conv import MultiWidthConv
-from textnn.modules.heads import ClassifierHead, PairClassifierHead
 from textnn.modules.masking import word_dropout_mask
 from textnn.modules.pooling import last_valid, masked_max, masked_mean, masked_sum, pair_features
 from textnn.modules.rnn import RNNEncoder
 from textnn.registry import model_entry
-from textnn.tasks.classification import Classifier, ClassificationHeadConfig
+from textnn.tasks.classification import Classifier, ClassificationHeadConfig, classifier_head
 
 CLASSIFIERS = ("bow", "cbow", "deep_cbow", "dan", "cnn", "rnn")
 
@@ -53,11 +53,15 @@ VARIANTS.append(("dan", {"num_layers": 0}, "dan-nbow"))
 # A language model's encoder gives per-token states only: the head pools them (head.pooling).
 VARIANTS.append(("rnn_lm", {"head": {"pooling": "last"}}, "rnn_lm-last"))
 VARIANTS.append(("gpt", {"head": {"pooling": "mean"}}, "gpt-mean"))
+# ULMFiT (Howard & Ruder 2018 §3.3): AWD-LSTM states, concat pooling, two batch-normed linear blocks,
+# and inputs read in windows of 3 tokens with the state carried (BPT3C).
+VARIANTS.append(("awd_lstm", {"head": {"pooling": "concat", "hidden": 6, "activation": "relu", "batch_norm": True,
+                                       "dropout": 0.2, "hidden_dropout": 0.1, "bptt": 3}}, "awd_lstm-ulmfit"))
 
 variant = pytest.mark.parametrize("name,overrides", [pytest.param(n, o, id=i) for n, o, i in VARIANTS])
 
-HAS_DROPOUT = {"dan", "cnn", "rnn", "gpt"}
-NO_VECTORS = {"bow", "rnn_lm", "gpt"}
+HAS_DROPOUT = {"dan", "cnn", "rnn", "gpt", "awd_lstm"}
+NO_VECTORS = {"bow", "rnn_lm", "gpt", "awd_lstm"}
 
 
 def build(name: str, overrides: dict | None = None, pretrained: torch.Tensor | None = None, seed: int = 0,
@@ -69,10 +73,8 @@ def build(name: str, overrides: dict | None = None, pretrained: torch.Tensor | N
     cfg = config_cls(**values)
     torch.manual_seed(seed)
     encoder = encoder_cls(cfg, InputSpec(vocab_size=VOCAB, pad_id=PAD, pretrained=pretrained))
-    head = (PairClassifierHead if pair else ClassifierHead)(
-        encoder.sentence_size or encoder.token_size, CLASSES, hidden=head_cfg.hidden, dropout=head_cfg.dropout,
-        max_norm=head_cfg.max_norm)
-    return cfg, Classifier(encoder, head, head_cfg.pooling)
+    head = classifier_head(encoder, CLASSES, head_cfg, pair=pair)
+    return cfg, Classifier(encoder, head, head_cfg.pooling, bptt=head_cfg.bptt)
 
 
 def batch(lengths: list[int], total: int | None = None, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

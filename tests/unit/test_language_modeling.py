@@ -163,8 +163,8 @@ def test_an_adaptive_softmax_run_trains_saves_and_evaluates_as_it_trained(tmp_pa
 
 
 def test_bad_format_and_too_short_text_raise(tmp_path):
-    with pytest.raises(TextnnError, match="data.format.*text"):
-        config_from_dict({"task": "language_modeling", "data": {"format": "tsv"},
+    with pytest.raises(TextnnError, match="data.format.*text, tsv, csv"):
+        config_from_dict({"task": "language_modeling", "data": {"format": "jsonl"},
                           "model": {"name": "char_lstm_lm", "preset": "tiny"}}, "test")
     with pytest.raises(TextnnError, match="data.bptt"):
         LanguageModelingTask.from_data(make_config(tmp_path, bptt=500, train_text="short text\n"))

@@ -22,7 +22,7 @@ Window lengths are fixed (`data.bptt`) or variable (`bptt_lengths`, Merity et al
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -97,18 +97,23 @@ def _token_stream(token_lines: list[list[str]]) -> tuple[list[str], np.ndarray]:
     return list(index), ids
 
 
-def read_file_stream(path: str | Path, tokenizer: Tokenizer, encoding: str = "utf-8",
-                     cache: bool = True) -> FileStream:
-    """A text file's token stream, cached by file content and tokenizer settings (a BPE model included)."""
+def read_file_stream(path: str | Path, tokenizer: Tokenizer, encoding: str = "utf-8", cache: bool = True,
+                     lines: Callable[[], list[str]] | None = None, source: dict | None = None) -> FileStream:
+    """A text file's token stream, cached by file content and tokenizer settings (a BPE model included).
+
+    `lines` gives the file's lines as text when they are not simply its lines (the text column of a
+    table), and `source` the options it reads them with, which the cache key then holds too.
+    """
     def compute() -> tuple[list[str], np.ndarray]:
-        lines = read_lines(path, encoding)
+        text_lines = lines() if lines is not None else read_lines(path, encoding)
         if tokenizer.kind == "char":
-            text = "".join(line + "\n" for line in lines)
+            text = "".join(line + "\n" for line in text_lines)
             return _char_stream(text.lower() if tokenizer.lowercase else text)
-        return _token_stream(tokenizer.tokenize_lines(lines))
+        return _token_stream(tokenizer.tokenize_lines(text_lines))
 
     settings = {"kind": "lm_stream", "format": _STREAM_FORMAT, "tokenizer": tokenizer.to_dict(),
-                "encoding": encoding, "eos": None if tokenizer.kind == "char" else EOS}
+                "encoding": encoding, "eos": None if tokenizer.kind == "char" else EOS,
+                **({"source": source} if source else {})}
     types, ids = cached_array(path, settings, compute, enabled=cache)
     return FileStream(types=list(types), ids=np.asarray(ids, dtype=np.int32))
 

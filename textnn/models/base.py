@@ -89,6 +89,16 @@ class ModelOutput:
     losses: dict[str, torch.Tensor] | None = None  # summed loss of each part, where there are several (a biLM's directions)
 
 
+def detach_state(state: object) -> object:
+    """A carried state (a tensor, or tuples / lists of them, or None) cut from its autograd history:
+    truncated BPTT (Zaremba et al. 2014) for language models, BPT3C for classifiers reading in windows."""
+    if state is None:
+        return None
+    if isinstance(state, torch.Tensor):
+        return state.detach()
+    return type(state)(detach_state(s) for s in state)
+
+
 class Encoder(nn.Module):
     """Base class of every model family (see the module docstring)."""
 
@@ -109,6 +119,13 @@ class Encoder(nn.Module):
         super().__init__()
         self.token_size = 0  # D of EncoderOutput.tokens (0 = none)
         self.sentence_size = 0  # D of EncoderOutput.sentence (0 = none)
+
+    @classmethod
+    def carries_state(cls) -> bool:
+        """Whether text can be read window by window with the state carried from one to the next and
+        give the states of one pass (recurrent LMs, NPLM, Transformer-XL; not GPT's fixed context)."""
+        return cls.causal and cls.gives_tokens and not cls.gives_sentence and not cls.windowed \
+            and not cls.bidirectional_lm
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor, state: object = None,
                 features: TokenFeatures | None = None) -> EncoderOutput:

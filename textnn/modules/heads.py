@@ -4,7 +4,8 @@ Each head takes explicit sizes and options (never a config) and maps an encoder'
 task's scores. A run holds only the head its task built: a single-sentence classifier has no pair
 layer, a language model no classifier.
 
-    ClassifierHead       sentence vector [B, D] -> class scores [B, C]
+    ClassifierHead       sentence vector [B, D] -> class scores [B, C] (linear, an MLP, or ULMFiT's
+                         batch-normed blocks)
     PairClassifierHead   two sentence vectors [B, D] x 2 -> [u; v; |u - v|; u * v] -> [B, C]
     RegressionHead       sentence vector [B, D] -> one real value [B]
     TaggerHead           token states [B, T, D] -> tag scores [B, T, K], softmax or linear-chain CRF
@@ -28,28 +29,54 @@ from textnn.modules.crf import LinearChainCRF, transition_constraints
 from textnn.modules.pooling import pair_features
 
 TAGGER_OUTPUTS = ("softmax", "crf")
+ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 
 
-def _mlp(in_dim: int, hidden: int, out_dim: int, dropout: float) -> nn.Sequential:
-    """dropout -> linear, or dropout -> linear -> tanh -> dropout -> linear when hidden > 0 (InferSent's
-    MLP classifier with one hidden layer, Conneau et al. 2017 §3.3). The last module is the output layer."""
+class BatchNorm(nn.BatchNorm1d):
+    """Batch normalisation over sentence vectors [B, D] (Ioffe & Szegedy 2015). A training batch of one
+    example has no batch statistics to normalise with (its variance is undefined): it is normalised
+    with the running ones, as in evaluation, and leaves them as they are."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.training and x.size(0) == 1:
+            return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias, training=False,
+                                eps=self.eps)
+        return super().forward(x)
+
+
+def _mlp(in_dim: int, hidden: int, out_dim: int, dropout: float, hidden_dropout: float | None = None,
+         activation: str = "tanh", batch_norm: bool = False) -> nn.Sequential:
+    """The layers from a sentence vector to the outputs; the last module is the output layer.
+
+    hidden = 0: dropout -> linear. hidden > 0: dropout -> linear -> activation -> dropout (hidden_dropout,
+    or `dropout` when None) -> linear (InferSent's MLP classifier with one tanh hidden layer, Conneau
+    et al. 2017 §3.3). batch_norm puts a batch norm before each dropout: with hidden > 0 and ReLU, the
+    two linear blocks of ULMFiT's classifier (Howard & Ruder 2018 §3.3: batch norm, dropout, linear,
+    ReLU, then batch norm, dropout, linear).
+    """
+    def block(size: int, p: float) -> list[nn.Module]:
+        return [BatchNorm(size), nn.Dropout(p)] if batch_norm else [nn.Dropout(p)]
+
     output = nn.Linear(hidden or in_dim, out_dim)
     if hidden == 0:
-        return nn.Sequential(nn.Dropout(dropout), output)
-    return nn.Sequential(nn.Dropout(dropout), nn.Linear(in_dim, hidden), nn.Tanh(), nn.Dropout(dropout), output)
+        return nn.Sequential(*block(in_dim, dropout), output)
+    second = dropout if hidden_dropout is None else hidden_dropout
+    return nn.Sequential(*block(in_dim, dropout), nn.Linear(in_dim, hidden), ACTIVATIONS[activation](),
+                         *block(hidden, second), output)
 
 
 class ClassifierHead(Head):
-    """Class scores of a sentence vector: [dropout ->] (linear | MLP) -> [B, C].
+    """Class scores of a sentence vector: [batch norm ->] dropout -> (linear | MLP) -> [B, C] (see `_mlp`).
 
     max_norm > 0 keeps every output weight row (one per class) inside an L2 ball of that radius after
     each optimizer step (Kim 2014 §2.1, s = 3).
     """
 
     def __init__(self, in_dim: int, num_classes: int, hidden: int = 0, dropout: float = 0.0,
-                 max_norm: float = 0.0) -> None:
+                 max_norm: float = 0.0, hidden_dropout: float | None = None, activation: str = "tanh",
+                 batch_norm: bool = False) -> None:
         super().__init__()
-        self.net = _mlp(in_dim, hidden, num_classes, dropout)
+        self.net = _mlp(in_dim, hidden, num_classes, dropout, hidden_dropout, activation, batch_norm)
         self.max_norm = max_norm
 
     @property
@@ -73,19 +100,21 @@ class PairClassifierHead(ClassifierHead):
     -> ClassifierHead (Conneau et al. 2017 §3.1)."""
 
     def __init__(self, in_dim: int, num_classes: int, hidden: int = 0, dropout: float = 0.0,
-                 max_norm: float = 0.0) -> None:
-        super().__init__(4 * in_dim, num_classes, hidden, dropout, max_norm)
+                 max_norm: float = 0.0, hidden_dropout: float | None = None, activation: str = "tanh",
+                 batch_norm: bool = False) -> None:
+        super().__init__(4 * in_dim, num_classes, hidden, dropout, max_norm, hidden_dropout, activation, batch_norm)
 
     def forward(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         return self.net(pair_features(u, v))  # [B, D] x 2 -> [B, 4D] -> [B, C]
 
 
 class RegressionHead(Head):
-    """One real value per sentence (STS-B similarity): [dropout ->] (linear | MLP) -> [B]."""
+    """One real value per sentence (STS-B similarity): [batch norm ->] dropout -> (linear | MLP) -> [B]."""
 
-    def __init__(self, in_dim: int, hidden: int = 0, dropout: float = 0.0) -> None:
+    def __init__(self, in_dim: int, hidden: int = 0, dropout: float = 0.0, hidden_dropout: float | None = None,
+                 activation: str = "tanh", batch_norm: bool = False) -> None:
         super().__init__()
-        self.net = _mlp(in_dim, hidden, 1, dropout)
+        self.net = _mlp(in_dim, hidden, 1, dropout, hidden_dropout, activation, batch_norm)
 
     @property
     def output(self) -> nn.Linear:

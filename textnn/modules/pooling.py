@@ -39,6 +39,15 @@ def last_valid(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return x.gather(1, index).squeeze(1)  # [B, 1, D] -> [B, D]
 
 
+def concat_pool(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """[h_T; max-pool; mean-pool] over real positions: [B, T, D] -> [B, 3D].
+
+    ULMFiT's concat pooling (Howard & Ruder 2018 §3.3): the last state alone may miss what was said
+    early in a long document, so the classifier also reads the max and the mean of all the states.
+    """
+    return torch.cat([last_valid(x, mask), masked_max(x, mask), masked_mean(x, mask)], dim=-1)
+
+
 def pair_features(u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Features of a sentence pair from its two encodings: [u; v; |u - v|; u * v], [B, D] x2 -> [B, 4D].
 

@@ -65,6 +65,9 @@ class Task:
     metric_directions: ClassVar[dict[str, bool]] = {"loss": False}
     formats: ClassVar[tuple[str, ...]] = ()  # data.format values the task reads
     metric_note: ClassVar[str] = ""  # what `textnn explain TASK` says about its metrics (train.metric), if anything
+    # A run started (model.init_from) from a run of the same task takes that run's head and head options
+    # too, when the head depends only on what it inherits (a language model's output layer: the vocabulary).
+    keeps_start_head: ClassVar[bool] = False
 
     # --- what the task can use ----------------------------------------------------------------------
     @classmethod

@@ -15,6 +15,12 @@ layers over each word, combined as `data.features_layers` says (a learned scalar
 2018 §3.2-3.3), join the word embeddings of an encoder that takes them (`Encoder.takes_context`: the
 BiLSTM and CNN classifiers). ELMo reads whole words, so the run's own tokens are its input.
 
+ULMFiT (Howard & Ruder 2018 §3.3) on a language model's encoder: `head.pooling: concat` reads
+[h_T; max; mean] of its states; `head.batch_norm`, `head.hidden: 50`, `head.activation: relu` and
+`head.hidden_dropout` make the two batch-normed linear blocks; `head.bptt` reads a long input in
+windows with the state carried (BPT3C, `Classifier.windowed_states`). Gradual unfreezing,
+discriminative and slanted triangular rates are train options (training/optim.py).
+
 Regression (`data.regression: true`, STS-B's similarity scores): the label column holds real
 numbers; a `RegressionHead` gives one value per input, trained with the squared error and scored
 by Pearson's and Spearman's correlation (GLUE's STS-B metrics) and the mean squared error.
@@ -44,14 +50,15 @@ from textnn.data.tokenizers import CLS, MASK, SEP, UNK as WORDPIECE_UNK, Tokeniz
 from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.errors import TextnnError, where
 from textnn.metrics import CLASSIFICATION_METRICS, REGRESSION_METRICS, bootstrap_ci, confusion_matrix
-from textnn.models.base import EncoderWithHead, InputSpec, ModelOutput, TokenFeatures
+from textnn.models.base import Encoder, EncoderWithHead, InputSpec, ModelOutput, TokenFeatures, detach_state
 from textnn.modules.heads import ClassifierHead, PairClassifierHead, RegressionHead
-from textnn.modules.pooling import last_valid, masked_max, masked_mean
+from textnn.modules.pooling import concat_pool, last_valid, masked_max, masked_mean
 from textnn.tasks.base import Task, line_chunks
 from textnn.tasks.features import (FeatureSource, FrozenLayers, check_feature_options, frozen_layers,
                                    pad_word_inputs, read_source, save_source, source_from_run)
 
-POOLINGS = ("max", "mean", "last")
+POOLINGS = ("max", "mean", "last", "concat")
+ACTIVATIONS = ("tanh", "relu")
 
 
 @dataclass
@@ -89,44 +96,85 @@ class ClassificationData(WordVectorData):
 
 @dataclass
 class ClassificationHeadConfig:
-    dropout: float = opt(0.0, "dropout on the sentence vector (and the hidden layer) before the output layer, in [0, 1)")
-    hidden: int = opt(0, "size of a tanh hidden layer before the output layer (InferSent's MLP); 0 = linear output")
+    dropout: float = opt(0.0, "dropout on the sentence vector (and on the hidden layer, unless head.hidden_dropout says otherwise), in [0, 1)")
+    hidden: int = opt(0, "size of a hidden layer before the output layer (InferSent's MLP: tanh; ULMFiT: 50, relu); 0 = linear output")
+    hidden_dropout: float = opt(-1.0, "head.hidden > 0: dropout on the hidden layer before the output layer, in [0, 1); -1 = head.dropout")
+    activation: str = opt("tanh", "head.hidden > 0: the hidden layer's activation, tanh or relu")
+    batch_norm: bool = opt(False, "batch-normalise the sentence vector (and the hidden layer) before each dropout: with head.hidden and relu, ULMFiT's two linear blocks (Howard & Ruder 2018 section 3.3)")
     max_norm: float = opt(0.0, "after each step, rescale every output weight row whose L2 norm exceeds this "
                                "back to it (Kim 2014 §2.1: 3); 0 = off")
     pooling: str = opt("max", "encoders that give per-token states only (language models): how they become the "
-                              "sentence vector: max, mean or last (the state after the last token)")
+                              "sentence vector: max, mean, last (the state after the last token) or concat "
+                              "([last; max; mean], ULMFiT's concat pooling, Howard & Ruder 2018 section 3.3)")
+    bptt: int = opt(0, "encoders that carry a state (recurrent language models): read each input in windows of this many tokens, the state carried (detached) from one window to the next, and pool over all of them (ULMFiT's BPT3C, section 3.3); 0 = the whole input at once")
 
     def __post_init__(self) -> None:
-        check_key(isinstance(self.dropout, (int, float)) and 0.0 <= self.dropout < 1.0, "head.dropout",
-                  self.dropout, "a probability in [0, 1)")
+        for key in ("dropout", "hidden_dropout"):
+            value = getattr(self, key)
+            allowed = isinstance(value, (int, float)) and (0.0 <= value < 1.0 or (key == "hidden_dropout" and value == -1))
+            check_key(allowed, f"head.{key}", value,
+                      "a probability in [0, 1)" + (" or -1 (= head.dropout)" if key == "hidden_dropout" else ""))
         check_key(is_int(self.hidden) and self.hidden >= 0, "head.hidden", self.hidden, "an integer >= 0")
+        check_key(self.activation in ACTIVATIONS, "head.activation", self.activation, " or ".join(ACTIVATIONS))
         check_key(self.max_norm >= 0, "head.max_norm", self.max_norm, "a number >= 0 (0 = off)")
-        check_key(self.pooling in POOLINGS, "head.pooling", self.pooling, " or ".join(POOLINGS))
+        check_key(self.pooling in POOLINGS, "head.pooling", self.pooling, ", ".join(POOLINGS))
+        check_key(is_int(self.bptt) and self.bptt >= 0, "head.bptt", self.bptt, "an integer >= 0 (0 = off)")
+
+    @property
+    def hidden_dropout_or_none(self) -> float | None:
+        """The hidden layer's dropout as the heads take it: None = the same as head.dropout."""
+        return None if self.hidden_dropout == -1 else self.hidden_dropout
+
+
+def classifier_head(encoder, num_classes: int, cfg: ClassificationHeadConfig, pair: bool = False,
+                    regression: bool = False):
+    """The head a classification run puts on `encoder`: over its sentence vector, or over its per-token
+    states pooled as head.pooling says (concat pooling gives three times the state size)."""
+    size = encoder.sentence_size or encoder.token_size * (3 if cfg.pooling == "concat" else 1)
+    options = dict(hidden=cfg.hidden, dropout=cfg.dropout, hidden_dropout=cfg.hidden_dropout_or_none,
+                   activation=cfg.activation, batch_norm=cfg.batch_norm)
+    if regression:
+        return RegressionHead(size, **options)
+    return (PairClassifierHead if pair else ClassifierHead)(size, num_classes, max_norm=cfg.max_norm, **options)
 
 
 class Classifier(EncoderWithHead):
     """An encoder with a classification head: ids (and a pair's second ids) -> class scores [B, C]."""
 
-    def __init__(self, encoder, head, pooling: str, frozen: FrozenLayers | None = None) -> None:
+    def __init__(self, encoder, head, pooling: str, frozen: FrozenLayers | None = None, bptt: int = 0) -> None:
         super().__init__(encoder, head)
         self.pooling = pooling
         self.frozen = frozen  # data.features_from: a frozen encoder whose layers join the input
+        self.bptt = bptt  # head.bptt: read inputs in windows of this many tokens (BPT3C); 0 = at once
 
     def sentence(self, ids: torch.Tensor, mask: torch.Tensor, segments: torch.Tensor | None = None,
                  word_inputs: torch.Tensor | None = None) -> torch.Tensor:
-        """The encoder's sentence vector, or its per-token states pooled by `head.pooling`: [B, D].
-        With a frozen feature encoder, its features of `word_inputs` [B, T, C] join the encoder's input."""
+        """The encoder's sentence vector, or its per-token states pooled by `head.pooling`: [B, D] (3D
+        for concat). With a frozen feature encoder, its features of `word_inputs` [B, T, C] join the
+        encoder's input."""
+        if self.bptt:
+            return POOLS[self.pooling](self.windowed_states(ids, mask), mask)  # [B, T, D] -> [B, D]
         features = TokenFeatures(segments=segments) if segments is not None else None
         if self.frozen is not None:
             features = TokenFeatures(context=self.frozen(word_inputs, mask))  # [B, T, E]
         out = self.encoder(ids, mask, features=features)
         if out.sentence is not None:
             return out.sentence
-        if self.pooling == "max":
-            return masked_max(out.tokens, mask)  # [B, T, D] -> [B, D]
-        if self.pooling == "mean":
-            return masked_mean(out.tokens, mask)
-        return last_valid(out.tokens, mask)
+        return POOLS[self.pooling](out.tokens, mask)  # [B, T, D] -> [B, D]
+
+    def windowed_states(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Per-token states [B, T, D] of inputs read in windows of `bptt` tokens, each window starting
+        from the (detached) state the one before left: ULMFiT's BPT3C (Howard & Ruder 2018 §3.3), so
+        a long document costs the memory of its states, not of one graph through all of it. Every
+        window's states are pooled, so each gets the gradient of the prediction; none flows back
+        through the carried state. In evaluation the states equal those of one pass over the input."""
+        states, state = [], None
+        for start in range(0, ids.size(1), self.bptt):
+            window = slice(start, start + self.bptt)
+            out = self.encoder(ids[:, window], mask[:, window], state)  # tokens [B, bptt, D]
+            states.append(out.tokens)
+            state = detach_state(out.state)
+        return torch.cat(states, dim=1)  # bptt-long pieces -> [B, T, D]
 
     def forward(self, ids: torch.Tensor, mask: torch.Tensor, pair_ids: torch.Tensor | None = None,
                 pair_mask: torch.Tensor | None = None, segments: torch.Tensor | None = None,
@@ -230,6 +278,13 @@ class ClassificationTask(Task):
         if config.data.features_from and not encoder_cls.takes_context:
             raise TextnnError(f"config key data.features_from: model {config.model_name} takes no extra features; "
                               f"use a classifier that does (rnn, cnn) or remove data.features_from")
+        if config.head.bptt and (not encoder_cls.carries_state() or config.data.features_from):
+            carriers = [name for name in registry.ENCODERS if issubclass(registry.encoder_class(name), Encoder)
+                        and registry.encoder_class(name).carries_state()]
+            raise TextnnError(f"config key head.bptt: reading inputs in windows carries a recurrent state from one to "
+                              f"the next, which model {config.model_name} does not"
+                              f"{' with data.features_from' if encoder_cls.carries_state() else ''}; use one of "
+                              f"{', '.join(carriers)} or set head.bptt=0")
         reads = encoder_cls.reads
         if config.data.regression and config.data.text_pair_column and "segments" not in reads:
             raise TextnnError(f"config key data.regression: sentence-pair regression packs the pair into one "
@@ -356,14 +411,9 @@ class ClassificationTask(Task):
             self.config.model, InputSpec(vocab_size=len(self.vocab), pad_id=self.vocab.pad_id,
                                          pretrained=self.pretrained, context_dim=frozen.size if frozen else 0))
         head_cfg = self.config.head
-        size = encoder.sentence_size or encoder.token_size
-        if self.config.data.regression:
-            return Classifier(encoder, RegressionHead(size, hidden=head_cfg.hidden, dropout=head_cfg.dropout),
-                              head_cfg.pooling, frozen)
-        head_cls = PairClassifierHead if self.is_pair and not self.packs else ClassifierHead
-        head = head_cls(size, len(self.labels), hidden=head_cfg.hidden, dropout=head_cfg.dropout,
-                        max_norm=head_cfg.max_norm)
-        return Classifier(encoder, head, head_cfg.pooling, frozen)
+        head = classifier_head(encoder, len(self.labels), head_cfg, pair=self.is_pair and not self.packs,
+                               regression=self.config.data.regression)
+        return Classifier(encoder, head, head_cfg.pooling, frozen, head_cfg.bptt)
 
     def _max_length(self) -> int | None:
         """Tokens kept per input: data.max_length, and never more than the encoder reads (a GPT's context)."""
@@ -585,6 +635,9 @@ class ClassificationTask(Task):
 
 
 # --- reading and tokenizing (shared by training, evaluate and predict) ------------------------------
+
+POOLS = {"max": masked_max, "mean": masked_mean, "last": last_valid, "concat": concat_pool}
+
 
 def _scores(model: torch.nn.Module, batch: ClassificationBatch) -> ModelOutput:
     """The model's output on a batch: class scores (or regression values) as `logits`."""

@@ -1,6 +1,9 @@
 """Language modelling on plain text: token streams -> BPTT windows -> next-token loss, perplexity, bpc.
 
-Data (`data.format: text`): each file is ONE token stream (data/streams.py). With `data.tokenizer:
+Data (`data.format: text`): each file is ONE token stream (data/streams.py); `tsv` or `csv` reads the
+text column of a table instead, each row's text a line (`data.text_column`, `data.header`, as for
+classification): a classifier's own training text, on which ULMFiT fine-tunes its language model
+(Howard & Ruder 2018 §3.2) before the classifier starts from it. With `data.tokenizer:
 char` every character is a token, newlines included (Karpathy et al. 2015 train on raw characters);
 with `word` or `whitespace` each line's tokens are followed by `<eos>`, the end-of-line token of the
 PTB and WikiText language models (Mikolov et al. 2010; Merity et al. 2017; PyTorch's
@@ -29,7 +32,9 @@ Model: any registered encoder that is causal, gives per-token states and reads n
 token ids (`unusable_reason`), with an `LMHead` on top (tied to the encoder's input embedding
 when the family ties): `LanguageModel`. `model.init_from: RUN_DIR` starts from another run: its
 tokenizer and vocabulary are used as they are (a BPE is not retrained, the vocabulary not rebuilt
-from data.train), and its encoder weights are loaded by the caller.
+from data.train), and its encoder weights are loaded by the caller; from another language model,
+its output layer and head options too (`keeps_start_head`), so the run goes on from exactly the
+model that run ended with (ULMFiT's language-model fine-tuning).
 
 Evaluation reads the WHOLE stream in order: every token but the first is predicted exactly once,
 and the number does not depend on how the stream is cut into batches. An encoder that carries
@@ -64,6 +69,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,14 +78,14 @@ import torch
 
 from textnn import registry
 from textnn.config import Config, DataConfig, check_key, opt
-from textnn.data.readers import read_lines
+from textnn.data.readers import line_list, read_classification, read_lines
 from textnn.data.streams import (EOS, LMBatch, SlidingWindows, StreamBatches, WindowBatches, batchify,
                                  bptt_lengths, document_tokens, read_file_stream, shuffled_windows, to_vocab_ids,
                                  vocab_from_counts)
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.errors import TextnnError
-from textnn.models.base import EncoderWithHead, InputSpec, ModelOutput
+from textnn.models.base import EncoderWithHead, InputSpec, ModelOutput, detach_state
 from textnn.modules.heads import AdaptiveLMHead, LMHead
 from textnn.tasks.base import Task
 from textnn.training import distributed
@@ -99,7 +105,11 @@ DIRECTIONS = ("forward", "backward")  # a bidirectional LM reports each one's lo
 class LanguageModelingData(DataConfig):
     """Data options of language modelling: plain-text streams cut into BPTT windows."""
 
-    format: str = opt("text", "text: each file is one token stream (the only format language modelling reads)")
+    format: str = opt("text", "text (each file is one token stream), or tsv / csv: the text column of a table, each row's text a line")
+    text_column: str = opt("sentence", "tsv/csv: column (name, or 0-based index) holding the text")
+    header: bool = opt(True, "tsv/csv: the first line names the columns")
+    quoting: bool = opt(False, "tsv/csv: honour \" quoting (GLUE files need it off)")
+    delimiter: str = opt("", "tsv/csv field separator; empty means tab for tsv, comma for csv")
     bptt: int = opt(128, "tokens per training window")
     bptt_variable: bool = opt(False, "variable-length BPTT (Merity et al. 2018, section 4.1): base bptt w.p. 0.95 else bptt/2, then N(base, 5); lr scaled by length/bptt")
     stateful: bool = opt(True, "read the training stream as batch_size contiguous streams and carry the (detached) state across batches; false = independent shuffled windows")
@@ -229,15 +239,6 @@ class EncodedStream:
         self.words: int | None = None  # bpe: word-level targets, counted on first use
 
 
-def _detach(state: object) -> object:
-    """Cut the autograd history of a recurrent state (a tensor, or tuples / lists of them, or None)."""
-    if state is None:
-        return None
-    if isinstance(state, torch.Tensor):
-        return state.detach()
-    return type(state)(_detach(s) for s in state)
-
-
 def language_model(model_name: str, cfg: object, vocab_size: int, pad_id: int = 0,
                    head_cfg: LanguageModelingHead | None = None,
                    words: list[str] | None = None) -> LanguageModel | BidirectionalLanguageModel:
@@ -272,7 +273,8 @@ class LanguageModelingTask(Task):
 
     data_config = LanguageModelingData
     head_config = LanguageModelingHead
-    formats = ("text",)
+    formats = ("text", "tsv", "csv")
+    keeps_start_head = True  # its output layer scores the vocabulary, which a run it starts from gives
     metric_directions = {"loss": False, "perplexity": False, "bpc": False, "word_perplexity": False,
                          **{f"{direction}_{name}": False for direction in DIRECTIONS for name in ("loss", "perplexity")}}
 
@@ -336,13 +338,13 @@ class LanguageModelingTask(Task):
         elif data.tokenizer == "bpe":
             # The BPE must not see held-out text, and until it exists there are no tokens to count:
             # the held-out part is the final fraction of the LINES, and the stream is cut there too.
-            lines = read_lines(data.train, data.encoding)
+            lines = text_lines(data, data.train)
             tokenizer = _train_bpe(config, lines[:_kept_lines(lines, holdout, data.train)])
         else:
             tokenizer = Tokenizer(data.tokenizer, data.lowercase)
-        stream = read_file_stream(data.train, tokenizer, data.encoding, cache=data.cache)
+        stream = read_stream(data, data.train, tokenizer)
         if tokenizer.kind == "bpe":
-            lines = lines if lines is not None else read_lines(data.train, data.encoding)
+            lines = lines if lines is not None else text_lines(data, data.train)
             kept = _kept_lines(lines, holdout, data.train)
             held = sum(len(tokens) + 1 for tokens in tokenizer.tokenize_lines(lines[kept:]))  # + <eos> per line
             cut = len(stream.ids) - held
@@ -388,7 +390,7 @@ class LanguageModelingTask(Task):
     # --- encoding and decoding ----------------------------------------------------------------------
     def encode_file(self, path: str, require_labels: bool = True) -> EncodedStream:
         """A text file as one encoded stream (`require_labels` is accepted for the task protocol: text has none)."""
-        stream = read_file_stream(path, self.tokenizer, self.config.data.encoding, cache=self.config.data.cache)
+        stream = read_stream(self.config.data, path, self.tokenizer)
         if len(stream.ids) < 2:
             raise TextnnError(f"{path}: {len(stream.ids)} token(s); a language model needs at least 2 to predict one")
         return EncodedStream(to_vocab_ids(stream, self.vocab), str(path))
@@ -484,7 +486,7 @@ class LanguageModelingTask(Task):
         state = self._state if batch.carry and not batch.reset else None
         out = model(batch.ids, state, batch.mask, batch.targets)  # a real target's input is real: padding fills both
         if batch.carry:
-            self._state = _detach(out.state)
+            self._state = detach_state(out.state)
         total = out.loss
         if out.regularizer is not None:
             total = total + out.regularizer * batch.count
@@ -523,7 +525,7 @@ class LanguageModelingTask(Task):
         for batch in self.eval_batches(data, streams):
             batch = batch.to(device)
             out = model(batch.ids, state, batch.mask, batch.targets)
-            state = _detach(out.state)
+            state = detach_state(out.state)
             total += out.loss.double()
             for name, value in (out.losses or {}).items():
                 parts[name] = parts.get(name, 0.0) + value.double()
@@ -556,6 +558,37 @@ class LanguageModelingTask(Task):
         return data.words
 
 
+def text_lines(data: LanguageModelingData, path: str) -> list[str]:
+    """A data file's lines of text: its lines (format text), or the text column of a tsv/csv table, one
+    row a line; rows with no text are left out, and said so."""
+    if data.format == "text":
+        return read_lines(path, data.encoding)
+    records = read_classification(path, data.format, text_column=data.text_column, label_column="",
+                                  header=data.header, quoting=data.quoting, delimiter=data.delimiter,
+                                  encoding=data.encoding, require_labels=False)
+    if records.no_text:
+        print(f"warning: {path}: skipped {len(records.no_text)} of {len(records) + len(records.no_text):,} rows "
+              f"with no text in column {data.text_column} ({line_list(records.no_text)})", file=sys.stderr)
+    return [record.text for record in records]
+
+
+def _source(data: LanguageModelingData) -> dict | None:
+    """How a tsv/csv file's text is read (a cache key part); None for plain text."""
+    if data.format == "text":
+        return None
+    return {"format": data.format, "text_column": data.text_column, "header": data.header,
+            "quoting": data.quoting, "delimiter": data.delimiter}
+
+
+def read_stream(data: LanguageModelingData, path: str, tokenizer: Tokenizer):
+    """A data file's token stream (data/streams.read_file_stream) read as `data` says, cached. A table is
+    read every time (cheap beside tokenizing), so that rows without text are reported every time."""
+    if data.format == "text":
+        return read_file_stream(path, tokenizer, data.encoding, cache=data.cache)
+    lines = text_lines(data, path)
+    return read_file_stream(path, tokenizer, data.encoding, cache=data.cache, lines=lambda: lines, source=_source(data))
+
+
 def _exp(loss: float) -> float:
     return math.exp(loss) if loss < 700 else float("inf")
 
@@ -580,5 +613,6 @@ def _train_bpe(config: Config, lines: list[str]) -> Tokenizer:
         return Tokenizer.train_bpe(lines, data.bpe_vocab_size, SPECIALS, data.lowercase).to_dict()
 
     settings = {"kind": "bpe_model", "vocab_size": data.bpe_vocab_size, "lowercase": data.lowercase,
-                "lines": len(lines), "encoding": data.encoding, "specials": list(SPECIALS)}
+                "lines": len(lines), "encoding": data.encoding, "specials": list(SPECIALS),
+                **({"source": _source(data)} if _source(data) else {})}
     return Tokenizer.from_dict(cached(data.train, settings, compute, enabled=data.cache))

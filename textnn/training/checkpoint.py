@@ -118,26 +118,28 @@ def _check_shapes(model: torch.nn.Module, state: dict[str, torch.Tensor], path: 
                               f"{tuple(own[name].shape)} in this model; the files do not belong together")
 
 
-def init_encoder_from(model: torch.nn.Module, path: str | Path) -> dict[str, list[str]]:
-    """Load the `encoder.*` weights of another run's model.safetensors into `model` (model.init_from).
+def init_encoder_from(model: torch.nn.Module, path: str | Path, with_head: bool = False) -> dict[str, list[str]]:
+    """Load the `encoder.*` weights of another run's model.safetensors into `model` (model.init_from),
+    and its `head.*` weights too `with_head` (a language model started from a language model).
 
     Loading is by parameter name. Returns what was loaded, what is new here (the head, and any
     encoder parameter the other run lacks) and what was left out (its head). A shape mismatch is
     an error naming the parameter and both shapes.
     """
     path = Path(path)
-    return init_encoder_from_state(model, _read_weights(path), path)
+    return init_encoder_from_state(model, _read_weights(path), path, with_head)
 
 
 def init_encoder_from_state(model: torch.nn.Module, state: dict[str, torch.Tensor],
-                            path: str | Path) -> dict[str, list[str]]:
+                            path: str | Path, with_head: bool = False) -> dict[str, list[str]]:
     """`init_encoder_from` for weights already read (and renamed: a Hugging Face checkpoint's); `path`
     names their source in errors."""
     path = Path(path)
-    encoder_state = {name: tensor for name, tensor in state.items() if name.startswith("encoder.")}
-    if not encoder_state:
+    if not any(name.startswith("encoder.") for name in state):
         raise TextnnError(f"{path}: holds no encoder weights (no parameter named encoder.*); it was written by "
                           f"an older textnn or is not a textnn run")
+    kept = ("encoder.", "head.") if with_head else ("encoder.",)
+    encoder_state = {name: tensor for name, tensor in state.items() if name.startswith(kept)}
     _check_shapes(model, encoder_state, path)
     own = model.state_dict()
     loaded = sorted(name for name in encoder_state if name in own)

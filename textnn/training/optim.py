@@ -16,6 +16,7 @@ other optimizer both do nothing.
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -100,12 +101,27 @@ def lr_factor(step: int, total_steps: int, cfg: TrainConfig) -> float:
         if step < warmup:
             return (step + 1) / warmup
         return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
-    # Slanted triangular (Howard & Ruder 2018, ULMFiT eq. 3): a short linear rise over cut_frac of
-    # training, then a long linear fall; ratio = 32 bounds how far below the peak the lr starts/ends.
-    ratio = 32.0
-    cut = cfg.warmup_steps or max(1, int(0.1 * total_steps))
+    return slanted_triangular(step, total_steps, cfg.stlr_cut_frac, cfg.stlr_ratio, cfg.warmup_steps)
+
+
+def slanted_triangular(step: int, total_steps: int, cut_frac: float = 0.1, ratio: float = 32.0,
+                       cut: int = 0) -> float:
+    """Slanted triangular learning rates (Howard & Ruder 2018, ULMFiT §3.2, eq. 3), as a factor of the peak:
+
+        cut = floor(T * cut_frac)
+        p   = t / cut                                   if t < cut
+              1 - (t - cut) / (cut * (1 / cut_frac - 1))  otherwise
+        lr  = lr_max * (1 + p * (ratio - 1)) / ratio
+
+    for step t of T: a short linear rise from lr_max / ratio to lr_max, then a long linear fall back.
+    cut * (1 / cut_frac - 1) is T - cut whenever T * cut_frac is a whole number; T - cut is used
+    always, so that for other T the fall still ends at lr_max / ratio instead of going below it
+    (to a negative rate, for the paper's formula taken literally). `cut` > 0 sets the rising edge in
+    steps instead (train.warmup_steps)."""
+    # the small epsilon keeps floor(29.0) from reading 0.29 * 100 = 28.999999999999996 as 28
+    cut = cut or max(1, math.floor(total_steps * cut_frac + 1e-9))
     p = step / cut if step < cut else 1 - (step - cut) / max(1, total_steps - cut)
-    return (1 + p * (ratio - 1)) / ratio
+    return (1 + max(0.0, p) * (ratio - 1)) / ratio
 
 
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:

@@ -92,6 +92,8 @@ class TrainConfig:
     no_decay: bool = opt(False, "no weight decay on biases, norm weights (every parameter with fewer than 2 dimensions) and embedding tables")
     momentum: float = opt(0.0, "sgd momentum")
     adadelta_rho: float = opt(0.95, "adadelta decay rate (Zeiler 2012; Kim 2014 used 0.95)")
+    adam_beta1: float = opt(0.9, "adam, adamw: decay of the gradient's running mean (ULMFiT used 0.7, Howard & Ruder 2018 section 4)")
+    adam_beta2: float = opt(0.999, "adam, adamw: decay of the squared gradient's running mean (ULMFiT: 0.99)")
     layer_lr_decay: float = opt(1.0, "discriminative learning rates: the layer group k levels below the head trains at lr * decay^k (ULMFiT: 1/2.6 = 0.3846, Howard & Ruder 2018 section 3.2; BERT fine-tuning e.g. 0.95); 1 = off")
     unfreeze: int = opt(0, "gradual unfreezing (Howard & Ruder 2018 section 3.3): only the head trains at first, and one more layer group from the top joins every N train.unfreeze_unit; 0 = off")
     unfreeze_unit: str = opt("epoch", "what train.unfreeze counts: epoch or step")
@@ -137,6 +139,9 @@ class TrainConfig:
         for name in ("momentum", "adadelta_rho"):
             value = getattr(self, name)
             _check(0 <= value <= 1, f"train.{name}", value, "a number in [0, 1]")
+        for name in ("adam_beta1", "adam_beta2"):  # torch refuses 1 and above, and negatives
+            value = getattr(self, name)
+            _check(0 <= value < 1, f"train.{name}", value, "a number in [0, 1)")
         _check(0 < self.layer_lr_decay <= 1, "train.layer_lr_decay", self.layer_lr_decay,
                "a number in (0, 1]; 1 = the same learning rate for every layer")
         _check(self.scheduler != "inverse_sqrt" or self.warmup_steps >= 1, "train.warmup_steps", self.warmup_steps,

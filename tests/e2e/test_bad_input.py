@@ -119,6 +119,7 @@ CASES = [
           ("weight_decay", "negative", ["train.weight_decay=-0.1"], "-0.1"),
           ("momentum", "negative", ["train.optimizer=sgd", "train.momentum=-0.5"], "-0.5"),
           ("adadelta_rho", "above-1", ["train.optimizer=adadelta", "train.adadelta_rho=1.5"], "1.5"),
+          ("adam_beta1", "one", ["train.adam_beta1=1"], "1.0"),
           ("max_minutes", "nan", ["train.max_minutes=nan"], "nan"),
           ("max_minutes", "negative", ["train.max_minutes=-1"], "-1"),
           ("clip_norm", "nan", ["train.clip_norm=nan"], "nan"),

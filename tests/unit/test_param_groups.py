@@ -40,15 +40,19 @@ def owners(groups: list[dict]) -> dict[int, dict]:
 
 
 @pytest.mark.parametrize("no_decay", [False, True])
-def test_every_trainable_parameter_is_in_exactly_one_group_and_a_tied_matrix_in_the_lowest(no_decay):
+def test_every_trainable_parameter_is_in_exactly_one_group_and_a_tied_matrix_in_the_highest(no_decay):
     config = lm_config(no_decay=no_decay, weight_decay=0.1)
     model = language_model("rnn_lm", replace(config.model, tie_weights=True), 12)
     assert model.head.decoder.weight is model.encoder.embedding.weight
     model.encoder.rnn.bias_hh_l0.requires_grad_(False)  # a frozen parameter has no place in the optimizer
     held = owners(parameter_groups(model, config.train))
     assert set(held) == {id(p) for p in model.parameters() if p.requires_grad}
-    assert held[id(model.encoder.embedding.weight)]["name"].split(".")[0] == "embedding"
+    # The tied matrix is the output layer too: it learns at the head's rate (fastai's ULMFiT LM split).
+    assert held[id(model.encoder.embedding.weight)]["name"].split(".")[0] == "head"
     assert held[id(model.head.decoder.bias)]["name"].split(".")[0] == "head"
+    untied = language_model("rnn_lm", replace(config.model, tie_weights=False), 12)
+    assert owners(parameter_groups(untied, config.train))[id(untied.encoder.embedding.weight)]["name"].split(".")[0] \
+        == "embedding"
 
 
 class StrayParameter(nn.Module):
@@ -207,3 +211,12 @@ def test_the_trainer_hands_each_group_its_own_rate_under_a_schedule(tmp_path):
         base = 0.2 * (step + 1) / 4  # linear warmup
         assert rates == pytest.approx([base * 0.25 ** 2, base * 0.25, base])
     assert trainer.base_lr == pytest.approx(0.2 * 2 / 4)
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "adamw"])
+def test_adam_betas_reach_every_group(optimizer):
+    config = lm_config(optimizer=optimizer, adam_beta1=0.7, adam_beta2=0.99, layer_lr_decay=0.5)
+    model = language_model("rnn_lm", config.model, 12)
+    built = build_optimizer(model, config.train, CPU)
+    assert len(built.param_groups) > 1
+    assert all(group["betas"] == (0.7, 0.99) for group in built.param_groups)

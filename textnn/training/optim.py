@@ -31,23 +31,26 @@ def parameter_groups(model: nn.Module, cfg: TrainConfig) -> list[dict]:
     each split in two (decayed, then `<name>.no_decay`) when train.no_decay is on; empty ones left out.
 
     A parameter shared by two layer groups (a tied output layer is the embedding matrix) belongs to
-    the lowest one; a parameter a model registers on itself, outside every layer group, to the top
-    one; a parameter with requires_grad False to none. The order is that of the model's modules,
-    so a checkpoint's optimizer state lines up with a new optimizer built the same way. Besides what
+    the highest one: a language model's tied matrix is its output layer and learns at the head's
+    rate, as in the ULMFiT authors' fastai split, where the embedding and the tied decoder form the
+    top group of an LM and the bottom group only under a classifier. A parameter a model registers
+    on itself, outside every layer group, belongs to the top group; one with requires_grad False to
+    none. The order is that of the layer groups, then the model's modules, so a checkpoint's
+    optimizer state lines up with a new optimizer built the same way. Besides what
     torch.optim reads (params, lr, weight_decay) each group holds `name`, `depth` (layer groups
     between it and the top: 0 for the head), `lr_scale` (layer_lr_decay ** depth) and `frozen`.
     """
+    named = [(name, [param for member in members  # modules, or parameters a module registers on itself
+                     for param in ([member] if isinstance(member, nn.Parameter) else member.parameters())])
+             for name, members in model.layer_groups() or [("model", [])]]
+    owner = {id(param): index for index, (_, params) in enumerate(named) for param in params}  # the last wins
+    owner.update({id(p): len(named) - 1 for p in model.parameters() if id(p) not in owner})
+    layers: list[tuple[str, list[nn.Parameter]]] = [(name, []) for name, _ in named]
     seen: set[int] = set()
-    layers: list[tuple[str, list[nn.Parameter]]] = []
-    for name, members in model.layer_groups() or [("model", [])]:
-        params = []
-        for member in members:  # modules, or parameters a module registers on itself
-            for param in [member] if isinstance(member, nn.Parameter) else member.parameters():
-                if id(param) not in seen:
-                    seen.add(id(param))
-                    params.append(param)
-        layers.append((name, params))
-    layers[-1][1].extend(p for p in model.parameters() if id(p) not in seen)
+    for param in [p for _, params in named for p in params] + list(model.parameters()):
+        if id(param) not in seen:
+            seen.add(id(param))
+            layers[owner[id(param)]][1].append(param)
     # Biases and norm gains set offsets and scales, so decay only pulls them towards 0 for nothing
     # (BERT's reference code exempts them too); an embedding row is trained only in the steps its
     # token occurs in but decayed in every one, so decay would shrink the vectors of rare tokens.
@@ -76,10 +79,11 @@ def build_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) ->
     if cfg.optimizer == "sgd":
         return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
     if cfg.optimizer == "adam":
-        return torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        return torch.optim.Adam(params, lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2), weight_decay=cfg.weight_decay)
     if cfg.optimizer == "adamw":
         # The fused kernel is one launch for all parameters; it exists for CUDA tensors only.
-        return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=device.type == "cuda")
+        return torch.optim.AdamW(params, lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2), weight_decay=cfg.weight_decay,
+                                 fused=device.type == "cuda")
     # Adadelta (Zeiler 2012) with rho 0.95 and eps 1e-6, the setting Kim (2014, §3.1) trained with.
     return torch.optim.Adadelta(params, lr=cfg.lr, rho=cfg.adadelta_rho, eps=1e-6, weight_decay=cfg.weight_decay)
 

@@ -30,11 +30,22 @@ import yaml
 from textnn.errors import TextnnError, clip, short
 
 
-def opt(default: Any, doc: str) -> Any:
-    """Declare a config field with its default and the one-line doc `textnn explain` prints."""
+def opt(default: Any, doc: str, retunable: bool = False) -> Any:
+    """Declare a config field with its default and the one-line doc `textnn explain` prints.
+
+    `retunable`: a model setting that shapes no weight and that training may change (a dropout rate,
+    a regulariser's weight), so a run starting from another (model.init_from) may set it anew, as
+    fine-tuning usually does; every other model setting must equal the starting run's."""
+    metadata = {"doc": doc + (" (may differ from the run in model.init_from)" if retunable else ""),
+                "retunable": retunable}
     if isinstance(default, (list, dict, set)):
-        return field(default_factory=lambda: type(default)(default), metadata={"doc": doc})
-    return field(default=default, metadata={"doc": doc})
+        return field(default_factory=lambda: type(default)(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def retunable_fields(config_class: type) -> set[str]:
+    """The fields of a model Config that a run may change from the run it starts from (`opt(retunable=True)`)."""
+    return {f.name for f in dataclasses.fields(config_class) if f.metadata.get("retunable")}
 
 
 @dataclass
@@ -423,14 +434,17 @@ def _start_run_config(init_from: str, origin: str) -> dict:
 
 
 def _inherit(given: dict, inherited: dict, section: str, origin: str, init_from: str,
-             what: str = "the encoder and its inputs come") -> dict:
+             what: str = "the encoder and its inputs come", retunable: set[str] = frozenset()) -> dict:
     """`inherited` values with `given` checked against them: a value given beside model.init_from must
-    equal the starting run's, since the weights were trained with it."""
+    equal the starting run's, since the weights were trained with it; only the `retunable` keys
+    (dropout rates and the like) may take a new value."""
     for key, value in given.items():
-        if key in inherited and str(inherited[key]) != str(value):
+        if key in inherited and key not in retunable and str(inherited[key]) != str(value):
+            free = f" (only {', '.join(sorted(retunable))} may change)" if retunable else ""
             raise TextnnError(f"{_origin_of(value, origin)}: {section}.{key}={short(value)} differs from the run in "
-                              f"model.init_from={init_from} ({inherited[key]!r}); remove it: {what} from that run")
-    return {**given, **inherited}
+                              f"model.init_from={init_from} ({inherited[key]!r}); remove it: {what} from that "
+                              f"run{free}")
+    return {**inherited, **{key: value for key, value in given.items() if key in retunable or key not in inherited}}
 
 
 def takes_start_head(task: str, start: dict) -> bool:
@@ -477,7 +491,10 @@ def config_from_dict(raw: dict, origin: str, resolve_init: bool = True) -> Confi
         start = _start_run_config(init_from, origin)
         start_model = dict(start.get("model") or {})
         start_model.pop("init_from", None)
-        model_raw = _inherit(model_raw, start_model, "model", origin, init_from)
+        start_name = str(start_model.get("name") or "")
+        retunable = retunable_fields(registry.encoder_class(start_name).config_class) \
+            if start_name in registry.ENCODERS else set()
+        model_raw = _inherit(model_raw, start_model, "model", origin, init_from, retunable=retunable)
         start_data = start.get("data") or {}
         if isinstance(data_raw, dict):
             tokenization = {k: start_data[k] for k in task_cls.data_config.TOKENIZATION if k in start_data}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 import shutil
 import subprocess
 import sys
@@ -117,12 +118,26 @@ def test_a_tagger_can_start_from_the_same_language_model(ws):
 
 @pytest.mark.parametrize("extra, words", [
     (", hidden_size: 99", "model.hidden_size=99 differs from the run"),
+    (", hidden_size: 99", "(only dropout may change)"),
     (", name: cnn", "model.name='cnn' differs from the run"),
 ])
 def test_values_beside_init_from_must_agree_with_the_run(ws, extra, words):
     proc = cli(ws["root"], "train", classifier_config(ws, "clash", extra), "--run-dir", ws["root"] / "runs" / "clash")
     assert proc.returncode == 2 and words in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
     assert not (ws["root"] / "runs" / "clash").exists()
+
+
+def test_a_dropout_rate_beside_init_from_may_differ_and_the_weights_still_load(ws):
+    from textnn.experiment import _start_encoder
+
+    config = load_config(classifier_config(ws, "retune", ", dropout: 0.3"))
+    lm = load_config(ws["lm"] / "config.yaml")
+    assert config.model.dropout == 0.3 != lm.model.dropout
+    assert replace(config.model, dropout=lm.model.dropout) == lm.model  # nothing else moved
+    model = task_class("classification").from_data(config).build_model()
+    _start_encoder(model, config.init_from)
+    lm_weights = load_file(str(ws["lm"] / "model.safetensors"))
+    assert all(torch.equal(model.state_dict()[k], v) for k, v in lm_weights.items() if k.startswith("encoder."))
 
 
 def test_a_tokenization_option_beside_init_from_must_agree(ws):

@@ -88,3 +88,11 @@ def test_a_value_beside_init_from_must_agree_with_the_checkpoint(tmp_path):
                                      f"model: {{init_from: {directory}, d_model: 8}}\n", encoding="utf-8")
     with pytest.raises(TextnnError, match="model.d_model=8 differs"):
         load_config(tmp_path / "c.yaml")
+
+
+def test_dropout_beside_a_checkpoint_may_be_set_anew(tmp_path):
+    directory = checkpoint(tmp_path / "ckpt", config={**BERT, "hidden_dropout_prob": 0.1})
+    assert start(tmp_path, directory).model.dropout == 0.1
+    (tmp_path / "c.yaml").write_text(f"task: classification\ndata: {{train: {tmp_path / 'train.tsv'}}}\n"
+                                     f"model: {{init_from: {directory}, dropout: 0.25}}\n", encoding="utf-8")
+    assert load_config(tmp_path / "c.yaml").model.dropout == 0.25

@@ -52,13 +52,13 @@ class AWDLSTMConfig:
     hidden_size: int = opt(1150, "size H of every LSTM layer but the last")
     num_layers: int = opt(3, "number of stacked one-layer LSTMs L")
     tie_weights: bool = opt(True, "output layer = embedding matrix (§4.4); the last layer then has E units")
-    dropout: float = opt(0.4, "locked dropout on the final LSTM output (the paper's dropout)")
-    dropout_hidden: float = opt(0.3, "locked dropout between LSTM layers (dropouth; 0.2 for WikiText-2)")
-    dropout_input: float = opt(0.65, "locked dropout on the embedded input (dropouti)")
-    dropout_embedding: float = opt(0.1, "embedding dropout: probability of dropping a whole word type (dropoute)")
-    weight_drop: float = opt(0.5, "DropConnect probability on the hidden-to-hidden weights (wdrop)")
-    alpha: float = opt(2.0, "activation regularisation (AR) weight on the dropped final outputs")
-    beta: float = opt(1.0, "temporal activation regularisation (TAR) weight on the undropped final outputs")
+    dropout: float = opt(0.4, "locked dropout on the final LSTM output (the paper's dropout)", retunable=True)
+    dropout_hidden: float = opt(0.3, "locked dropout between LSTM layers (dropouth; 0.2 for WikiText-2)", retunable=True)
+    dropout_input: float = opt(0.65, "locked dropout on the embedded input (dropouti)", retunable=True)
+    dropout_embedding: float = opt(0.1, "embedding dropout: probability of dropping a whole word type (dropoute)", retunable=True)
+    weight_drop: float = opt(0.5, "DropConnect probability on the hidden-to-hidden weights (wdrop)", retunable=True)
+    alpha: float = opt(2.0, "activation regularisation (AR) weight on the dropped final outputs", retunable=True)
+    beta: float = opt(1.0, "temporal activation regularisation (TAR) weight on the undropped final outputs", retunable=True)
 
     def __post_init__(self) -> None:
         for key in ("embedding_dim", "hidden_size", "num_layers"):

@@ -30,7 +30,7 @@ class DANConfig:
     embedding_dim: int = opt(300, "word embedding size D (must match data.vectors when given)")
     hidden_dim: int = opt(300, "size H of each feed-forward layer")
     num_layers: int = opt(3, "feed-forward layers k on the average (0 = NBOW: classify the average)")
-    word_dropout: float = opt(0.3, "probability of dropping each input token during training, in [0, 1)")
+    word_dropout: float = opt(0.3, "probability of dropping each input token during training, in [0, 1)", retunable=True)
     activation: str = opt("relu", "nonlinearity of the feed-forward layers: relu or tanh")
     freeze_embeddings: bool = opt(False, "keep the (pretrained) embeddings fixed during training")
 

@@ -88,7 +88,7 @@ class ELMoConfig:
     projection_dim: int = opt(512, "size P of the token representation and of each LSTM's projected output")
     hidden_size: int = opt(4096, "LSTM cells H per layer and direction (projected to P; must exceed it)")
     num_layers: int = opt(2, "LSTM layers L per direction")
-    dropout: float = opt(0.1, "dropout on each LSTM's input and on the top layer's output")
+    dropout: float = opt(0.1, "dropout on each LSTM's input and on the top layer's output", retunable=True)
     max_chars: int = opt(50, "bytes read per word, the begin/end markers included; longer words are cut")
 
     def __post_init__(self) -> None:

@@ -60,7 +60,7 @@ class GPTConfig:
     d_model: int = opt(128, "model (embedding and residual stream) size D")
     d_ff: int = opt(0, "feed-forward hidden size F; 0 = 4 * d_model (GPT-2)")
     context: int = opt(64, "maximum sequence length (learned positions); data.bptt must not exceed it")
-    dropout: float = opt(0.0, "dropout on embeddings, attention probabilities and each residual branch")
+    dropout: float = opt(0.0, "dropout on embeddings, attention probabilities and each residual branch", retunable=True)
     tie: bool = opt(True, "share the output layer's weights with the token embedding (Press & Wolf 2017)")
     bias: bool = opt(True, "biases in the linear and LayerNorm layers (GPT-2: true; nanoGPT's default: false)")
     gelu: str = opt("tanh", "GELU of the feed-forward layers: tanh (the approximation GPT-2 uses) or exact (erf)")

@@ -47,7 +47,7 @@ class NPLMConfig:
     embedding_dim: int = opt(60, "feature vector size m of each word")
     hidden_size: int = opt(50, "tanh hidden units h; 0 = no hidden layer (then model.direct must be true)")
     direct: bool = opt(True, "direct connections from the word features to the output (the W x term of eq. 1)")
-    dropout: float = opt(0.0, "dropout on the concatenated features and on the hidden layer (not in the paper)")
+    dropout: float = opt(0.0, "dropout on the concatenated features and on the hidden layer (not in the paper)", retunable=True)
 
     def __post_init__(self) -> None:
         _check(is_int(self.context_size) and self.context_size >= 1, "context_size", self.context_size,

@@ -45,8 +45,8 @@ class RNNClassifierConfig:
     hidden_size: int = opt(256, "hidden state size H of each direction")
     num_layers: int = opt(1, "stacked recurrent layers")
     bidirectional: bool = opt(True, "run a second, right-to-left RNN and concatenate its states")
-    dropout: float = opt(0.0, "dropout between stacked recurrent layers, in [0, 1) (needs num_layers > 1)")
-    embedding_dropout: float = opt(0.0, "dropout on the word embeddings, in [0, 1)")
+    dropout: float = opt(0.0, "dropout between stacked recurrent layers, in [0, 1) (needs num_layers > 1)", retunable=True)
+    embedding_dropout: float = opt(0.0, "dropout on the word embeddings, in [0, 1)", retunable=True)
     pooling: str = opt("max", "how the states become one vector: last, max or mean")
     freeze_embeddings: bool = opt(False, "keep the (pretrained) embeddings fixed during training")
 

@@ -59,7 +59,7 @@ class RNNLMConfig:
     embedding_dim: int = opt(64, "token embedding size E")
     hidden_size: int = opt(256, "hidden (and LSTM memory cell) size H of every layer")
     num_layers: int = opt(2, "number of stacked recurrent layers L")
-    dropout: float = opt(0.0, "dropout on embeddings, between layers and before the output layer (Zaremba et al. 2014)")
+    dropout: float = opt(0.0, "dropout on embeddings, between layers and before the output layer (Zaremba et al. 2014)", retunable=True)
     tie_weights: bool = opt(False, "share the output layer's weights with the embeddings (Press & Wolf 2017); "
                                    "a projection H -> E is added when embedding_dim != hidden_size")
 

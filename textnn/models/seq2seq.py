@@ -81,7 +81,7 @@ class Seq2SeqConfig:
                                      "(Luong et al. 2015, §3.3); the decoder then loops over time")
     max_source_positions: int = opt(100, "location attention: the longest source it can score (one learned "
                                          "score per position, Luong et al. 2015 eq. 9)")
-    dropout: float = opt(0.0, "dropout on the embeddings, between stacked layers and on the decoder's output states")
+    dropout: float = opt(0.0, "dropout on the embeddings, between stacked layers and on the decoder's output states", retunable=True)
 
     def __post_init__(self) -> None:
         _check(self.cell in CELLS, "cell", self.cell, " or ".join(CELLS))

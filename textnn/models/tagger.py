@@ -49,7 +49,7 @@ class RNNTaggerConfig:
     hidden_size: int = opt(100, "hidden size H of each direction of the BiRNN")
     num_layers: int = opt(1, "stacked BiRNN layers")
     dropout: float = opt(0.5, "dropout on the word representations entering the BiRNN, between its layers, on its "
-                              "output, and on the character embeddings before a char CNN, in [0, 1)")
+                              "output, and on the character embeddings before a char CNN, in [0, 1)", retunable=True)
     freeze_embeddings: bool = opt(False, "keep the (pretrained) word embeddings fixed during training")
 
     def __post_init__(self) -> None:

@@ -56,7 +56,7 @@ class TransformerMTConfig:
     d_model: int = opt(512, "model size d_model: embeddings and every layer's states; even (sinusoids)")
     d_ff: int = opt(2048, "inner size d_ff of the position-wise feed-forward networks (§3.3)")
     dropout: float = opt(0.1, "dropout P_drop on embeddings + positions, sub-layer outputs and attention "
-                              "probabilities (§5.4)")
+                              "probabilities (§5.4)", retunable=True)
     activation: str = opt("relu", f"feed-forward activation: {' or '.join(ACTIVATIONS)} (the paper: relu)")
     pre_ln: bool = opt(False, "LayerNorm at each sub-layer's input plus a final one per stack (pre-LN, Xiong et "
                               "al. 2020); false: LayerNorm(x + Sublayer(x)) as in the paper (post-LN)")

@@ -78,8 +78,8 @@ class TransformerXLConfig:
     eval_mem_len: int = opt(0, "memory in evaluation and generation, usually several times mem_len (Dai et al. §3.2); 0 = mem_len")
     clamp_len: int = opt(0, "relative distances above this share one encoding (the authors' WT103 evaluation: 400); 0 = no clamp")
     same_length: bool = opt(False, "evaluation only: every position attends to exactly the last eval_mem_len positions, itself included, wherever it sits in its segment (the authors' evaluation setting)")
-    dropout: float = opt(0.1, "dropout on embeddings, position encodings, sub-layer outputs and the final states")
-    dropatt: float = opt(0.0, "dropout on the attention probabilities")
+    dropout: float = opt(0.1, "dropout on embeddings, position encodings, sub-layer outputs and the final states", retunable=True)
+    dropatt: float = opt(0.0, "dropout on the attention probabilities", retunable=True)
     tie_weights: bool = opt(True, "share the output layer's weights with the embeddings (Press & Wolf 2017)")
     pre_ln: bool = opt(False, "LayerNorm before each sub-layer plus a final one; false = the paper's post-LN block")
 

@@ -48,7 +48,7 @@ class WindowTaggerConfig:
     char_hidden: int = opt(25, "char_encoder lstm: hidden size per direction (2 x this many features per word)")
     hidden_size: int = opt(300, "hidden units H of the HardTanh layer")
     dropout: float = opt(0.0, "dropout on the window features (and on the character embeddings before a char CNN), "
-                              "in [0, 1); the paper uses none")
+                              "in [0, 1); the paper uses none", retunable=True)
     freeze_embeddings: bool = opt(False, "keep the (pretrained) word embeddings fixed during training")
 
     def __post_init__(self) -> None:

@@ -76,6 +76,48 @@ def test_negative_sampling_update_matches_hand_computation(cbow: bool) -> None:
     assert torch.equal(inputs[0], before_in[0]) and torch.equal(inputs[6], before_in[6])  # untouched rows
 
 
+def test_cbow_on_the_cpu_trains_word_after_word_as_word2vec_c() -> None:
+    """The compiled CPU step against a plain loop: each word's window mean, its targets' updates and the
+    error added to every window word, each word seeing the updates of the words before it (they share
+    rows here), a dropped target (weight 0) and a word with an empty window skipped."""
+    from textnn.training.word2vec_cpu import cbow_step
+
+    rng = np.random.default_rng(1)
+    vocab, dim, lr = 6, 5, 0.2
+    inputs = torch.tensor(rng.normal(size=(vocab, dim)), dtype=torch.float32)
+    outputs = torch.tensor(rng.normal(size=(vocab, dim)), dtype=torch.float32)
+    before_in, before_out = inputs.clone(), outputs.clone()
+    context = torch.tensor([[1, 2, 0], [2, 3, 1], [4, 0, 0], [5, 5, 5]])
+    mask = torch.tensor([[True, True, False], [True, True, True], [True, False, False], [False, False, False]])
+    targets = torch.tensor([[3, 4, 2], [1, 4, 4], [0, 1, 2], [1, 2, 3]])
+    labels = torch.tensor([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    weights = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0]])
+    expected_in, expected_out = inputs.double().numpy().copy(), outputs.double().numpy().copy()
+    expected_loss = 0.0
+    for n in range(len(context)):
+        window = [int(w) for w, used in zip(context[n], mask[n]) if used]
+        if not window:
+            continue
+        h = expected_in[window].mean(0)
+        error = np.zeros(dim)
+        for target, label, weight in zip(targets[n].tolist(), labels[n].tolist(), weights[n].tolist()):
+            if weight == 0:
+                continue
+            score = float(h @ expected_out[target])
+            expected_loss -= weight * math.log(sigmoid(score) if label else sigmoid(-score))
+            g = lr * weight * (label - sigmoid(score))
+            error += g * expected_out[target]
+            expected_out[target] += g * h
+        for word in window:
+            expected_in[word] += error
+    loss = cbow_step(inputs, outputs, context, mask, targets, labels, weights, lr)
+    assert float(loss) == pytest.approx(expected_loss, rel=1e-5)
+    np.testing.assert_allclose(inputs.numpy(), expected_in, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(outputs.numpy(), expected_out, rtol=1e-5, atol=1e-6)
+    assert not torch.equal(inputs, before_in) and not torch.equal(outputs, before_out)  # not a no-op
+    assert torch.equal(outputs[5], before_out[5])  # a row no word targets is untouched
+
+
 def test_skipgram_update_is_minus_lr_times_the_autograd_gradient() -> None:
     torch.manual_seed(0)
     inputs, outputs = torch.randn(20, 5, dtype=torch.float64), torch.randn(20, 5, dtype=torch.float64)

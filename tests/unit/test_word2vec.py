@@ -77,9 +77,10 @@ def test_negative_sampling_update_matches_hand_computation(cbow: bool) -> None:
 
 
 def test_cbow_on_the_cpu_trains_word_after_word_as_word2vec_c() -> None:
-    """The compiled CPU step against a plain loop: each word's window mean, its targets' updates and the
-    error added to every window word, each word seeing the updates of the words before it (they share
-    rows here), a dropped target (weight 0) and a word with an empty window skipped."""
+    """The compiled CPU step against a plain loop: each word's window (its drawn reach on either side,
+    in its own line), the mean, its targets' updates and the error added to every window word, each
+    word seeing the updates of the words before it (they share rows here); a dropped target (weight 0)
+    and a word alone in its line are skipped, and words outside start..start + N are read, not trained."""
     from textnn.training.word2vec_cpu import cbow_step
 
     rng = np.random.default_rng(1)
@@ -87,15 +88,18 @@ def test_cbow_on_the_cpu_trains_word_after_word_as_word2vec_c() -> None:
     inputs = torch.tensor(rng.normal(size=(vocab, dim)), dtype=torch.float32)
     outputs = torch.tensor(rng.normal(size=(vocab, dim)), dtype=torch.float32)
     before_in, before_out = inputs.clone(), outputs.clone()
-    context = torch.tensor([[1, 2, 0], [2, 3, 1], [4, 0, 0], [5, 5, 5]])
-    mask = torch.tensor([[True, True, False], [True, True, True], [True, False, False], [False, False, False]])
-    targets = torch.tensor([[3, 4, 2], [1, 4, 4], [0, 1, 2], [1, 2, 3]])
-    labels = torch.tensor([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
-    weights = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0]])
+    stream = torch.tensor([4, 1, 2, 3, 1, 2, 5, 0, 3])
+    sentence = torch.tensor([0, 0, 0, 0, 0, 0, 1, 2, 2])  # word 6 (id 5) is alone in its line
+    start, reach = 2, torch.tensor([2, 1, 3, 1, 1])  # trains positions 2..6
+    targets = torch.tensor([[2, 4, 3], [3, 4, 4], [1, 0, 2], [2, 1, 0], [5, 1, 2]])
+    labels = torch.tensor([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [1.0, 0.0, 0.0]])
+    weights = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [1.0, 0.5, 1.0], [1.0, 1.0, 1.0]])
     expected_in, expected_out = inputs.double().numpy().copy(), outputs.double().numpy().copy()
     expected_loss = 0.0
-    for n in range(len(context)):
-        window = [int(w) for w, used in zip(context[n], mask[n]) if used]
+    for n in range(len(targets)):
+        centre = start + n
+        window = [int(stream[p]) for p in range(len(stream)) if p != centre and abs(p - centre) <= int(reach[n])
+                  and sentence[p] == sentence[centre]]
         if not window:
             continue
         h = expected_in[window].mean(0)
@@ -110,12 +114,12 @@ def test_cbow_on_the_cpu_trains_word_after_word_as_word2vec_c() -> None:
             expected_out[target] += g * h
         for word in window:
             expected_in[word] += error
-    loss = cbow_step(inputs, outputs, context, mask, targets, labels, weights, lr)
+    loss = cbow_step(inputs, outputs, stream, sentence, start, reach, targets, labels, weights, lr)
     assert float(loss) == pytest.approx(expected_loss, rel=1e-5)
     np.testing.assert_allclose(inputs.numpy(), expected_in, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(outputs.numpy(), expected_out, rtol=1e-5, atol=1e-6)
     assert not torch.equal(inputs, before_in) and not torch.equal(outputs, before_out)  # not a no-op
-    assert torch.equal(outputs[5], before_out[5])  # a row no word targets is untouched
+    assert torch.equal(outputs[5], before_out[5])  # only the lone word targets row 5: untouched
 
 
 def test_skipgram_update_is_minus_lr_times_the_autograd_gradient() -> None:

@@ -322,8 +322,7 @@ class Word2VecTrainer:
         the slots in use anyway (`_cbow_step`), so it takes all words in one group with C = 2 * window."""
         window = self.mcfg.window
         positions = torch.arange(start, end, device=self.device)  # [N]
-        # The window size is drawn per word in 1..window (2013a section 3.1): near words count more.
-        reach = torch.randint(1, window + 1, (len(positions),), device=self.device, generator=generator)
+        reach = self._reach(len(positions), generator)
         if self.mcfg.architecture == "cbow":
             return [self._window(stream, sentence, positions, window, reach)]
         order = torch.argsort(reach, stable=True)
@@ -336,6 +335,10 @@ class Word2VecTrainer:
             first += sizes[size]
             groups.append(self._window(stream, sentence, centre, size, None))
         return groups
+
+    def _reach(self, words: int, generator: torch.Generator) -> torch.Tensor:
+        """[words] window sizes, each drawn in 1..window (2013a section 3.1): near words count more."""
+        return torch.randint(1, self.mcfg.window + 1, (words,), device=self.device, generator=generator)
 
     def _window(self, stream: torch.Tensor, sentence: torch.Tensor, centre: torch.Tensor, size: int,
                 reach: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -381,15 +384,16 @@ class Word2VecTrainer:
         generator = self._generator(*key, 0)
         loss = torch.zeros((), device=self.device)
         mcfg, inputs, outputs = self.mcfg, self.model.input.data, self.model.output.data
+        if self.cbow_on_cpu:  # the compiled loop reads the windows from the stream itself
+            reach = self._reach(end - start, generator)  # [N]
+            targets, labels, weights = self._targets(stream[start:end], generator)
+            return word2vec_cpu.cbow_step(inputs, outputs, stream, sentence, start, reach, targets, labels, weights, lr)
         for centre, context, mask in self._windows(stream, sentence, start, end, generator):
             if mcfg.architecture == "cbow" and mcfg.loss == "negative" and mcfg.noise_group > 1:
                 noise = self._noise(-(-len(centre) // mcfg.noise_group), generator)  # [B, K]
                 loss += cbow_shared_noise_step(inputs, outputs, context, mask, centre, noise, mcfg.noise_group, lr)
                 continue
             targets, labels, weights = self._targets(centre, generator)
-            if self.cbow_on_cpu:
-                loss += word2vec_cpu.cbow_step(inputs, outputs, context, mask, targets, labels, weights, lr)
-                continue
             loss += sgd_step(inputs, outputs, context, mask, targets, labels, weights, lr,
                              cbow=mcfg.architecture == "cbow")
         return loss

@@ -41,9 +41,10 @@ def main() -> int:
     axes.set_xticklabels(["token layer" if layer == 0 else f"LSTM layer {layer}" for layer in range(layers)])
     axes.set_ylabel("softmax-normalised weight")
     axes.set_title("Learned ELMo scalar-mix weights")
-    axes.legend(fontsize=8)
+    # the legend goes below the axes, where it cannot hide a bar
+    axes.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.12))
     figure.tight_layout()
-    figure.savefig(args.output, dpi=120)
+    figure.savefig(args.output, dpi=120, bbox_inches="tight")
     print(f"wrote {args.output}")
     return 0
 

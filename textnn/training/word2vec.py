@@ -382,12 +382,12 @@ class Word2VecTrainer:
         """Train the windows of words start..end of the epoch's stream; returns their summed loss.
         `key` (epoch, step) seeds the step's draws, wherever and whenever it runs."""
         generator = self._generator(*key, 0)
-        loss = torch.zeros((), device=self.device)
         mcfg, inputs, outputs = self.mcfg, self.model.input.data, self.model.output.data
         if self.cbow_on_cpu:  # the compiled loop reads the windows from the stream itself
             reach = self._reach(end - start, generator)  # [N]
             targets, labels, weights = self._targets(stream[start:end], generator)
             return word2vec_cpu.cbow_step(inputs, outputs, stream, sentence, start, reach, targets, labels, weights, lr)
+        loss = torch.zeros((), device=self.device)
         for centre, context, mask in self._windows(stream, sentence, start, end, generator):
             if mcfg.architecture == "cbow" and mcfg.loss == "negative" and mcfg.noise_group > 1:
                 noise = self._noise(-(-len(centre) // mcfg.noise_group), generator)  # [B, K]

@@ -1,9 +1,11 @@
-"""Plot one metric of several runs against training time, for the figures in docs/RESULTS.md.
+"""Plot one metric of several runs against training time (or steps), for the figures in docs/RESULTS.md.
 
 Reads each run's metrics.jsonl (the records the trainer wrote: split, step, seconds, metrics) and
 draws the chosen metric of the chosen split against the seconds of training at that step, one line
-per run, so runs with different step speeds compare at equal time.
-    usage: python recipes/plot_curves.py RUNS_DIR OUT.png --split dev --metric span_f1 [--runs a b ...]
+per run, so runs with different step speeds compare at equal time; `--x step` draws it against the
+optimizer step instead, for runs compared at an equal number of steps.
+    usage: python recipes/plot_curves.py RUNS_DIR OUT.png --split dev --metric span_f1 [--runs a b ...] [--x step]
+(a run in --runs may also be a path, relative to RUNS_DIR or absolute)
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
-def curve(run: Path, split: str, metric: str) -> tuple[list[float], list[float]]:
-    """(training seconds, metric values) of a run's records of `split`.
+def curve(run: Path, split: str, metric: str, x: str = "seconds") -> tuple[list[float], list[float]]:
+    """(training seconds, or steps with x="step"; metric values) of a run's records of `split`.
 
     Dev records carry no `seconds`; they take the seconds of the training record at the same step or
     the last one before it (the trainer logs training every train.log_every steps).
@@ -31,7 +33,9 @@ def curve(run: Path, split: str, metric: str) -> tuple[list[float], list[float]]
         if record["split"] != split or metric not in record:
             continue
         earlier = [seconds for step, seconds in train_seconds if step <= record["step"]]
-        if record.get("seconds") is not None:
+        if x == "step":
+            xs.append(record["step"])
+        elif record.get("seconds") is not None:
             xs.append(record["seconds"])
         elif earlier:
             xs.append(earlier[-1])
@@ -50,20 +54,22 @@ def main() -> None:
     parser.add_argument("--runs", nargs="*", help="run names (default: every finished run in RUNS_DIR)")
     parser.add_argument("--log-y", action="store_true", help="logarithmic y axis")
     parser.add_argument("--title", default="")
+    parser.add_argument("--x", choices=["seconds", "step"], default="seconds", help="the x axis (default seconds)")
     args = parser.parse_args()
 
     root = Path(args.runs_dir)
     names = args.runs or sorted(p.parent.name for p in root.glob("*/metrics.jsonl"))
     figure, axes = plt.subplots(figsize=(7, 4.5))
     for name in names:
-        xs, ys = curve(root / name, args.split, args.metric)
+        xs, ys = curve(root / name, args.split, args.metric, args.x)
         if xs:
-            axes.plot(xs, ys, marker="o" if len(xs) < 30 else None, markersize=3, label=name)
-    axes.set_xlabel("seconds since training started (evaluations included)")
+            axes.plot(xs, ys, marker="o" if len(xs) < 30 else None, markersize=3, label=Path(name).name)
+    axes.set_xlabel("optimizer step" if args.x == "step" else "seconds since training started (evaluations included)")
     axes.set_ylabel(f"{args.split} {args.metric}")
     if args.log_y:
         axes.set_yscale("log")
-    axes.set_title(args.title or f"{args.split} {args.metric} against training time")
+    against = "steps" if args.x == "step" else "training time"
+    axes.set_title(args.title or f"{args.split} {args.metric} against {against}")
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8)
     figure.tight_layout()

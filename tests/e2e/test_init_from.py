@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import replace
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest

@@ -6,7 +6,7 @@
 #   (c) recipes/TASK_ulmfit.yaml          the classifier on the fine-tuned encoder (~10 min)
 # --variants also trains the docs/RESULTS.md comparisons (~10 min each), with the commands the stage (c)
 # recipe documents: TASK_ulmfit_no_unfreezing ((a)+(b), gradual unfreezing off), TASK_ulmfit_a_only
-# (from stage (a), no stage (b)) and TASK_ulmfit_scratch (a random AWD-LSTM). Then the table rows
+# (from stage (a), no stage (b); it adds the task's words to the vocabulary, as stage (b) does) and TASK_ulmfit_scratch (a random AWD-LSTM). Then the table rows
 # (recipes/results_table.py). Each run's log (OUT_DIR/<run>.log) starts with its command and ends in
 # a `WALL <seconds>` line. Further section.key=value arguments go to every run (train.max_steps=5
 # for a quick check of the whole chain; use another OUT_DIR for it, since stage (a) is reused).
@@ -55,7 +55,7 @@ train "${task}_ulmfit_lm" "${task}_ulmfit_lm" "model.init_from=$general" "$@"
 train "${task}_ulmfit" "${task}_ulmfit" "model.init_from=$out/${task}_ulmfit_lm" "$@"
 if $variants; then
   train "${task}_ulmfit" "${task}_ulmfit_no_unfreezing" "model.init_from=$out/${task}_ulmfit_lm" train.unfreeze=0 "$@"
-  train "${task}_ulmfit" "${task}_ulmfit_a_only" "model.init_from=$general" "$@"
+  train "${task}_ulmfit" "${task}_ulmfit_a_only" "model.init_from=$general" data.extend_vocab=2 "$@"
   train "${task}_ulmfit" "${task}_ulmfit_scratch" model.init_from= model.name=awd_lstm model.preset=cpu \
     data.tokenizer=word data.lowercase=true train.unfreeze=0 train.layer_lr_decay=1 "$@"
 fi

@@ -66,7 +66,8 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
             check_checkpoint(run.checkpoint_file, model)  # a damaged one is refused here, not mid-run
             check_resume_budget(run, config, task)
         if config.init_from and not resume:
-            _start_encoder(model, config.init_from, with_head=starts_with_head(config))
+            _start_encoder(model, config.init_from, with_head=starts_with_head(config),
+                           grown_rows=(task.start_vocab_size, len(task.vocab)) if task.start_vocab_size else None)
         distributed.on_main(lambda: _create_run(run, config, resume, task, start_over))
         if not distributed.is_main():
             run = FollowerRunDir(run.path)
@@ -113,15 +114,20 @@ def _create_run(run: RunDir, config: Config, resume: bool, task, start_over: boo
         raise
 
 
-def _start_encoder(model: torch.nn.Module, init_from: str, with_head: bool = False) -> None:
+def _start_encoder(model: torch.nn.Module, init_from: str, with_head: bool = False,
+                   grown_rows: tuple[int, int] | None = None) -> None:
     """Load the encoder weights of the run (or Hugging Face checkpoint) in model.init_from, and its head's
-    `with_head` (a language model started from one), and say what was loaded, new and left out."""
+    `with_head` (a language model started from one), with `grown_rows` = (old, new) vocabulary rows when
+    data.extend_vocab added words, and say what was loaded, new and left out."""
     from textnn.interop import huggingface
 
     if huggingface.is_checkpoint_dir(init_from):
         loaded = init_encoder_from_state(model, huggingface.encoder_state(init_from), init_from)
     else:
-        loaded = init_encoder_from(model, Path(init_from) / "model.safetensors", with_head)
+        loaded = init_encoder_from(model, Path(init_from) / "model.safetensors", with_head, grown_rows)
+    if grown_rows and distributed.is_main():
+        print(f"init_from {init_from}: vocabulary extended from {grown_rows[0]} to {grown_rows[1]} entries "
+              f"(data.extend_vocab); the new rows start at the mean of the old", file=sys.stderr)
 
     def names(keys: list[str]) -> str:
         return ", ".join(keys[:6]) + (f", ... ({len(keys)} in all)" if len(keys) > 6 else "") if keys else "none"

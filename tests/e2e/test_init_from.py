@@ -173,3 +173,79 @@ def test_a_shape_mismatch_names_the_parameter_and_both_shapes(ws, tmp_path):
     message = str(err.value)
     assert name in message and str(tuple(weights[name].shape)) in message
     assert str(tuple(model.state_dict()[name].shape)) in message
+
+
+def with_new_words(ws: dict, name: str) -> Path:
+    """The classifier's training file with two words the language model never saw: 'zorblax' three
+    times, 'quibble' once."""
+    lines = ws["train"].read_text().splitlines()
+    for i in (1, 2, 3):
+        text, label = lines[i].split("\t")
+        lines[i] = f"zorblax {text}\t{label}"
+    text, label = lines[4].split("\t")
+    lines[4] = f"quibble {text}\t{label}"
+    path = ws["root"] / f"{name}.tsv"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_extend_vocab_adds_the_frequent_new_words_with_rows_at_the_mean(ws, capsys):
+    from textnn.experiment import _start_encoder
+
+    config = load_config(classifier_config(ws, "extend"), [f"data.train={with_new_words(ws, 'extend')}",
+                                                           "data.extend_vocab=2"])
+    task = task_class("classification").from_data(config)
+    lm_words = json.loads((ws["lm"] / "vocab.json").read_text())["tokens"]
+    assert task.vocab.itos == [*lm_words, "zorblax"]  # 'quibble' is seen once, below the threshold of 2
+    assert task.start_vocab_size == len(lm_words)
+    model = task.build_model()
+    _start_encoder(model, config.init_from, grown_rows=(task.start_vocab_size, len(task.vocab)))
+    lm_embedding = load_file(str(ws["lm"] / "model.safetensors"))["encoder.embedding.weight"]  # [V, E]
+    embedding = model.state_dict()["encoder.embedding.weight"]  # [V + 1, E]
+    assert torch.equal(embedding[:-1], lm_embedding)
+    assert torch.allclose(embedding[-1], lm_embedding.mean(dim=0))
+    assert "vocabulary extended from" in capsys.readouterr().err
+
+
+def test_a_language_model_grows_its_output_layer_with_its_vocabulary(ws):
+    from textnn.experiment import _start_encoder
+
+    text = ws["root"] / "new_text.txt"
+    text.write_text("zorblax zorblax quibble\n" + (ws["root"] / "text.txt").read_text())  # the end is held out
+    (ws["root"] / "lm2.yaml").write_text(LM_CONFIG.format(train=text).replace(
+        "model: {name: rnn_lm, preset: tiny}", f"model: {{init_from: {ws['lm']}}}"))
+    config = load_config(ws["root"] / "lm2.yaml", ["data.extend_vocab=1"])
+    task = task_class("language_modeling").from_data(config)
+    lm_words = json.loads((ws["lm"] / "vocab.json").read_text())["tokens"]
+    assert task.vocab.itos == [*lm_words, "zorblax", "quibble"]  # most frequent first
+    model = task.build_model()
+    _start_encoder(model, config.init_from, with_head=True, grown_rows=(len(lm_words), len(task.vocab)))
+    lm_weights = load_file(str(ws["lm"] / "model.safetensors"))
+    own = model.state_dict()
+    grown = [name for name, tensor in lm_weights.items() if tensor.shape[:1] == (len(lm_words),)]
+    assert "head.decoder.bias" in grown and "encoder.embedding.weight" in grown
+    for name in grown:
+        assert own[name].shape[0] == len(lm_words) + 2
+        assert torch.equal(own[name][:len(lm_words)], lm_weights[name])
+        assert torch.allclose(own[name][len(lm_words):], lm_weights[name].mean(dim=0).expand_as(own[name][-2:]))
+
+
+def test_a_classifier_with_an_extended_vocabulary_trains_and_predicts(ws):
+    run = ws["root"] / "runs" / "extended"
+    proc = cli(ws["root"], "train", classifier_config(ws, "extended"), f"data.train={with_new_words(ws, 'extended')}",
+               "data.extend_vocab=2", "--run-dir", run)
+    assert proc.returncode == 0, proc.stderr
+    assert "zorblax" in json.loads((run / "vocab.json").read_text())["tokens"]
+    proc = cli(ws["root"], "predict", run, input="zorblax good great\n")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["label"] in ("0", "1"), proc.stderr
+
+
+@pytest.mark.parametrize("overrides, words", [
+    (["model.init_from=", "model.name=rnn", "data.extend_vocab=2"], "none is set"),
+    (["data.extend_vocab=-1"], "an integer >= 0"),
+])
+def test_extend_vocab_is_refused_where_it_cannot_apply(ws, overrides, words):
+    proc = cli(ws["root"], "train", classifier_config(ws, "bad_extend"), *overrides, "--run-dir",
+               ws["root"] / "runs" / "bad_extend")
+    assert proc.returncode == 2 and words in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+    assert not (ws["root"] / "runs" / "bad_extend").exists()

@@ -68,6 +68,8 @@ class Task:
     # A run started (model.init_from) from a run of the same task takes that run's head and head options
     # too, when the head depends only on what it inherits (a language model's output layer: the vocabulary).
     keeps_start_head: ClassVar[bool] = False
+    # With data.extend_vocab: the size of the starting run's vocabulary; ids from it on are words added here.
+    start_vocab_size: int | None = None
 
     # --- what the task can use ----------------------------------------------------------------------
     @classmethod
@@ -85,6 +87,29 @@ class Task:
         if metric and metric not in cls.metrics_for(config):
             raise TextnnError(f"config key train.metric: task {config.task} does not report {metric!r}; choose one "
                               f"of {', '.join(cls.metrics_for(config))}")
+
+    @staticmethod
+    def check_extend_vocab(config: Config) -> None:
+        """data.extend_vocab adds words to the vocabulary of the run in model.init_from: it needs one, and
+        words (a word or whitespace tokenizer; sub-word vocabularies are fixed by their tokenizer)."""
+        if not config.data.extend_vocab:
+            return
+        if not config.init_from:
+            raise TextnnError("config key data.extend_vocab: it adds words to the vocabulary of the run in "
+                              "model.init_from, and none is set; set model.init_from or data.extend_vocab=0")
+        if config.data.tokenizer not in ("word", "whitespace"):
+            raise TextnnError(f"config key data.extend_vocab: the starting run reads {config.data.tokenizer} "
+                              f"pieces, whose vocabulary its tokenizer fixes; only word vocabularies grow "
+                              f"(data.tokenizer word or whitespace), so set data.extend_vocab=0")
+
+    @staticmethod
+    def extend_start_vocab(vocab: Vocab, counts: dict[str, int], min_count: int) -> Vocab:
+        """The starting run's vocabulary with the training words it lacks that occur at least `min_count`
+        times appended, most frequent first (existing ids unchanged). Howard & Ruder's (2018) ULMFiT code
+        builds the target task's vocabulary this way and starts the new words' rows at the mean of the
+        pretrained rows (`init_encoder_from_state(grown_rows=...)`)."""
+        new = [word for word, count in counts.items() if count >= min_count and word not in vocab.stoi]
+        return vocab.extend(sorted(new, key=lambda word: -counts[word]))  # stable: ties keep reading order
 
     @staticmethod
     def check_vectors(config: Config) -> None:

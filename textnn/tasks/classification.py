@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -74,6 +75,7 @@ class ClassificationData(WordVectorData):
     kfold: int = opt(0, "k-fold cross-validation when there is no dev file: split train into k folds")
     fold: int = opt(0, "which fold (0-based) is held out as dev when kfold > 0")
     wordpiece_vocab_size: int = opt(8000, "tokenizer wordpiece: size of the vocabulary trained on data.train")
+    extend_vocab: int = opt(0, "with model.init_from (word tokenizers): add the words of data.train seen at least this often that the starting vocabulary lacks, their rows starting at the mean of the starting rows (ULMFiT's fastai code); 0 = keep the starting vocabulary")
     regression: bool = opt(False, "labels are real numbers (STS-B): one output trained with the squared error, scored by Pearson/Spearman")
     features_from: str = opt("", "an ELMo run whose frozen layers join the word embeddings of a classifier that takes them (rnn, cnn)")
     features_layers: str = opt("last", "data.features_from: last, sum4 (sum of the last four layers), cat4 (their concatenation) or mix (a learned scalar mix of all, Peters et al. 2018)")
@@ -89,6 +91,7 @@ class ClassificationData(WordVectorData):
         check_key(self.tokenizer != "bpe", "data.tokenizer", self.tokenizer, "word, whitespace, char or "
                   "wordpiece (bpe is for language modelling)")
         check_key(self.max_length >= 0, "data.max_length", self.max_length, "an integer >= 0")
+        check_key(self.extend_vocab >= 0, "data.extend_vocab", self.extend_vocab, "an integer >= 0 (0 = off)")
         check_key(self.kfold == 0 or self.kfold >= 2, "data.kfold", self.kfold, "0 (off) or >= 2")
         check_key(self.kfold == 0 or 0 <= self.fold < self.kfold, "data.fold", self.fold, f"0 .. {self.kfold - 1}")
         check_feature_options(self)
@@ -274,6 +277,7 @@ class ClassificationTask(Task):
     def check_config(cls, config: Config) -> None:
         super().check_config(config)
         cls.check_vectors(config)
+        cls.check_extend_vocab(config)
         encoder_cls = registry.encoder_class(config.model_name)
         if config.data.features_from and not encoder_cls.takes_context:
             raise TextnnError(f"config key data.features_from: model {config.model_name} takes no extra features; "
@@ -337,7 +341,10 @@ class ClassificationTask(Task):
         elif data.dev:
             dev_records, dev_tokens = read_and_tokenize(config, tokenizer, data.dev)
         packs = "segments" in registry.encoder_class(config.model_name).reads
-        if start is not None:
+        if start is not None and data.extend_vocab:
+            counts = Counter(token for pair in train_tokens for tokens in pair if tokens is not None for token in tokens)
+            vocab = cls.extend_start_vocab(start_vocab, counts, data.extend_vocab)
+        elif start is not None:
             vocab = start_vocab
         elif tokenizer.kind == "wordpiece":
             vocab = Vocab(tokenizer.vocabulary(), unk=WORDPIECE_UNK)
@@ -359,6 +366,8 @@ class ClassificationTask(Task):
             vocab = vocab.extend(read_vectors(data.vectors)[0])
         labels = [] if data.regression else _label_order({r.label for r in train_records})
         task = cls(config, tokenizer, vocab, labels)
+        if data.extend_vocab:
+            task.start_vocab_size = len(start_vocab)
         if data.features_from:
             task.features = read_source(data.features_from)
             if not task.features.word_level:

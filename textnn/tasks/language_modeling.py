@@ -115,6 +115,7 @@ class LanguageModelingData(DataConfig):
     stateful: bool = opt(True, "read the training stream as batch_size contiguous streams and carry the (detached) state across batches; false = independent shuffled windows")
     holdout: float = opt(0.0, "when data.dev is empty, hold out this final fraction of data.train as dev (nanoGPT's Tiny Shakespeare split: 0.1)")
     bpe_vocab_size: int = opt(8000, "tokenizer bpe: size of the BPE vocabulary trained on data.train")
+    extend_vocab: int = opt(0, "with model.init_from (word tokenizers): add the words of data.train seen at least this often that the starting vocabulary lacks, their rows starting at the mean of the starting rows (ULMFiT's fastai code); 0 = keep the starting vocabulary")
     eval_stride: int = opt(0, "models that read each window afresh (GPT): evaluation windows overlap, each scoring its last eval_stride targets, so every target after the first window has >= bptt - eval_stride tokens of context; 0 = bptt / 2")
 
     # The options that fix how text becomes ids (they come from the run in model.init_from): here
@@ -126,6 +127,7 @@ class LanguageModelingData(DataConfig):
         check_key(self.bptt >= 1, "data.bptt", self.bptt, "an integer >= 1")
         check_key(0.0 <= self.holdout < 1.0, "data.holdout", self.holdout, "a fraction in [0, 1)")
         check_key(self.bpe_vocab_size >= 2, "data.bpe_vocab_size", self.bpe_vocab_size, "an integer >= 2")
+        check_key(self.extend_vocab >= 0, "data.extend_vocab", self.extend_vocab, "an integer >= 0 (0 = off)")
         check_key(0 <= self.eval_stride <= self.bptt, "data.eval_stride", self.eval_stride,
                   f"an integer in [0, data.bptt = {self.bptt}] (0 = bptt / 2)")
         if self.bptt_variable and not self.stateful:
@@ -308,6 +310,7 @@ class LanguageModelingTask(Task):
         """The common checks, then data.bptt against the longest window the encoder can read (GPT's
         learned positions), so a too-long window fails here rather than at the first training step."""
         super().check_config(config)
+        cls.check_extend_vocab(config)
         limit = registry.encoder_class(config.model_name).max_length(config.model)
         if limit and config.data.bptt > limit:
             raise TextnnError(f"config key data.bptt: got {config.data.bptt}, but {config.model_name} reads at most "
@@ -350,13 +353,19 @@ class LanguageModelingTask(Task):
             cut = len(stream.ids) - held
         else:
             cut = len(stream.ids) - int(round(len(stream.ids) * holdout))
-        if vocab is None and tokenizer.kind == "bpe":
+        start_vocab_size = None
+        if vocab is not None and data.extend_vocab:
+            counts = np.bincount(stream.ids[:cut], minlength=len(stream.types))
+            start_vocab_size = len(vocab)
+            vocab = cls.extend_start_vocab(vocab, dict(zip(stream.types, counts.tolist())), data.extend_vocab)
+        elif vocab is None and tokenizer.kind == "bpe":
             vocab = Vocab(tokenizer.vocabulary())
         elif vocab is None:
             counts = np.bincount(stream.ids[:cut], minlength=len(stream.types))
             specials = (PAD, UNK) if tokenizer.kind == "char" else SPECIALS
             vocab = vocab_from_counts(stream.types, counts, data.min_freq, data.max_vocab, specials)
         task = cls(config, tokenizer, vocab)
+        task.start_vocab_size = start_vocab_size
         ids = to_vocab_ids(stream, vocab)  # [N]
         task.splits["train"] = EncodedStream(ids[:cut], data.train)
         if cut < data.bptt + 1:

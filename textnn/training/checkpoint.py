@@ -118,20 +118,24 @@ def _check_shapes(model: torch.nn.Module, state: dict[str, torch.Tensor], path: 
                               f"{tuple(own[name].shape)} in this model; the files do not belong together")
 
 
-def init_encoder_from(model: torch.nn.Module, path: str | Path, with_head: bool = False) -> dict[str, list[str]]:
+def init_encoder_from(model: torch.nn.Module, path: str | Path, with_head: bool = False,
+                      grown_rows: tuple[int, int] | None = None) -> dict[str, list[str]]:
     """Load the `encoder.*` weights of another run's model.safetensors into `model` (model.init_from),
     and its `head.*` weights too `with_head` (a language model started from a language model).
 
     Loading is by parameter name. Returns what was loaded, what is new here (the head, and any
     encoder parameter the other run lacks) and what was left out (its head). A shape mismatch is
-    an error naming the parameter and both shapes.
+    an error naming the parameter and both shapes, except, with `grown_rows` = (old, new) (a
+    vocabulary extended by data.extend_vocab), a tensor of `old` rows where the model has `new`:
+    its rows are kept and the added ones start at their mean (a new word's embedding, output row
+    and bias start as the average word's, as in Howard & Ruder's ULMFiT code).
     """
     path = Path(path)
-    return init_encoder_from_state(model, _read_weights(path), path, with_head)
+    return init_encoder_from_state(model, _read_weights(path), path, with_head, grown_rows)
 
 
-def init_encoder_from_state(model: torch.nn.Module, state: dict[str, torch.Tensor],
-                            path: str | Path, with_head: bool = False) -> dict[str, list[str]]:
+def init_encoder_from_state(model: torch.nn.Module, state: dict[str, torch.Tensor], path: str | Path,
+                            with_head: bool = False, grown_rows: tuple[int, int] | None = None) -> dict[str, list[str]]:
     """`init_encoder_from` for weights already read (and renamed: a Hugging Face checkpoint's); `path`
     names their source in errors."""
     path = Path(path)
@@ -140,12 +144,25 @@ def init_encoder_from_state(model: torch.nn.Module, state: dict[str, torch.Tenso
                           f"an older textnn or is not a textnn run")
     kept = ("encoder.", "head.") if with_head else ("encoder.",)
     encoder_state = {name: tensor for name, tensor in state.items() if name.startswith(kept)}
+    if grown_rows is not None:
+        encoder_state = _grow_rows(model, encoder_state, *grown_rows)
     _check_shapes(model, encoder_state, path)
     own = model.state_dict()
     loaded = sorted(name for name in encoder_state if name in own)
     model.load_state_dict({name: encoder_state[name] for name in loaded}, strict=False)
     return {"loaded": loaded, "new": sorted(name for name in own if name not in encoder_state),
             "left_out": sorted(name for name in state if name not in own or name not in encoder_state)}
+
+
+def _grow_rows(model: torch.nn.Module, state: dict[str, torch.Tensor], old: int, new: int) -> dict[str, torch.Tensor]:
+    """`state` with every tensor of `old` rows that has `new` rows in `model` extended by rows at its mean."""
+    own = model.state_dict()
+    grown = dict(state)
+    for name, tensor in state.items():
+        if name in own and tensor.shape[:1] == (old,) and own[name].shape == (new, *tensor.shape[1:]):
+            mean = tensor.float().mean(dim=0, keepdim=True).to(tensor.dtype)  # [1, ...]
+            grown[name] = torch.cat([tensor, mean.expand(new - old, *tensor.shape[1:])])  # [new, ...]
+    return grown
 
 
 def _rng_state() -> tuple[dict[str, torch.Tensor], dict]:

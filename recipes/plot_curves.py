@@ -1,9 +1,10 @@
-"""Plot one metric of several runs against training time (or steps), for the figures in docs/RESULTS.md.
+"""Plot metrics of several runs against training time (or steps), for the figures in docs/RESULTS.md.
 
 Reads each run's metrics.jsonl (the records the trainer wrote: split, step, seconds, metrics) and
 draws the chosen metric of the chosen split against the seconds of training at that step, one line
 per run, so runs with different step speeds compare at equal time; `--x step` draws it against the
-optimizer step instead, for runs compared at an equal number of steps.
+optimizer step instead, for runs compared at an equal number of steps. Several metrics (--metric
+mlm_accuracy nsp_accuracy) draw one line per run and metric, on one axis.
     usage: python recipes/plot_curves.py RUNS_DIR OUT.png --split dev --metric span_f1 [--runs a b ...] [--x step]
 (a run in --runs may also be a path, relative to RUNS_DIR or absolute)
 """
@@ -50,7 +51,7 @@ def main() -> None:
     parser.add_argument("runs_dir")
     parser.add_argument("output")
     parser.add_argument("--split", default="dev", help="train, dev (default)")
-    parser.add_argument("--metric", default="loss")
+    parser.add_argument("--metric", nargs="+", default=["loss"], help="one or more metrics (default loss)")
     parser.add_argument("--runs", nargs="*", help="run names (default: every finished run in RUNS_DIR)")
     parser.add_argument("--log-y", action="store_true", help="logarithmic y axis")
     parser.add_argument("--title", default="")
@@ -61,15 +62,18 @@ def main() -> None:
     names = args.runs or sorted(p.parent.name for p in root.glob("*/metrics.jsonl"))
     figure, axes = plt.subplots(figsize=(7, 4.5))
     for name in names:
-        xs, ys = curve(root / name, args.split, args.metric, args.x)
-        if xs:
-            axes.plot(xs, ys, marker="o" if len(xs) < 30 else None, markersize=3, label=Path(name).name)
+        for metric in args.metric:
+            xs, ys = curve(root / name, args.split, metric, args.x)
+            label = Path(name).name + (f": {metric}" if len(args.metric) > 1 else "")
+            if xs:
+                axes.plot(xs, ys, marker="o" if len(xs) < 30 else None, markersize=3, label=label)
     axes.set_xlabel("optimizer step" if args.x == "step" else "seconds since training started (evaluations included)")
-    axes.set_ylabel(f"{args.split} {args.metric}")
+    metrics = ", ".join(args.metric)
+    axes.set_ylabel(f"{args.split} {metrics}")
     if args.log_y:
         axes.set_yscale("log")
     against = "steps" if args.x == "step" else "training time"
-    axes.set_title(args.title or f"{args.split} {args.metric} against {against}")
+    axes.set_title(args.title or f"{args.split} {metrics} against {against}")
     axes.grid(alpha=0.3)
     axes.legend(fontsize=8)
     figure.tight_layout()

@@ -162,6 +162,21 @@ def test_an_adaptive_softmax_run_trains_saves_and_evaluates_as_it_trained(tmp_pa
         make_config(tmp_path, head={"softmax": "adaptive", "cutoffs": [20, 8]})
 
 
+def test_extend_vocab_is_refused_beside_an_adaptive_softmax(tmp_path):
+    """The adaptive softmax's clusters follow the vocabulary's frequency order, which words appended
+    at its end would break: a run started from one may not grow its vocabulary."""
+    from textnn.experiment import train
+
+    adaptive = {"softmax": "adaptive", "cutoffs": [8, 20], "div_value": 2.0}
+    run, _ = train(make_config(tmp_path, tokenizer="word", head=adaptive, max_steps=2), tmp_path / "run")
+    raw = {"task": "language_modeling", "model": {"init_from": str(run.path)}, "train": {"progress": False},
+           "data": {"format": "text", "train": str(tmp_path / "train.txt"), "bptt": 8, "extend_vocab": 1}}
+    with pytest.raises(TextnnError, match="data.extend_vocab: the adaptive softmax"):
+        config_from_dict(raw, "test")
+    raw["data"]["extend_vocab"] = 0
+    assert config_from_dict(raw, "test").head.softmax == "adaptive"  # the refusal is the added words'
+
+
 def test_bad_format_and_too_short_text_raise(tmp_path):
     with pytest.raises(TextnnError, match="data.format.*text, tsv, csv"):
         config_from_dict({"task": "language_modeling", "data": {"format": "jsonl"},

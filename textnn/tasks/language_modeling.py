@@ -311,7 +311,13 @@ class LanguageModelingTask(Task):
         learned positions), so a too-long window fails here rather than at the first training step."""
         super().check_config(config)
         cls.check_extend_vocab(config)
-        limit = registry.encoder_class(config.model_name).max_length(config.model)
+        encoder_cls = registry.encoder_class(config.model_name)
+        softmax = encoder_cls.lm_softmax if config.head.softmax == "auto" else config.head.softmax
+        if config.data.extend_vocab and softmax == "adaptive":
+            raise TextnnError(f"config key data.extend_vocab: the adaptive softmax of {config.model_name} groups the "
+                              f"vocabulary by frequency, which added words would break; set data.extend_vocab=0 "
+                              f"(or head.softmax=full)")
+        limit = encoder_cls.max_length(config.model)
         if limit and config.data.bptt > limit:
             raise TextnnError(f"config key data.bptt: got {config.data.bptt}, but {config.model_name} reads at most "
                               f"{limit} tokens at once (model.context = {limit}); lower data.bptt to <= {limit} or "

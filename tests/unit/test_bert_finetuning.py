@@ -81,3 +81,32 @@ def test_pair_regression_packs_pairs_and_reports_correlations(tmp_path):
     assert metrics["mse"] == pytest.approx(float(np.mean((values - gold) ** 2)))
     batch = task.train_batches(0)[0]
     assert task.loss(model, batch).item() > 0
+
+
+def test_head_sentence_pooled_reads_the_mean_of_the_token_states_not_the_pooler(tmp_path):
+    import torch
+
+    from textnn.data.batching import pad
+    from textnn.errors import TextnnError
+    from textnn.modules.pooling import masked_mean
+
+    path = tmp_path / "sst.tsv"
+    path.write_text("sentence\tlabel\n" + "".join(f"{s}\t{i % 2}\n" for i, s in enumerate(
+        ["a good film", "a bad plot here", "good", "the worst film of the year"] * 3)), encoding="utf-8")
+    raw = {"task": "classification", "model": {"name": "bert", "preset": "tiny"},
+           "data": {"train": str(path), "dev": str(path), "tokenizer": "wordpiece", "wordpiece_vocab_size": 40,
+                    "cache": False},
+           "head": {"sentence": "pooled", "pooling": "mean"}, "train": {"bootstrap_samples": 0}}
+    task = ClassificationTask.from_data(config_from_dict(raw, "test"))
+    seed_everything(0)
+    model = task.build_model().eval()
+    data = task.splits["dev"]
+    ids, mask = pad(data.ids[:4], task.vocab.pad_id)  # [4, T] each
+    with torch.no_grad():
+        out = model.encoder(ids, mask)
+        sentence = model.sentence(ids, mask)
+    assert torch.allclose(sentence, masked_mean(out.tokens, mask))
+    assert not torch.allclose(sentence[:, :out.sentence.size(1)], out.sentence)  # the pooler is not read
+    raw["model"], raw["data"]["tokenizer"] = {"name": "cnn", "preset": "tiny"}, "word"
+    with pytest.raises(TextnnError, match="head.sentence: pooled pools per-token states"):
+        config_from_dict(raw, "test")

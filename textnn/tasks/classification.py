@@ -109,6 +109,7 @@ class ClassificationHeadConfig:
     pooling: str = opt("max", "encoders that give per-token states only (language models): how they become the "
                               "sentence vector: max, mean, last (the state after the last token) or concat "
                               "([last; max; mean], ULMFiT's concat pooling, Howard & Ruder 2018 section 3.3)")
+    sentence: str = opt("encoder", "encoders that give a sentence vector as well as token states (bert: its pooler over [CLS]): encoder = classify that vector; pooled = pool the token states by head.pooling instead (mean is how sentence-transformers checkpoints such as all-MiniLM-L6-v2 were trained)")
     bptt: int = opt(0, "encoders that carry a state (recurrent language models): read each input in windows of this many tokens, the state carried (detached) from one window to the next, and pool over all of them (ULMFiT's BPT3C, section 3.3); 0 = the whole input at once")
 
     def __post_init__(self) -> None:
@@ -121,6 +122,7 @@ class ClassificationHeadConfig:
         check_key(self.activation in ACTIVATIONS, "head.activation", self.activation, " or ".join(ACTIVATIONS))
         check_key(self.max_norm >= 0, "head.max_norm", self.max_norm, "a number >= 0 (0 = off)")
         check_key(self.pooling in POOLINGS, "head.pooling", self.pooling, ", ".join(POOLINGS))
+        check_key(self.sentence in ("encoder", "pooled"), "head.sentence", self.sentence, "encoder or pooled")
         check_key(is_int(self.bptt) and self.bptt >= 0, "head.bptt", self.bptt, "an integer >= 0 (0 = off)")
 
     @property
@@ -133,7 +135,8 @@ def classifier_head(encoder, num_classes: int, cfg: ClassificationHeadConfig, pa
                     regression: bool = False):
     """The head a classification run puts on `encoder`: over its sentence vector, or over its per-token
     states pooled as head.pooling says (concat pooling gives three times the state size)."""
-    size = encoder.sentence_size or encoder.token_size * (3 if cfg.pooling == "concat" else 1)
+    own = encoder.sentence_size and cfg.sentence == "encoder"
+    size = encoder.sentence_size if own else encoder.token_size * (3 if cfg.pooling == "concat" else 1)
     options = dict(hidden=cfg.hidden, dropout=cfg.dropout, hidden_dropout=cfg.hidden_dropout_or_none,
                    activation=cfg.activation, batch_norm=cfg.batch_norm)
     if regression:
@@ -144,15 +147,18 @@ def classifier_head(encoder, num_classes: int, cfg: ClassificationHeadConfig, pa
 class Classifier(EncoderWithHead):
     """An encoder with a classification head: ids (and a pair's second ids) -> class scores [B, C]."""
 
-    def __init__(self, encoder, head, pooling: str, frozen: FrozenLayers | None = None, bptt: int = 0) -> None:
+    def __init__(self, encoder, head, pooling: str, frozen: FrozenLayers | None = None, bptt: int = 0,
+                 own_sentence: bool = True) -> None:
         super().__init__(encoder, head)
         self.pooling = pooling
+        self.own_sentence = own_sentence  # head.sentence=encoder: the encoder's sentence vector, when it gives one
         self.frozen = frozen  # data.features_from: a frozen encoder whose layers join the input
         self.bptt = bptt  # head.bptt: read inputs in windows of this many tokens (BPT3C); 0 = at once
 
     def sentence(self, ids: torch.Tensor, mask: torch.Tensor, segments: torch.Tensor | None = None,
                  word_inputs: torch.Tensor | None = None) -> torch.Tensor:
-        """The encoder's sentence vector, or its per-token states pooled by `head.pooling`: [B, D] (3D
+        """The encoder's sentence vector (unless head.sentence=pooled), or its per-token states pooled by
+        `head.pooling`: [B, D] (3D
         for concat). With a frozen feature encoder, its features of `word_inputs` [B, T, C] join the
         encoder's input."""
         if self.bptt:
@@ -161,7 +167,7 @@ class Classifier(EncoderWithHead):
         if self.frozen is not None:
             features = TokenFeatures(context=self.frozen(word_inputs, mask))  # [B, T, E]
         out = self.encoder(ids, mask, features=features)
-        if out.sentence is not None:
+        if out.sentence is not None and self.own_sentence:
             return out.sentence
         return POOLS[self.pooling](out.tokens, mask)  # [B, T, D] -> [B, D]
 
@@ -289,6 +295,9 @@ class ClassificationTask(Task):
                               f"the next, which model {config.model_name} does not"
                               f"{' with data.features_from' if encoder_cls.carries_state() else ''}; use one of "
                               f"{', '.join(carriers)} or set head.bptt=0")
+        if config.head.sentence == "pooled" and not encoder_cls.gives_tokens:
+            raise TextnnError(f"config key head.sentence: pooled pools per-token states, which model "
+                              f"{config.model_name} does not give; set head.sentence=encoder")
         reads = encoder_cls.reads
         if config.data.regression and config.data.text_pair_column and "segments" not in reads:
             raise TextnnError(f"config key data.regression: sentence-pair regression packs the pair into one "
@@ -422,7 +431,8 @@ class ClassificationTask(Task):
         head_cfg = self.config.head
         head = classifier_head(encoder, len(self.labels), head_cfg, pair=self.is_pair and not self.packs,
                                regression=self.config.data.regression)
-        return Classifier(encoder, head, head_cfg.pooling, frozen, head_cfg.bptt)
+        return Classifier(encoder, head, head_cfg.pooling, frozen, head_cfg.bptt,
+                          own_sentence=head_cfg.sentence == "encoder")
 
     def _max_length(self) -> int | None:
         """Tokens kept per input: data.max_length, and never more than the encoder reads (a GPT's context)."""

@@ -6,7 +6,8 @@
 #   (c) recipes/TASK_ulmfit.yaml          the classifier on the fine-tuned encoder (~10 min)
 # --variants also trains the docs/RESULTS.md comparisons (~10 min each), with the commands the stage (c)
 # recipe documents: TASK_ulmfit_no_unfreezing ((a)+(b), gradual unfreezing off), TASK_ulmfit_a_only
-# (from stage (a), no stage (b); it adds the task's words to the vocabulary, as stage (b) does) and TASK_ulmfit_scratch (a random AWD-LSTM). Then the table rows
+# (from stage (a), no stage (b); it adds the task's words to the vocabulary, as stage (b) does) and
+# TASK_ulmfit_scratch (a random AWD-LSTM). Then the table rows
 # (recipes/results_table.py). Each run's log (OUT_DIR/<run>.log) starts with its command and ends in
 # a `WALL <seconds>` line. Further section.key=value arguments go to every run (train.max_steps=5
 # for a quick check of the whole chain; use another OUT_DIR for it, since stage (a) is reused).

@@ -125,7 +125,7 @@ class TrainConfig:
     checkpoint_every: int = opt(0, "write a resumable checkpoint every N steps; 0 = at every evaluation")
     seed: int = opt(0, "random seed for initialisation, shuffling and dropout")
     device: str = opt("auto", "auto (cuda when available), cpu, or cuda[:N]")
-    amp: bool = opt(True, "bf16 autocast on CUDA (ignored on CPU)")
+    precision: str = opt("auto", "auto (bf16 autocast where the hardware multiplies bf16 natively: a CUDA GPU with bf16, a CPU with AVX512-BF16 or AMX; float32 elsewhere), fp32, or bf16 (refused where not native); weights and optimizer state stay float32. Also what evaluate, predict and generate use")
     compile: bool = opt(False, "torch.compile the model")
     log_every: int = opt(50, "write a training-loss record to metrics.jsonl every N steps")
     bootstrap_samples: int = opt(1000, "bootstrap resamples for the dev metric's 95% confidence interval; 0 = off")
@@ -161,6 +161,7 @@ class TrainConfig:
         _check(0 < self.stlr_cut_frac < 1, "train.stlr_cut_frac", self.stlr_cut_frac, "a fraction in (0, 1)")
         _check(math.isfinite(self.stlr_ratio) and self.stlr_ratio >= 1, "train.stlr_ratio", self.stlr_ratio,
                "a finite number >= 1 (1 = no rise or fall)")
+        _check(self.precision in PRECISIONS, "train.precision", self.precision, ", ".join(PRECISIONS))
         _check(self.unfreeze_unit in ("epoch", "step"), "train.unfreeze_unit", self.unfreeze_unit, "epoch or step")
         _check(bool(DEVICE.fullmatch(self.device)), "train.device", self.device, "auto, cpu, cuda or cuda:N")
         _check(self.log_every >= 1, "train.log_every", self.log_every, "an integer >= 1")
@@ -168,6 +169,7 @@ class TrainConfig:
 
 OPTIMIZERS = ("sgd", "adam", "adamw", "adadelta", "ntasgd")
 SCHEDULERS = ("constant", "linear", "triangular", "inverse_sqrt")
+PRECISIONS = ("auto", "fp32", "bf16")  # training/precision.py decides what auto means on the hardware at hand
 DEVICE = re.compile(r"auto|cpu|cuda(:[0-9]+)?")
 
 
@@ -537,12 +539,24 @@ def config_from_dict(raw: dict, origin: str, resolve_init: bool = True) -> Confi
     model = build_dataclass(encoder_cls.config_class, {**preset_values, **model_raw}, "model", origin)
     data = build_dataclass(task_cls.data_config, data_raw, "data", origin, explain_as=task)
     head = build_dataclass(task_cls.head_config, head_values, "head", origin, explain_as=task)
-    train = build_dataclass(TrainConfig, raw.get("train") or {}, "train", origin)
+    train = build_dataclass(TrainConfig, _renamed_train_keys(raw.get("train") or {}), "train", origin)
     config = Config(task=task, model_name=model_name, model_preset=preset, model=model, data=data,
                     train=train, head=head, name=check_run_name(raw.get("name") or "", _origin_of(raw.get("name"), origin)),
                     init_from=init_from)
     task_cls.check_config(config)
     return config
+
+
+def _renamed_train_keys(train_raw: object) -> object:
+    """The train section with its old keys in their new form: `amp` (bf16 autocast on CUDA, ignored on
+    the CPU), which runs written before train.precision hold, is read as precision auto (true) or fp32."""
+    if not isinstance(train_raw, dict) or "amp" not in train_raw:
+        return train_raw
+    renamed = {key: value for key, value in train_raw.items() if key != "amp"}
+    if "precision" not in renamed:
+        amp = coerce(train_raw["amp"], bool, "train.amp", "config")
+        renamed["precision"] = "auto" if amp else "fp32"
+    return renamed
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:

@@ -23,7 +23,7 @@ from textnn.config import Config, load_config, starts_with_head
 from textnn.errors import TextnnError
 from textnn.generation.decoding import DecodingConfig
 from textnn.runs import FollowerRunDir, RunDir
-from textnn.training import distributed
+from textnn.training import distributed, precision
 from textnn.training.budget import check_resume_budget
 from textnn.training.checkpoint import (check_checkpoint, init_encoder_from, init_encoder_from_state, load_weights,
                                         unwritable)
@@ -46,7 +46,9 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
     raises the same error in each); process 0 makes the run directory while the others wait, and
     alone writes into it.
     """
-    # resolve_device: a GPU that is not there fails here, before data is read
+    # resolve_device: a GPU that is not there fails here, before data is read; so does bf16 asked of
+    # hardware without it
+    precision.resolve(config.train.precision, resolve_device(config.train.device))
     with distributed.session(resolve_device(config.train.device)):
         run = RunDir(run_dir or Path("runs") / config.name)
         if config.train.threads:
@@ -156,6 +158,25 @@ def load_run(run_dir: str | Path, device: str = "cpu") -> tuple[Config, object, 
     return config, task, model.to(resolve_device(device)).eval()
 
 
+def in_run_precision(config: Config, model: torch.nn.Module):
+    """The context a loaded run's model computes in: the precision it was trained with, where the
+    hardware has it (training/precision.py `for_inference`)."""
+    device = next(model.parameters()).device
+    return precision.autocast(precision.for_inference(config.train.precision, device), device)
+
+
+def _each_in_precision(config: Config, model: torch.nn.Module, outputs: Iterator[str]) -> Iterator[str]:
+    """The outputs of a lazy command, each computed inside `in_run_precision` (entered afresh for every
+    item, so the autocast state never leaks to the caller between two of them)."""
+    while True:
+        with in_run_precision(config, model):
+            try:
+                item = next(outputs)
+            except StopIteration:
+                return
+        yield item
+
+
 def evaluate_run(run_dir: str | Path, data_path: str, bootstrap_samples: int = 1000, streams: int = 0,
                  top_n: int = 0, options: dict | None = None) -> dict:
     """Metrics of a trained run on a labelled file read with the run's own data settings.
@@ -165,9 +186,9 @@ def evaluate_run(run_dir: str | Path, data_path: str, bootstrap_samples: int = 1
     `top_n` (word embeddings only): analogy candidates are the N most frequent words (0 = the run's default).
     `options`: the task's other evaluation options (translation: beam, length_penalty).
     """
-    _, task, model = load_run(run_dir)
+    config, task, model = load_run(run_dir)
     options = {**({"streams": streams} if streams else {}), **({"top_n": top_n} if top_n else {}), **(options or {})}
-    with torch.no_grad():
+    with torch.no_grad(), in_run_precision(config, model):
         return task.evaluate_file(model, data_path, bootstrap_samples=bootstrap_samples, options=options)
 
 
@@ -203,8 +224,8 @@ def predict_run(run_dir: str | Path, lines: Iterable[str], source: str = "<stdin
 
     `options` are the task's own prediction options (tagging: input_format, output_format).
     """
-    _, task, model = load_run(run_dir)
-    return task.predict(model, lines, source, options or {})
+    config, task, model = load_run(run_dir)
+    return _each_in_precision(config, model, task.predict(model, lines, source, options or {}))
 
 
 def export_run(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
@@ -234,8 +255,9 @@ def generate_run(run_dir: str | Path, prompt: str, decoding: DecodingConfig, num
     """
     from textnn.generation.lm import generate_text
 
-    _, task, model = _load_decoder_run(run_dir, "generate")
-    return generate_text(model, task, prompt, decoding, num_samples=num_samples)
+    config, task, model = _load_decoder_run(run_dir, "generate")
+    with in_run_precision(config, model):
+        return generate_text(model, task, prompt, decoding, num_samples=num_samples)
 
 
 # Prompts `generate --file` reads and answers at a time. Each prompt is decoded on its own (its own
@@ -256,7 +278,7 @@ def generate_file_run(run_dir: str | Path, lines: Iterable[str], source: str, de
     from textnn.generation.lm import draw_seed, generate_text
     from textnn.tasks.base import line_chunks
 
-    _, task, model = _load_decoder_run(run_dir, "generate")
+    config, task, model = _load_decoder_run(run_dir, "generate")
     if decoding.method == "sample" and decoding.seed is None:
         decoding = replace(decoding, seed=draw_seed())
     for first, chunk in line_chunks(lines, GENERATE_CHUNK_LINES):
@@ -265,7 +287,8 @@ def generate_file_run(run_dir: str | Path, lines: Iterable[str], source: str, de
             prompt = line.rstrip("\n").removesuffix("\r")
             seed = (decoding.seed + number - 1) % 2 ** 31 if decoding.method == "sample" else decoding.seed
             try:
-                found = generate_text(model, task, prompt, replace(decoding, seed=seed), num_samples=num_samples)
+                with in_run_precision(config, model):
+                    found = generate_text(model, task, prompt, replace(decoding, seed=seed), num_samples=num_samples)
             except TextnnError as err:
                 raise TextnnError(f"{source}:{number}: {err}") from None
             row: dict = {"prompt": prompt}

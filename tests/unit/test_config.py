@@ -55,9 +55,9 @@ def test_booleans_from_the_command_line(tmp_path, text, expected):
 
 
 def test_booleans_from_yaml(tmp_path):
-    raw = {**BASE, "data": {"train": "t.tsv", "header": False, "lowercase": "yes"}, "train": {"amp": "off"}}
+    raw = {**BASE, "data": {"train": "t.tsv", "header": False, "lowercase": "yes"}, "train": {"progress": "off"}}
     config = load_config(write_yaml(tmp_path, raw))
-    assert config.data.header is False and config.data.lowercase is True and config.train.amp is False
+    assert config.data.header is False and config.data.lowercase is True and config.train.progress is False
 
 
 @pytest.mark.parametrize("value", ["maybe", "2", "", "truee"])
@@ -216,7 +216,7 @@ def _every_model() -> list[tuple[str, str, str]]:
 def test_saved_config_yaml_round_trips_to_an_equal_config(tmp_path, task, model, preset):
     data = {"train": "t.tsv", "lowercase": True, "max_vocab": 500, **({"bptt": 8} if task == "language_modeling" else {})}
     raw = {"name": "exp", "task": task, "data": data,
-           "model": {"name": model, "preset": preset}, "train": {"lr": "2e-4", "epochs": 3, "amp": False}}
+           "model": {"name": model, "preset": preset}, "train": {"lr": "2e-4", "epochs": 3, "precision": "fp32"}}
     config = config_from_dict(raw, "exp.yaml")
     saved = tmp_path / "config.yaml"
     saved.write_text(config.to_yaml(), encoding="utf-8")

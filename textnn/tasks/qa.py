@@ -347,8 +347,8 @@ class QATask(Task):
     def loss(self, model: torch.nn.Module, batch: QABatch) -> torch.Tensor:
         """(start NLL + end NLL) / 2 per window, summed (run_squad.py's total_loss)."""
         out = model(batch.ids, batch.mask, batch.segments)
-        return (F.cross_entropy(out.start, batch.starts, reduction="sum")
-                + F.cross_entropy(out.end, batch.ends, reduction="sum")) / 2
+        return (F.cross_entropy(out.start.float(), batch.starts, reduction="sum")
+                + F.cross_entropy(out.end.float(), batch.ends, reduction="sum")) / 2
 
     @torch.no_grad()
     def answers(self, model: torch.nn.Module, split: QASplit) -> tuple[list[tuple[str, int, float]], float]:
@@ -363,9 +363,9 @@ class QATask(Task):
                                     shuffle=False):
             batch = self._batch(split, index).to(device)
             out = model(batch.ids, batch.mask, batch.segments)
-            loss_sum += float((F.cross_entropy(out.start, batch.starts, reduction="sum")
-                               + F.cross_entropy(out.end, batch.ends, reduction="sum")) / 2)
-            starts, ends = out.start.cpu().numpy(), out.end.cpu().numpy()
+            loss_sum += float((F.cross_entropy(out.start.float(), batch.starts, reduction="sum")
+                               + F.cross_entropy(out.end.float(), batch.ends, reduction="sum")) / 2)
+            starts, ends = out.start.float().cpu().numpy(), out.end.float().cpu().numpy()
             for row, w_index in enumerate(index):
                 w = split.windows[w_index]
                 s, e, score = best_span(starts[row], ends[row], w.context_at, w.context_at + w.length, max_answer)

@@ -44,7 +44,7 @@ from tqdm import tqdm
 from textnn.config import TrainConfig
 from textnn.errors import TextnnError
 from textnn.runs import RunDir
-from textnn.training import distributed
+from textnn.training import distributed, precision
 from textnn.training.budget import planned_steps
 from textnn.training.checkpoint import (load_carried_state, load_checkpoint, load_weights, save_checkpoint,
                                         save_weights)
@@ -86,6 +86,7 @@ class TrainResult:
     test: dict = field(default_factory=dict)
     stopped: str = "completed"
     skipped_steps: int = 0  # optimizer steps skipped for a non-finite training loss
+    precision: str = "fp32"  # what the forward passes ran in: fp32 or bf16 (autocast)
 
 
 def resolve_device(name: str) -> torch.device:
@@ -123,6 +124,7 @@ class Trainer:
         self.task, self.cfg, self.run = task, cfg, run
         self.device = distributed.local_device(resolve_device(cfg.device))
         self.model = model.to(self.device)
+        self.precision = precision.resolve(cfg.precision, self.device)
         # Several processes: the forward pass goes through DDP, which sums the gradients across them.
         self._ddp = distributed.wrap(self.model, self.device)
         self._gradients_checked = False
@@ -140,9 +142,7 @@ class Trainer:
 
     # ----------------------------------------------------------------------------------------------
     def _autocast(self):
-        if self.device.type == "cuda" and self.cfg.amp:
-            return torch.autocast("cuda", dtype=torch.bfloat16)
-        return nullcontext()
+        return precision.autocast(self.precision, self.device)
 
     def _train_step(self, group: list, step: int, epoch: int = 0) -> float:
         """One optimizer step over a group of micro-batches; returns the mean loss per term.
@@ -287,6 +287,7 @@ class Trainer:
         distributed.reseed(cfg.seed, state["step"])
         has_dev = self.task.has_split("dev")
         run.set_status("running", total_steps=self.total_steps)
+        say(self.precision.describe())
 
         previous_handlers = {signum: signal.signal(signum, self._on_signal) for signum in STOP_SIGNALS}
         bar = tqdm(total=self.total_steps, initial=state["step"], disable=not cfg.progress or not distributed.is_main(),
@@ -380,7 +381,8 @@ class Trainer:
                              best_step=state["best_step"], metric_name=self.metric,
                              higher_is_better=self.higher_is_better,
                              parameters=self.model.num_parameters(), dev=dev, test=test,
-                             stopped=stopped, skipped_steps=state.get("skipped_steps", 0))
+                             stopped=stopped, skipped_steps=state.get("skipped_steps", 0),
+                             precision=self.precision.name)
         # Still `running`: the run is finished once its report is written too (experiment.train, with
         # `finished_status`), so a run killed while writing it does not look finished.
         return result
@@ -455,7 +457,8 @@ def finished_status(result: TrainResult) -> dict:
                 examples_per_second=round(result.examples_per_second, 1),
                 tokens_per_second=round(result.tokens_per_second, 1), metric=result.metric_name,
                 best=result.best_metric, best_step=result.best_step, dev=_scalars(result.dev),
-                test=_scalars(result.test), stopped=result.stopped, skipped_steps=result.skipped_steps)
+                test=_scalars(result.test), stopped=result.stopped, skipped_steps=result.skipped_steps,
+                precision=result.precision)
 
 
 def _scalars(metrics: dict) -> dict:

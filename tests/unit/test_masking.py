@@ -106,6 +106,80 @@ def test_full_sentence_blocks_cover_the_text_in_order_with_a_separator_between_d
     assert inner.count(SEP) >= 1  # documents joined inside a block are separated
 
 
+def _long_documents(n_docs: int, n_sentences: int, seed: int = 5) -> list[list[Sentence]]:
+    """Documents of sentences of 3-12 pieces; piece id = 100000 * (document + 1) + running position."""
+    rng = np.random.default_rng(seed)
+    docs = []
+    for d in range(n_docs):
+        position, doc = 0, []
+        for _ in range(n_sentences):
+            n = int(rng.integers(3, 13))
+            doc.append(Sentence([100_000 * (d + 1) + position + k for k in range(n)], list(range(n))))
+            position += n
+        docs.append(doc)
+    return docs
+
+
+def test_no_short_or_single_share_repeats_the_plain_pairs():
+    docs = _long_documents(10, 30)
+    plain = nsp_instances(docs, max_length=64, cls_id=CLS, sep_id=SEP, seed=3)
+    assert nsp_instances(docs, 64, CLS, SEP, seed=3, short_rate=0.0, single_rate=0.0) == plain
+
+
+def test_a_short_share_of_the_pairs_is_gathered_to_a_shorter_budget():
+    docs = _long_documents(20, 200)
+    full = nsp_instances(docs, max_length=128, cls_id=CLS, sep_id=SEP, seed=0)
+    mixed = nsp_instances(docs, max_length=128, cls_id=CLS, sep_id=SEP, seed=0, short_rate=0.3)
+    assert all(len(x.ids) <= 128 for x in mixed)
+    # full budgets gather ~125 pieces (chunks end past the budget, then are cut): almost none below 64
+    short = lambda instances: np.mean([len(x.ids) < 64 for x in instances])  # noqa: E731
+    assert short(full) < 0.02
+    # 30% of the budgets are uniform in 2..125, and a chunk ends a sentence (~7 pieces) past its budget:
+    # about 0.3 x 0.45 of the sequences fall below 64
+    assert 0.08 < short(mixed) < 0.25
+    assert len(mixed) > len(full)
+
+
+def test_a_single_segment_share_is_framed_cls_a_sep_without_an_nsp_label():
+    docs = _long_documents(20, 100)
+    instances = nsp_instances(docs, max_length=64, cls_id=CLS, sep_id=SEP, seed=1, single_rate=0.25)
+    singles = [x for x in instances if x.is_next == -1]
+    assert abs(len(singles) / len(instances) - 0.25) < 0.06
+    assert {x.is_next for x in instances} == {-1, 0, 1}
+    for x in singles:
+        assert x.ids[0] == CLS and x.ids[-1] == SEP and x.ids.count(SEP) == 1 and set(x.segments) == {0}
+        assert len(x.ids) <= 64 and x.words[0] == -1 and x.words[-1] == -1
+        text = x.ids[1:-1]
+        assert text == list(range(text[0], text[0] + len(text)))  # contiguous text of one document
+        # masking chooses among the text positions only, 15% of them
+        _, targets = mask_tokens(x.ids, x.words, np.random.default_rng(0), MASK, RANDOM_IDS)
+        assert targets[0] == IGNORE and targets[-1] == IGNORE
+        assert sum(t != IGNORE for t in targets) == max(1, round(0.15 * len(text)))
+
+
+def test_full_sentence_blocks_with_short_budgets_still_cover_the_text_in_order():
+    docs = _long_documents(4, 60)
+    blocks = full_sentence_blocks(docs, max_length=40, cls_id=CLS, sep_id=SEP, seed=2, short_rate=0.5)
+    assert all(len(b.ids) <= 40 and b.ids[0] == CLS and b.ids[-1] == SEP and b.is_next == -1 for b in blocks)
+    text = [t for b in blocks for t in b.ids[1:-1] if t != SEP]
+    assert text == [t for d in docs for s in d for t in s.ids]
+    lengths = [len(b.ids) for b in blocks]
+    assert np.mean([n < 20 for n in lengths]) > 0.15  # short blocks are there...
+    assert max(lengths) == 40  # ...beside full ones
+
+
+def test_nsp_loss_and_accuracy_leave_out_single_segments():
+    targets = torch.tensor([[IGNORE, 2], [IGNORE, 1]])
+    logits = torch.log(torch.tensor([[0.2, 0.2, 0.6], [0.5, 0.25, 0.25]]))  # [N=2, V]
+    nsp = torch.log(torch.tensor([[0.9, 0.1], [0.4, 0.6]]))
+    _, nsp_loss, _ = sequence_losses(PretrainingOutput(logits, nsp), targets, torch.tensor([0, -1]))
+    assert nsp_loss.tolist() == pytest.approx([-math.log(0.9), 0.0], rel=1e-5)
+    sums = {"mlm_nll": 1.0, "mlm_correct": 1, "positions": 2, "nsp_nll": -math.log(0.9), "nsp_correct": 1,
+            "nsp_sequences": 1}
+    metrics = pretraining_metrics(sums, 2, nsp=True)
+    assert metrics["nsp_accuracy"] == 1.0 and metrics["nsp_loss"] == pytest.approx(-math.log(0.9))
+
+
 def test_wikitext_articles_are_documents(tmp_path):
     path = tmp_path / "wiki.txt"
     path.write_text(" \n = Alpha = \n \n First one . Second one . \n \n = = Part = = \n \n Third . \n"
@@ -131,7 +205,8 @@ def test_mlm_loss_and_accuracy_on_a_hand_example():
     gold = targets[targets != IGNORE]
     sums = {"mlm_nll": float(-(math.log(0.6) + math.log(0.5) + math.log(0.2))),
             "mlm_correct": int((logits.argmax(-1) == gold).sum()), "positions": 3,
-            "nsp_nll": float(-(math.log(0.9) + math.log(0.4))), "nsp_correct": int((nsp.argmax(-1) == is_next).sum())}
+            "nsp_nll": float(-(math.log(0.9) + math.log(0.4))), "nsp_correct": int((nsp.argmax(-1) == is_next).sum()),
+            "nsp_sequences": 2}
     metrics = pretraining_metrics(sums, 2, nsp=True)
     assert metrics["mlm_accuracy"] == pytest.approx(2 / 3)  # argmax 2, 0, 0 against 2, 0, 1
     assert metrics["nsp_accuracy"] == pytest.approx(1 / 2)

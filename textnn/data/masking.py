@@ -9,11 +9,20 @@ Pairs for next-sentence prediction (`nsp_instances`), as BERT's create_pretraini
 sentences of a document are gathered until they fill the token budget, cut at a random point into A
 and B; with probability 1/2 B is what follows A in the document (IsNext), otherwise B is taken from
 another document, never the same one (NotNext), and the sentences A did not use go back to the pool.
-The pair is cut longest-first to fit (data/packing.py).
+The pair is cut longest-first to fit (data/packing.py). With `single_rate` a share of the gathered
+chunks is framed as one segment, [CLS] a [SEP], with no NSP label (is_next -1), so pre-training also
+shows the single-segment frame that single-sentence fine-tuning reads.
 
 Full sentences (`full_sentence_blocks`, RoBERTa's FULL-SENTENCES, Liu et al. 2019 §4.2): contiguous
 sentences packed up to the budget, crossing document boundaries with an extra [SEP] between
 documents; no second segment, no NSP.
+
+Short sequences (`short_rate`, the released code's `short_seq_prob`, 0.1 there): a sequence's token
+budget is, with that probability, drawn uniformly from 2 .. the full budget, so the model also meets
+sequences as short as fine-tuning inputs ("to minimize the mismatch between pre-training and
+fine-tuning", its comment says). The reference draws the budget once per document; here it is drawn
+anew for each sequence, since a WikiText article yields dozens of sequences and a per-document draw
+would make whole articles short or long.
 
 Masking (`mask_tokens`, Devlin et al. 2019 §3.1 Task #1 and Appendix A.1): 15% of the positions
 (never [CLS]/[SEP]) are chosen, and of those 80% become [MASK], 10% a random token and 10% stay as
@@ -109,9 +118,19 @@ def _frame(a: list[Sentence], b: list[Sentence] | None, cls_id: int, sep_id: int
     return packed.ids, packed.segments, words
 
 
+def _target_length(rng: np.random.Generator, budget: int, short_rate: float) -> int:
+    """The token budget of the next sequence: the full `budget`, or with probability `short_rate` a length
+    drawn uniformly from 2 .. budget (no draw at all when the rate is 0, so such runs repeat older ones)."""
+    if short_rate and rng.random() < short_rate:
+        return int(rng.integers(2, budget + 1))
+    return budget
+
+
 def nsp_instances(documents: list[list[Sentence]], max_length: int, cls_id: int, sep_id: int,
-                  seed: int) -> list[Instance]:
-    """Sentence pairs with IsNext / NotNext labels, half each in expectation (see the module docstring)."""
+                  seed: int, short_rate: float = 0.0, single_rate: float = 0.0) -> list[Instance]:
+    """Sentence pairs with IsNext / NotNext labels, half each in expectation, a `short_rate` share of them
+    gathered to a shorter budget and a `single_rate` share framed as a single segment without an NSP
+    label (see the module docstring)."""
     if len(documents) < 2:
         raise TextnnError("next-sentence prediction needs at least 2 documents (its negatives come from another "
                           "document); give more documents or set data.nsp=false")
@@ -121,11 +140,15 @@ def nsp_instances(documents: list[list[Sentence]], max_length: int, cls_id: int,
     for d, document in enumerate(documents):
         chunk: list[Sentence] = []
         length, i = 0, 0
+        target = _target_length(rng, budget, short_rate)
         while i < len(document):
             chunk.append(document[i])
             length += len(document[i].ids)
-            if i == len(document) - 1 or length >= budget:
-                if chunk:
+            if i == len(document) - 1 or length >= target:
+                if chunk and single_rate and rng.random() < single_rate:
+                    ids, segments, words = _frame(chunk, None, cls_id, sep_id, max_length)
+                    instances.append(Instance(ids, segments, words, -1))
+                elif chunk:
                     a_end = int(rng.integers(1, len(chunk))) if len(chunk) >= 2 else 1
                     a = chunk[:a_end]
                     if len(chunk) == 1 or rng.random() < 0.5:
@@ -136,7 +159,7 @@ def nsp_instances(documents: list[list[Sentence]], max_length: int, cls_id: int,
                         for s in documents[other][start:]:
                             b.append(s)
                             taken += len(s.ids)
-                            if taken >= budget - sum(len(s.ids) for s in a):
+                            if taken >= target - sum(len(s.ids) for s in a):
                                 break
                         is_next = 0
                         i -= len(chunk) - a_end  # the unused sentences of this chunk go back
@@ -145,39 +168,49 @@ def nsp_instances(documents: list[list[Sentence]], max_length: int, cls_id: int,
                     ids, segments, words = _frame(a, b, cls_id, sep_id, max_length)
                     instances.append(Instance(ids, segments, words, is_next))
                 chunk, length = [], 0
+                target = _target_length(rng, budget, short_rate)
             i += 1
     return instances
 
 
-def full_sentence_blocks(documents: list[list[Sentence]], max_length: int, cls_id: int, sep_id: int) -> list[Instance]:
-    """Contiguous sentences packed to max_length, crossing documents with an extra [SEP] (RoBERTa §4.2)."""
+def full_sentence_blocks(documents: list[list[Sentence]], max_length: int, cls_id: int, sep_id: int,
+                         seed: int = 0, short_rate: float = 0.0) -> list[Instance]:
+    """Contiguous sentences packed to max_length, crossing documents with an extra [SEP] (RoBERTa §4.2);
+    a `short_rate` share of the blocks packed to a shorter budget (see the module docstring)."""
     budget = max_length - 2
+    rng = np.random.default_rng([seed, 13])
+    target = _target_length(rng, budget, short_rate)
     instances: list[Instance] = []
     ids: list[int] = []
     words: list[int] = []
 
     def flush() -> None:
+        nonlocal target
         if ids:
             instances.append(Instance([cls_id, *ids, sep_id], [0] * (len(ids) + 2), [-1, *words, -1], -1))
+            target = _target_length(rng, budget, short_rate)
         ids.clear()
         words.clear()
 
     for d, document in enumerate(documents):
         if d and ids:
-            if len(ids) + 1 > budget:
+            if len(ids) + 1 > target:
                 flush()
             else:
                 ids.append(sep_id)
                 words.append(-1)
         for sentence in document:
-            if ids and len(ids) + len(sentence.ids) > budget:
+            if ids and len(ids) + len(sentence.ids) > target:
                 flush()
             offset = (max(words) + 1) if words else 0
-            for start in range(0, len(sentence.ids), budget):  # a sentence longer than a block is cut
-                if start:
+            start = 0
+            while start < len(sentence.ids):  # a sentence longer than the block's budget is cut
+                if start or len(ids) >= target:
                     flush()
-                ids.extend(sentence.ids[start:start + budget])
-                words.extend(offset + w for w in sentence.words[start:start + budget])
+                piece = target - len(ids)
+                ids.extend(sentence.ids[start:start + piece])
+                words.extend(offset + w for w in sentence.words[start:start + piece])
+                start += piece
     flush()
     return instances
 

@@ -62,6 +62,8 @@ class PretrainingData(DataConfig):
     whole_word_masking: bool = opt(False, "choose all the pieces of a word together")
     dynamic_masking: bool = opt(False, "draw new masks every epoch (RoBERTa) instead of once (BERT)")
     nsp: bool = opt(True, "next-sentence prediction on sentence pairs; false = full-sentence packing (RoBERTa)")
+    short_seq_rate: float = opt(0.1, "share of sequences packed to a budget drawn uniformly from 2 .. max_length, so pre-training also shows short inputs (the released BERT code's short_seq_prob, 0.1); 0 = every sequence to max_length")
+    single_segment_rate: float = opt(0.0, "with data.nsp: share of sequences framed as one segment, [CLS] a [SEP], without an NSP label (the frame single-sentence fine-tuning reads); 0 = pairs only, as BERT")
 
     TOKENIZATION = (*DataConfig.TOKENIZATION, "wordpiece_vocab_size")
 
@@ -74,6 +76,11 @@ class PretrainingData(DataConfig):
         check_key(is_int(self.max_length) and (self.max_length == 0 or self.max_length >= 8), "data.max_length",
                   self.max_length, "0 (the default) or an integer >= 8")
         check_key(0.0 < self.mask_rate < 1.0, "data.mask_rate", self.mask_rate, "a fraction in (0, 1)")
+        check_key(0.0 <= self.short_seq_rate <= 1.0, "data.short_seq_rate", self.short_seq_rate, "a fraction in [0, 1]")
+        check_key(0.0 <= self.single_segment_rate < 1.0, "data.single_segment_rate", self.single_segment_rate,
+                  "a fraction in [0, 1)")
+        check_key(self.nsp or not self.single_segment_rate, "data.single_segment_rate", self.single_segment_rate,
+                  "0 with data.nsp=false (every sequence is then a single segment already)")
 
 
 class PretrainingHead(Head):
@@ -109,7 +116,7 @@ class PretrainingBatch:
     mask: torch.Tensor  # [B, T] bool
     segments: torch.Tensor  # [B, T]
     targets: torch.Tensor  # [B, T] original ids at predicted positions, IGNORE elsewhere
-    is_next: torch.Tensor  # [B] 1 IsNext, 0 NotNext (-1 without NSP)
+    is_next: torch.Tensor  # [B] 1 IsNext, 0 NotNext, -1 no NSP label (a single segment, or data.nsp false)
     lr_scale: float = 1.0
 
     @property
@@ -137,15 +144,16 @@ class PretrainingSplit:
 def sequence_losses(out: PretrainingOutput, targets: torch.Tensor, is_next: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """Per-sequence MLM loss (mean over its predicted positions) and NSP loss, [B] each, plus the
     predicted-position count per sequence. The MLM mean is per sequence, as the released code
-    normalises by the predicted positions (its `label_weights`)."""
+    normalises by the predicted positions (its `label_weights`). A sequence without an NSP label
+    (is_next -1: a single segment) has NSP loss 0."""
     predict = targets != IGNORE  # [B, T]
     nll = F.cross_entropy(out.mlm_logits.float(), targets[predict], reduction="none")  # [N]
     rows = predict.nonzero()[:, 0]  # [N] the sequence of each predicted position
     per_row = torch.zeros(targets.size(0), device=targets.device).index_add_(0, rows, nll)  # [B]
     counts = predict.sum(dim=1)  # [B]
     mlm = per_row / counts.clamp(min=1)
-    nsp = (F.cross_entropy(out.nsp_logits.float(), is_next, reduction="none") if out.nsp_logits is not None
-           else torch.zeros_like(mlm))
+    nsp = (F.cross_entropy(out.nsp_logits.float(), is_next, reduction="none", ignore_index=-1)
+           if out.nsp_logits is not None else torch.zeros_like(mlm))
     return mlm, nsp, counts
 
 
@@ -246,10 +254,13 @@ class PretrainingTask(Task):
     def encode_file(self, path: str, require_labels: bool = True) -> PretrainingSplit:
         data = self.config.data
         documents = self.encode_documents(path)
+        seed = self.config.train.seed
         if data.nsp:
-            instances = nsp_instances(documents, self.max_length, self.cls_id, self.sep_id, self.config.train.seed)
+            instances = nsp_instances(documents, self.max_length, self.cls_id, self.sep_id, seed,
+                                      data.short_seq_rate, data.single_segment_rate)
         else:
-            instances = full_sentence_blocks(documents, self.max_length, self.cls_id, self.sep_id)
+            instances = full_sentence_blocks(documents, self.max_length, self.cls_id, self.sep_id, seed,
+                                             data.short_seq_rate)
         if not instances:
             raise TextnnError(f"{path}: no sequence to pre-train on; give more text")
         return PretrainingSplit(instances, str(path))
@@ -301,7 +312,7 @@ class PretrainingTask(Task):
         masked = self._masked(data, 0)
         model.eval()
         device = next(model.parameters()).device
-        sums = {"mlm_nll": 0.0, "mlm_correct": 0, "positions": 0, "nsp_nll": 0.0, "nsp_correct": 0}
+        sums = {"mlm_nll": 0.0, "mlm_correct": 0, "positions": 0, "nsp_nll": 0.0, "nsp_correct": 0, "nsp_sequences": 0}
         size = max(64, self.config.train.batch_size)
         for index in bucket_batches([len(x.ids) for x in data.instances], size, shuffle=False):
             batch = self._batch(data, masked, index).to(device)
@@ -311,19 +322,24 @@ class PretrainingTask(Task):
             sums["mlm_nll"] += float(F.cross_entropy(out.mlm_logits.float(), gold, reduction="sum"))
             sums["mlm_correct"] += int((out.mlm_logits.argmax(-1) == gold).sum())
             sums["positions"] += int(gold.numel())
-            if out.nsp_logits is not None:
-                sums["nsp_nll"] += float(F.cross_entropy(out.nsp_logits.float(), batch.is_next, reduction="sum"))
-                sums["nsp_correct"] += int((out.nsp_logits.argmax(-1) == batch.is_next).sum())
+            labelled = batch.is_next >= 0  # [B] single segments have no NSP label
+            if out.nsp_logits is not None and bool(labelled.any()):
+                sums["nsp_nll"] += float(F.cross_entropy(out.nsp_logits[labelled].float(), batch.is_next[labelled],
+                                                         reduction="sum"))
+                sums["nsp_correct"] += int((out.nsp_logits[labelled].argmax(-1) == batch.is_next[labelled]).sum())
+                sums["nsp_sequences"] += int(labelled.sum())
         return pretraining_metrics(sums, len(data.instances), self.config.data.nsp)
 
 
 def pretraining_metrics(sums: dict, sequences: int, nsp: bool) -> dict:
-    """The reported metrics from summed counts: MLM over predicted positions, NSP over sequences."""
+    """The reported metrics from summed counts: MLM over predicted positions, NSP over the sequences with
+    an NSP label (all pairs)."""
     positions = max(1, sums["positions"])
     results = {"mlm_loss": sums["mlm_nll"] / positions, "mlm_accuracy": sums["mlm_correct"] / positions}
     if nsp:
-        results["nsp_loss"] = sums["nsp_nll"] / sequences
-        results["nsp_accuracy"] = sums["nsp_correct"] / sequences
+        pairs = max(1, sums["nsp_sequences"])
+        results["nsp_loss"] = sums["nsp_nll"] / pairs
+        results["nsp_accuracy"] = sums["nsp_correct"] / pairs
     results["loss"] = results["mlm_loss"] + results.get("nsp_loss", 0.0)
     results["predicted_positions"] = sums["positions"]
     results["sequences"] = sequences

@@ -20,56 +20,15 @@ AWD-LSTM language model of ULMFiT's stage (a) (preset cpu, 33k words).
 from __future__ import annotations
 
 import argparse
-import random
 import statistics
 import tempfile
 from pathlib import Path
 
 import torch
+from families import build, family_configs  # benchmarks/families.py
 from machine import device_info, pick_clock  # benchmarks/machine.py
 
-from textnn import registry
-from textnn.config import config_from_dict
 from textnn.training import precision
-from textnn.training.optim import build_optimizer
-
-WORDS = [f"w{i}" for i in range(33_000)]
-
-
-def _sentences(path: Path, n: int, low: int, high: int, seed: int, label: bool) -> Path:
-    rng = random.Random(seed)
-    lines = ["sentence\tlabel"] if label else []
-    for _ in range(n):
-        # Zipf-like word choice, so vocabularies and sentence lengths look like text
-        words = " ".join(WORDS[min(int(rng.paretovariate(0.9)) - 1, len(WORDS) - 1)] for _ in range(rng.randint(low, high)))
-        lines.append(f"{words}\t{rng.randint(0, 1)}" if label else words)
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
-def family_configs(root: Path) -> dict[str, dict]:
-    """Raw configs of the families timed; data written into `root`."""
-    sst = str(_sentences(root / "cls.tsv", 2000, 5, 40, 1, label=True))
-    text = str(_sentences(root / "lm.txt", 3000, 20, 80, 2, label=False))
-    _sentences(root / "mt.de", 2000, 8, 20, 3, False), _sentences(root / "mt.en", 2000, 8, 20, 4, False)
-    train = {"device": "cpu", "progress": False, "bootstrap_samples": 0, "threads": 0}
-    return {
-        "cnn": {"task": "classification", "data": {"train": sst, "tokenizer": "whitespace"},
-                "model": {"name": "cnn", "preset": "paper", "embedding_dim": 300}, "train": {**train, "batch_size": 50}},
-        "bert_mini": {"task": "classification", "data": {"train": sst, "tokenizer": "wordpiece",
-                                                          "wordpiece_vocab_size": 8000},
-                      "model": {"name": "bert", "preset": "mini"}, "train": {**train, "batch_size": 32}},
-        "gpt": {"task": "language_modeling", "data": {"format": "text", "train": text, "tokenizer": "whitespace",
-                                                      "bptt": 128},
-                "model": {"name": "gpt", "preset": "small"}, "train": {**train, "batch_size": 16}},
-        "transformer_mt": {"task": "translation", "data": {"format": "parallel", "train": str(root / "mt"),
-                                                             "tokenizer": "whitespace"},
-                           "model": {"name": "transformer_mt", "preset": "small"}, "train": {**train, "batch_size": 64}},
-        "awd_lstm": {"task": "language_modeling", "data": {"format": "text", "train": text, "tokenizer": "whitespace",
-                                                           "bptt": 35},
-                     "model": {"name": "awd_lstm", "preset": "cpu"}, "train": {**train, "batch_size": 20}},
-    }
-
 
 def steps_per_second(task, model, optimizer, batches, autocast, clock) -> float:
     model.train()
@@ -113,11 +72,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         configs = family_configs(Path(tmp))
         for name in args.families or list(configs):
-            config = config_from_dict(configs[name], name)
-            task = registry.task_class(config.task).from_data(config)
-            torch.manual_seed(0)
-            model = task.build_model()
-            optimizer = build_optimizer(model, config.train, device)
+            task, model, optimizer = build(configs[name], name)
             batches = task.train_batches(0)[: args.steps]
             try:
                 steps_per_second(task, model, optimizer, batches[:1], bf16_context, clock)

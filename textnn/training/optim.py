@@ -78,12 +78,17 @@ def build_optimizer(model: nn.Module, cfg: TrainConfig, device: torch.device) ->
                       weight_decay=cfg.weight_decay)
     if cfg.optimizer == "sgd":
         return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+    # Adam and AdamW run fused: one kernel over all parameters (CUDA and CPU alike), instead of a few
+    # tensor operations per parameter. On one CPU thread a BERT-Mini update takes 8 ms fused against
+    # 33 ms per parameter and 44 ms with foreach (docs/RESULTS.md, CPU speed); the weights agree with
+    # the per-parameter update to float rounding (2e-7 after 5 steps).
+    fused = device.type in ("cuda", "cpu")
     if cfg.optimizer == "adam":
-        return torch.optim.Adam(params, lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2), weight_decay=cfg.weight_decay)
+        return torch.optim.Adam(params, lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2), weight_decay=cfg.weight_decay,
+                                fused=fused)
     if cfg.optimizer == "adamw":
-        # The fused kernel is one launch for all parameters; it exists for CUDA tensors only.
         return torch.optim.AdamW(params, lr=cfg.lr, betas=(cfg.adam_beta1, cfg.adam_beta2), weight_decay=cfg.weight_decay,
-                                 fused=device.type == "cuda")
+                                 fused=fused)
     # Adadelta (Zeiler 2012) with rho 0.95 and eps 1e-6, the setting Kim (2014, §3.1) trained with.
     return torch.optim.Adadelta(params, lr=cfg.lr, rho=cfg.adadelta_rho, eps=1e-6, weight_decay=cfg.weight_decay)
 

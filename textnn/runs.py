@@ -11,7 +11,8 @@
       checkpoint/last.safetensors              resumable state (training/checkpoint.py)
       metrics.jsonl          one JSON record per log/eval event
       report.md, *.png       the human report
-      .lock                  while a `textnn train` writes the run: its pid and host (RunDir.lock)
+      .lock                  while a `textnn train` writes the run: its pid and host (RunDir.lock; one
+                             left by a killed process is free, and taken over)
 
 Every command other than `train` takes a run directory and rebuilds task and model from it.
 """

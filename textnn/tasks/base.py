@@ -60,7 +60,7 @@ def line_chunks(lines: Iterable[str], size: int = PREDICT_CHUNK_LINES,
 
 
 def blank(line: str) -> bool:
-    """Whether a `predict` input line holds nothing to answer (empty, or spaces only). It still gets its
+    """Whether a `predict` input line holds nothing to answer (empty, or white space only). It still gets its
     output line (`empty_answer`): output line N answers input line N, whatever the input holds."""
     return not line.strip()
 

@@ -56,53 +56,65 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
         seed_everything(config.train.seed)
         task = registry.task_class(config.task).from_data(config)
         model = task.build_model()
-        start_over = resume and run.starts_over()
-        if start_over:  # killed before its first checkpoint: nothing to continue, nothing to lose
-            run.check_not_live()
-            if distributed.is_main():
-                print(f"{run.path}: the run stopped before its first checkpoint, so there is nothing to resume; "
-                      f"starting it over", file=sys.stderr)
-            resume = False
-        if resume:  # before run.create rewrites config.yaml: a refused resume changes nothing
-            run.check_resume(config)
-            check_checkpoint(run.checkpoint_file, model)  # a damaged one is refused here, not mid-run
-            check_resume_budget(run, config, task)
-        if config.init_from and not resume:
-            _start_encoder(model, config.init_from, with_head=starts_with_head(config),
-                           grown_rows=(task.start_vocab_size, len(task.vocab)) if task.start_vocab_size else None)
-        distributed.on_main(lambda: _create_run(run, config, resume, task, start_over))
-        if not distributed.is_main():
-            run = FollowerRunDir(run.path)
-        trainer = task.trainer(model, config.train, run)
-        # run.json shows a live run (its heartbeat) until it is marked finished, after its report.
-        stop_heartbeat = run.start_heartbeat()
-        try:
-            result = trainer.fit(resume=resume)
-            if distributed.is_main():
-                try:
-                    write_report(run, config, result, task)
-                except OSError as err:  # not a finished run: its report is missing (marked failed below)
-                    raise unwritable(err.filename or run.path / "report.md", err, "report") from None
-            run.set_status("finished", **finished_status(result))
-        except TrainingInterrupted:
-            raise
-        except BaseException as err:
-            with contextlib.suppress(OSError, TextnnError):  # a full disk may refuse this too
-                run.set_status("failed", error=str(err) or type(err).__name__)
-            if isinstance(err, OSError):  # a full disk or a size limit met mid-run
-                raise unwritable(err.filename or run.path, err, "run's files") from None
-            raise
-        finally:
-            stop_heartbeat()
+        with _one_writer(run) as created:
+            start_over = resume and run.starts_over()
+            if start_over:  # killed before its first checkpoint: nothing to continue, nothing to lose
+                run.check_not_live()
+                if distributed.is_main():
+                    print(f"{run.path}: the run stopped before its first checkpoint, so there is nothing to resume; "
+                          f"starting it over", file=sys.stderr)
+                resume = False
+            if resume:  # before run.create rewrites config.yaml: a refused resume changes nothing
+                run.check_resume(config)
+                check_checkpoint(run.checkpoint_file, model)  # a damaged one is refused here, not mid-run
+                check_resume_budget(run, config, task)
+            if config.init_from and not resume:
+                _start_encoder(model, config.init_from, with_head=starts_with_head(config),
+                               grown_rows=(task.start_vocab_size, len(task.vocab)) if task.start_vocab_size else None)
+            distributed.on_main(lambda: _create_run(run, config, resume, task, start_over, created))
+            if not distributed.is_main():
+                run = FollowerRunDir(run.path)
+            trainer = task.trainer(model, config.train, run)
+            # run.json shows a live run (its heartbeat) until it is marked finished, after its report.
+            stop_heartbeat = run.start_heartbeat()
+            try:
+                result = trainer.fit(resume=resume)
+                if distributed.is_main():
+                    try:
+                        write_report(run, config, result, task)
+                    except OSError as err:  # not a finished run: its report is missing (marked failed below)
+                        raise unwritable(err.filename or run.path / "report.md", err, "report") from None
+                run.set_status("finished", **finished_status(result))
+            except TrainingInterrupted:
+                raise
+            except BaseException as err:
+                with contextlib.suppress(OSError, TextnnError):  # a full disk may refuse this too
+                    run.set_status("failed", error=str(err) or type(err).__name__)
+                if isinstance(err, OSError):  # a full disk or a size limit met mid-run
+                    raise unwritable(err.filename or run.path, err, "run's files") from None
+                raise
+            finally:
+                stop_heartbeat()
     return run, result
 
 
-def _create_run(run: RunDir, config: Config, resume: bool, task, start_over: bool = False) -> None:
-    """The run directory and the files that rebuild the task; if the place is unwritable, one error and
-    nothing left behind."""
-    if run.path.exists() and not run.path.is_dir():
-        raise TextnnError(f"{run.path}: --run-dir names an existing file, not a directory; choose another --run-dir")
-    created = not run.path.exists()
+@contextlib.contextmanager
+def _one_writer(run: RunDir) -> Iterator[bool]:
+    """Hold the run's lock (`RunDir.lock`) for the block; yields whether the lock made the run directory.
+
+    Under torchrun process 0 alone takes it (the others never write), and a run another process writes
+    stops every process with the same error.
+    """
+    created = distributed.on_main(run.lock)
+    try:
+        yield created
+    finally:
+        run.unlock()
+
+
+def _create_run(run: RunDir, config: Config, resume: bool, task, start_over: bool, created: bool) -> None:
+    """The run directory's files that rebuild the task; if the place is unwritable, one error and nothing
+    left behind of a directory this training made (`created`)."""
     try:
         run.create(config, resume, start_over)
         task.save(run.path)

@@ -11,12 +11,16 @@
       checkpoint/last.safetensors              resumable state (training/checkpoint.py)
       metrics.jsonl          one JSON record per log/eval event
       report.md, *.png       the human report
+      .lock                  while a `textnn train` writes the run: its pid and host (RunDir.lock; one
+                             left by a killed process is free, and taken over)
 
 Every command other than `train` takes a run directory and rebuilds task and model from it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import socket
@@ -26,8 +30,8 @@ from pathlib import Path
 from typing import Callable
 
 from textnn.config import Config, config_from_dict, read_yaml
-from textnn.errors import TextnnError
-from textnn.training.checkpoint import atomic_write_text
+from textnn.errors import TextnnError, clip
+from textnn.training.checkpoint import atomic_write_text, unwritable
 
 # train options that may differ on --resume: they bound or display the run, they do not change it.
 # (A new budget may still be refused: training/budget.check_resume_budget.)
@@ -46,12 +50,63 @@ class RunDir:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self._lock = threading.Lock()  # the heartbeat thread and the trainer both rewrite run.json
+        self._writer = None  # the open lock file while this process is the run's writer (`lock`)
+        self._made = False  # whether `lock` made the directory (`unlock` removes it if nothing else came)
 
     config_file = property(lambda self: self.path / "config.yaml")
     status_file = property(lambda self: self.path / "run.json")
     weights_file = property(lambda self: self.path / "model.safetensors")
     checkpoint_file = property(lambda self: self.path / "checkpoint" / "last.safetensors")
     metrics_file = property(lambda self: self.path / "metrics.jsonl")
+    lock_file = property(lambda self: self.path / ".lock")
+
+    def lock(self) -> bool:
+        """Become the one process that writes this run, until `unlock`; returns whether the directory was made.
+
+        Two trainings of one run would write over each other's checkpoints and metrics. An flock on the lock
+        file decides which one writes: taken atomically (two fresh trainings racing for one --run-dir meet on
+        it, so the directory is made here), and dropped by the kernel when its process ends however it ends,
+        so a killed trainer's lock never blocks a resume. The file holds the pid and host for the message
+        the second one gets; a refused process changes nothing in the run.
+        """
+        if self.path.exists() and not self.path.is_dir():
+            raise TextnnError(f"{self.path}: --run-dir names an existing file, not a directory; choose another --run-dir")
+        made = not self.path.exists()
+        while True:
+            try:
+                self.path.mkdir(parents=True, exist_ok=True)
+                handle = open(self.lock_file, "a+", encoding="utf-8")
+            except OSError as err:
+                raise unwritable(err.filename or self.path, err, "lock file") from None
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                pid, host = _holder(handle.read())
+                handle.close()
+                raise TextnnError(f"{self.path}: another `textnn train` is writing this run (process {pid} on {host}); "
+                                  f"wait for it to end or stop it (kill {pid}), or choose another --run-dir") from None
+            if _same_file(handle, self.lock_file):
+                break
+            handle.close()  # its last holder removed it as we opened it: take the one there now
+        handle.truncate(0)
+        handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname()}))
+        handle.flush()
+        self._writer, self._made = handle, made
+        return made
+
+    def unlock(self) -> None:
+        """Stop being the run's writer (nothing if this process is not): the lock file goes, and the directory
+        too if `lock` made it and nothing was written into it."""
+        if self._writer is None:
+            return
+        with contextlib.suppress(OSError):
+            self.lock_file.unlink()  # while still holding it: see `lock` for one that opened it meanwhile
+        self._writer.close()
+        self._writer = None
+        if self._made:
+            with contextlib.suppress(OSError):
+                self.path.rmdir()  # only if empty
 
     def check_resume(self, config: Config) -> None:
         """Refuse to continue the run here with `config` unless it has a checkpoint and the same config,
@@ -95,7 +150,7 @@ class RunDir:
             self.check_not_live()
             for stale in (self.status_file, self.metrics_file, self.weights_file, self.path / "report.md"):
                 stale.unlink(missing_ok=True)
-        elif self.path.is_dir() and any(self.path.iterdir()):
+        elif self.path.is_dir() and any(p != self.lock_file for p in self.path.iterdir()):
             raise TextnnError(f"{self.path}: run directory already exists and is not empty; pass --resume to "
                               f"continue it, --run-dir to choose another, or delete it")
         self.path.mkdir(parents=True, exist_ok=True)
@@ -237,6 +292,24 @@ class FollowerRunDir(RunDir):
 
     def truncate_metrics(self, after_step: int) -> None:
         pass
+
+
+def _holder(text: str) -> tuple[str, str]:
+    """(pid, host) from a lock file's text (written by `RunDir.lock`)."""
+    try:
+        info = json.loads(text)
+        return str(int(info["pid"])), clip(info["host"])
+    except (ValueError, KeyError, TypeError):  # its holder has taken it but not written it yet
+        return "?", "?"
+
+
+def _same_file(handle, path: Path) -> bool:
+    """Whether the open `handle` is still the file at `path` (not one removed meanwhile)."""
+    try:
+        here, there = os.fstat(handle.fileno()), os.stat(path)
+    except OSError:
+        return False
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
 
 
 def _alive(pid: int) -> bool:

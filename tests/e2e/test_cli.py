@@ -236,11 +236,12 @@ def test_predict_file_gives_one_line_per_input_and_agrees_with_evaluate(ws, fami
     rows = read_tsv(ws.dev)
     texts = [row["sentence"] for row in rows]
     input_file = ws.root / "to_label.txt"
-    # a blank line carries no input and gives no output line
+    # a blank line has its own output line, marked empty, so that line N answers line N
     input_file.write_text("\n".join(texts[:5] + [""] + texts[5:]) + "\n", encoding="utf-8")
     proc = ws.cli("predict", run_dir, input_file)
     assert proc.returncode == 0, proc.stderr
     predictions = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert predictions.pop(5) == {"text": None, "label": None, "probabilities": None, "empty": True}
     labels = json.loads((run_dir / "labels.json").read_text())
     check_predictions(predictions, texts, labels)
     correct = sum(p["label"] == row["label"] for p, row in zip(predictions, rows))

@@ -221,6 +221,7 @@ def test_predict_jsonl_from_conll_and_from_raw_text(ws, runs):
     raw = ws.cli("predict", run_dir, "--input-format", "text", input=text)
     assert raw.returncode == 0, raw.stderr
     rows = [json.loads(line) for line in raw.stdout.splitlines()]
+    assert rows.pop(1) == {"tokens": [], "tags": [], "spans": [], "empty": True}  # the blank line's own line
     assert [r["tokens"] for r in rows] == [["Peter", "Blackburn", "visited", "London", "on", "monday", "."],
                                            ["Reuters", "said", "Mary", "will", "travel", "to", "Paris", "."]]
     assert all("gold" not in r and len(r["tags"]) == len(r["tokens"]) for r in rows)

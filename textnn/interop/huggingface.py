@@ -37,7 +37,7 @@ from safetensors.torch import load_file
 from textnn.data.tokenizers import CLS, SEP, UNK, Tokenizer
 from textnn.data.vocab import Vocab
 from textnn.errors import TextnnError
-from textnn.training.checkpoint import atomic_write_bytes, atomic_write_text
+from textnn.training.checkpoint import temporary_dir_beside
 
 FAMILIES = {"bert": "bert", "gpt2": "gpt"}  # Hugging Face model_type -> our family
 _GELU_IN = {"gelu": "exact", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh", "gelu_fast": "tanh"}
@@ -299,11 +299,16 @@ def encoder_state(path: str | Path) -> dict[str, torch.Tensor]:
 # --------------------------------------------------------------------------------------------- export
 
 def export_run(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
-    """Write a bert or gpt run as a Hugging Face checkpoint directory; returns the files written."""
+    """Write a bert or gpt run as a Hugging Face checkpoint directory; returns the files written.
+
+    The directory is new (or empty) and appears whole: written beside it, then renamed into place.
+    """
     from safetensors.torch import save
 
     from textnn.experiment import load_run
 
+    out = Path(out_dir)
+    check_export_place(Path(run_dir), out)
     config, task, model = load_run(run_dir)
     family, cfg = config.model_name, config.model
     if family not in ("bert", "gpt"):
@@ -338,17 +343,13 @@ def export_run(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
             hf["architectures"] = ["GPT2LMHeadModel"]
             if not cfg.tie:
                 tensors["lm_head.weight"] = head.decoder.weight
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     tensors = {name: t.detach().cpu().contiguous().clone() for name, t in tensors.items()}
-    atomic_write_bytes(out / "model.safetensors", save(tensors, metadata={"format": "pt"}))
-    atomic_write_text(out / "config.json", json.dumps(hf, indent=2))
-    written = [out / "config.json", out / "model.safetensors"]
+    files = {"config.json": json.dumps(hf, indent=2), "model.safetensors": save(tensors, metadata={"format": "pt"})}
     hf_tokenizer = tokenizer.model
     if family == "bert":
         from tokenizers import processors
 
-        atomic_write_text(out / "vocab.txt", "".join(token + "\n" for token in vocab.itos))
+        files["vocab.txt"] = "".join(token + "\n" for token in vocab.itos)
         hf_tokenizer = type(tokenizer.model).from_str(tokenizer.model.to_str())
         hf_tokenizer.post_processor = processors.TemplateProcessing(
             single=f"{CLS} $A {SEP}", pair=f"{CLS} $A {SEP} $B:1 {SEP}:1",
@@ -356,12 +357,28 @@ def export_run(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
         settings = {"tokenizer_class": "BertTokenizer", "do_lower_case": tokenizer.lowercase,
                     "model_max_length": cfg.max_positions, "unk_token": UNK, "sep_token": SEP, "cls_token": CLS,
                     "pad_token": vocab.itos[vocab.pad_id], "mask_token": "[MASK]"}
-        written.append(out / "vocab.txt")
     else:
         settings = {"tokenizer_class": "GPT2Tokenizer", "model_max_length": cfg.context}
-    atomic_write_text(out / "tokenizer.json", hf_tokenizer.to_str())
-    atomic_write_text(out / "tokenizer_config.json", json.dumps(settings, indent=2))
-    return [*written, out / "tokenizer.json", out / "tokenizer_config.json"]
+    files["tokenizer.json"] = hf_tokenizer.to_str()
+    files["tokenizer_config.json"] = json.dumps(settings, indent=2)
+    with temporary_dir_beside(out, "export") as staging:
+        for name, data in files.items():
+            (staging / name).write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
+    return [out / name for name in files]
+
+
+def check_export_place(run_dir: Path, out: Path) -> None:
+    """Refuse, before any work, an export that would write over something: the run itself or a folder in
+    it (config.json, model.safetensors and tokenizer.json are names of both), a file, or a directory
+    that holds anything."""
+    if out.resolve() == run_dir.resolve() or run_dir.resolve() in out.resolve().parents:
+        raise TextnnError(f"{out}: is the run directory {run_dir} or a folder inside it; give a directory "
+                          f"outside the run")
+    if out.exists() and not out.is_dir():
+        raise TextnnError(f"{out}: a file of that name is in the way; give a directory to write (a new one)")
+    if out.is_dir() and any(out.iterdir()):
+        raise TextnnError(f"{out}: the directory exists and is not empty; give a new or empty directory, "
+                          f"or delete it first")
 
 
 def bert_to_hf(cfg, encoder: dict[str, torch.Tensor], vocab_size: int, pad_id: int) -> tuple[dict, dict]:

@@ -59,6 +59,18 @@ def line_chunks(lines: Iterable[str], size: int = PREDICT_CHUNK_LINES,
         yield first, chunk
 
 
+def blank(line: str) -> bool:
+    """Whether a `predict` input line holds nothing to answer (empty, or white space only). It still gets its
+    output line (`empty_answer`): output line N answers input line N, whatever the input holds."""
+    return not line.strip()
+
+
+def empty_answer(keys: dict) -> str:
+    """The JSON output line of a line with nothing to answer: the task's keys as `keys` gives them
+    empty (null, or [] for lists), and `"empty": true`."""
+    return json.dumps({**keys, "empty": True})
+
+
 class Task:
     data_config: ClassVar[type] = DataConfig
     head_config: ClassVar[type] = NoHeadOptions

@@ -54,7 +54,7 @@ from textnn.metrics import CLASSIFICATION_METRICS, REGRESSION_METRICS, bootstrap
 from textnn.models.base import Encoder, EncoderWithHead, InputSpec, ModelOutput, TokenFeatures, detach_state
 from textnn.modules.heads import ClassifierHead, PairClassifierHead, RegressionHead
 from textnn.modules.pooling import concat_pool, last_valid, masked_max, masked_mean
-from textnn.tasks.base import Task, line_chunks
+from textnn.tasks.base import Task, blank, empty_answer, line_chunks
 from textnn.tasks.features import (FeatureSource, FrozenLayers, check_feature_options, frozen_layers,
                                    pad_word_inputs, read_source, save_source, source_from_run)
 
@@ -605,35 +605,40 @@ class ClassificationTask(Task):
         if options.get("input_format") or options.get("output_format"):
             raise TextnnError("--input-format and --output-format apply to tagging runs only; a classifier "
                               "reads one text per line and writes JSONL, so drop them")
+        empty = {"text": None, **({"value": None} if self.config.data.regression else
+                                   {"label": None, "probabilities": None})}
         answered = False
         for first, chunk in line_chunks(lines):
+            answered = True
             records = []
             for number, line in enumerate(chunk, start=first):
                 line = line.rstrip("\n")
-                if not line.strip():
+                if blank(line):
                     continue
                 text, _, pair = line.partition("\t") if self.is_pair else (line, "", "")
                 if self.is_pair and not pair:
                     raise TextnnError(f"{source}:{number}: this model classifies sentence pairs; give "
                                       f"`first sentence<TAB>second sentence` on each line")
                 records.append(Record(text=text, label=None, text_pair=pair or None, path=source, line=number))
-            if not records:
-                continue
-            answered = True
-            tokens = [(self.tokenizer(r.text), self.tokenizer(r.text_pair) if r.text_pair is not None else None)
-                      for r in records]
-            encoded = self.encode(records, tokens, require_known_labels=False)
-            texts = [{"text": r.text, **({"text_pair": r.text_pair} if r.text_pair else {})} for r in records]
-            if self.config.data.regression:
-                for text, value in zip(texts, self.regression_values(model, encoded)):
-                    yield json.dumps({**text, "value": round(float(value), 6)}, ensure_ascii=False)
-                continue
-            for text, row in zip(texts, self.probabilities(model, encoded)):
-                yield json.dumps({**text, "label": self.labels[int(row.argmax())],
-                                  "probabilities": {label: round(float(p), 6) for label, p in zip(self.labels, row)}},
-                                 ensure_ascii=False)
+            answers = iter(self._answers(model, records) if records else [])
+            for line in chunk:
+                yield empty_answer(empty) if blank(line) else next(answers)
         if not answered:
             raise TextnnError(f"{source}: no input lines to predict")
+
+    def _answers(self, model: torch.nn.Module, records: list[Record]) -> list[str]:
+        """The JSON output line of each record to predict: its text, and its label and probabilities (or value)."""
+        tokens = [(self.tokenizer(r.text), self.tokenizer(r.text_pair) if r.text_pair is not None else None)
+                  for r in records]
+        encoded = self.encode(records, tokens, require_known_labels=False)
+        texts = [{"text": r.text, **({"text_pair": r.text_pair} if r.text_pair else {})} for r in records]
+        if self.config.data.regression:
+            return [json.dumps({**text, "value": round(float(value), 6)}, ensure_ascii=False)
+                    for text, value in zip(texts, self.regression_values(model, encoded))]
+        return [json.dumps({**text, "label": self.labels[int(row.argmax())],
+                            "probabilities": {label: round(float(p), 6) for label, p in zip(self.labels, row)}},
+                           ensure_ascii=False)
+                for text, row in zip(texts, self.probabilities(model, encoded))]
 
     def report_sections(self, metrics: dict, split: str, run_path: Path) -> list[str]:
         """The confusion matrix of the split, as a plot."""

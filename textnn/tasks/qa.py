@@ -51,7 +51,7 @@ from textnn.errors import TextnnError
 from textnn.metrics.squad import squad_scores
 from textnn.models.base import EncoderWithHead, InputSpec, TokenFeatures
 from textnn.modules.heads import SpanHead
-from textnn.tasks.base import Task
+from textnn.tasks.base import Task, blank, empty_answer
 
 
 @dataclass
@@ -393,9 +393,10 @@ class QATask(Task):
         if options.get("input_format") or options.get("output_format"):
             raise TextnnError("--input-format and --output-format apply to tagging runs only; a qa run reads "
                               "JSON lines {\"question\", \"context\"} (or question<TAB>context) and writes JSONL")
-        questions = []
+        asked: list[Question | None] = []  # None for a blank line, which is answered as empty
         for number, line in enumerate(lines, start=1):
-            if not line.strip():
+            if blank(line):
+                asked.append(None)
                 continue
             if line.lstrip().startswith("{"):
                 try:
@@ -408,11 +409,16 @@ class QATask(Task):
                 if not context:
                     raise TextnnError(f"{source}:{number}: give `question<TAB>context` or a JSON object with "
                                       f"\"question\" and \"context\"")
-            questions.append(Question(str(number), question, context, [], -1, "", 0))
-        if not questions:
+            asked.append(Question(str(number), question, context, [], -1, "", 0))
+        if not asked:
             raise TextnnError(f"{source}: no input lines to answer")
-        best, _ = self.answers(model, self.encode(questions, 0, source))
-        for q, (text, start, score) in zip(questions, best):
+        questions = [q for q in asked if q is not None]
+        best = iter(self.answers(model, self.encode(questions, 0, source))[0] if questions else [])
+        for q in asked:
+            if q is None:
+                yield empty_answer({"question": None, "answer": None, "start": None, "score": None})
+                continue
+            text, start, score = next(best)
             yield json.dumps({"question": q.question, "answer": text, "start": start, "score": round(score, 4)},
                              ensure_ascii=False)
 

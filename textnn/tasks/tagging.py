@@ -66,7 +66,7 @@ from textnn.errors import TextnnError
 from textnn.metrics.spans import SPAN_METRICS, sentence_counts, span_bootstrap_ci, span_scores
 from textnn.models.base import EncoderWithHead, InputSpec, ModelOutput, TokenFeatures
 from textnn.modules.heads import TAGGER_OUTPUTS, TaggerHead
-from textnn.tasks.base import Task, line_chunks
+from textnn.tasks.base import Task, blank, empty_answer, line_chunks
 from textnn.tasks.features import (FeatureSource, FrozenLayers, check_feature_options, frozen_layers,
                                    pad_word_inputs, read_source, save_source, source_from_run)
 
@@ -568,24 +568,31 @@ class TaggingTask(Task):
                     continue  # blank or -DOCSTART- lines only (the end of the input)
                 sentences = parse_conll(chunk, source, token_column=data.token_column, tag_column=data.tag_column,
                                         scheme=data.tag_scheme, require_tags=False, first=first)
-            else:
-                if not any(split(line) for line in chunk):
+            else:  # a line with no token is left out here and answered as empty below
+                sentences = sentences_from_text(chunk, split, source, first=first) \
+                    if any(split(line) for line in chunk) else []
+            predicted = self.decode_tags(model, self.encode(sentences))[0] if sentences else []
+            if output_format == "conll":  # one block per sentence: CoNLL has no way to write an empty one
+                if not sentences:
                     continue
-                sentences = sentences_from_text(chunk, split, source, first=first)
-            predicted, _ = self.decode_tags(model, self.encode(sentences))
-            if output_format == "conll":
                 if answered:
                     yield ""  # the blank line that ends the previous part's last sentence
                 answered = True
                 yield format_conll(sentences, predicted).rstrip("\n")
                 continue
             answered = True
+            rows = {}
             for sentence, tags in zip(sentences, predicted):
                 row = {"tokens": list(sentence.tokens), "tags": tags,
                        "spans": span_records(sentence.tokens, tags, data.tag_scheme)}
                 if sentence.tags is not None:
                     row["gold"] = list(sentence.tags)
-                yield json.dumps(row, ensure_ascii=False)
+                rows[sentence.line] = json.dumps(row, ensure_ascii=False)
+            if conll:  # a sentence per block of lines
+                yield from rows.values()
+            else:  # a sentence per line, and an answer for every line
+                empty = empty_answer({"tokens": [], "tags": [], "spans": []})
+                yield from (rows.get(number, empty) for number in range(first, first + len(chunk)))
         if not answered:
             if conll:  # the errors each reader gives for input with no text
                 parse_conll([], source, scheme=data.tag_scheme, require_tags=False)

@@ -17,6 +17,7 @@ import itertools
 import json
 import os
 import random
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -68,6 +69,25 @@ def temporary_beside(path: str | Path, what: str = "file"):
             os.close(dir_fd)
     except OSError:
         pass
+
+
+@contextlib.contextmanager
+def temporary_dir_beside(path: str | Path, what: str = "directory"):
+    """A temporary directory beside `path`, renamed to `path` (over an empty directory there) once the
+    block ends well. On any error it is removed, so `path` is left as it was or complete, never half
+    written; an OSError becomes one TextnnError naming `path`.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        tmp.mkdir(parents=True)
+        yield tmp
+        os.rename(tmp, path)
+    except BaseException as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(err, OSError):
+            raise unwritable(path, err, what) from None
+        raise
 
 
 def atomic_write_bytes(path: str | Path, data: bytes, what: str = "file") -> None:

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from machine import device_info, pick_clock  # benchmarks/machine.py
+from machine import device_info, pick_clock, time_pass  # benchmarks/machine.py
 
 from textnn.interop.huggingface import bert_to_hf
 from textnn.models.base import InputSpec, TokenFeatures
@@ -93,20 +93,6 @@ def our_forward(model, ids):
 def their_forward(model, ids):
     out = model(input_ids=ids, attention_mask=(ids != 0).long(), token_type_ids=torch.zeros_like(ids))
     return out.last_hidden_state, out.pooler_output
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-
-
-def time_pass(fn, device: torch.device) -> float:
-    clock = pick_clock(device)[0]
-    sync(device)
-    start = clock()
-    fn()
-    sync(device)
-    return clock() - start
 
 
 @torch.no_grad()

@@ -31,3 +31,15 @@ def pick_clock(device: torch.device):
     if device.type == "cpu" and torch.get_num_threads() == 1:
         return time.thread_time, "CPU time of the one compute thread"
     return time.perf_counter, "wall-clock time"
+
+
+def time_pass(fn, device: torch.device) -> float:
+    """Seconds of one call of `fn` by `pick_clock`'s clock, the GPU's queue drained before and after."""
+    clock = pick_clock(device)[0]
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    start = clock()
+    fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return clock() - start

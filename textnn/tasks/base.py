@@ -155,23 +155,31 @@ class Task:
         return read_run_json(path)
 
     @classmethod
+    def saved_tokenizer(cls, data: DataConfig) -> tuple[str, bool]:
+        """(kind, lowercase) of the tokenizer a run of this task with these data options saves."""
+        return data.tokenizer, data.lowercase
+
+    @classmethod
     def load_text_pipeline(cls, run_path: Path, data: DataConfig | None = None) -> tuple[Tokenizer, Vocab]:
         """The tokenizer and vocabulary a run read its text with (tokenizer.json, vocab.json), or those of a
         Hugging Face checkpoint directory (model.init_from).
 
-        With `data` (the run's data options), a tokenizer.json that disagrees with them is refused: the
-        config.yaml beside it was edited, or one of the two files comes from another run.
+        With `data` (the run's data options), a tokenizer.json other than the one `saved_tokenizer(data)`
+        says the run saved is refused: the config.yaml beside it was edited, or one of the two files comes
+        from another run.
         """
         from textnn.interop import huggingface
 
         if huggingface.is_checkpoint_dir(run_path):
             return huggingface.text_pipeline(run_path)
         tokenizer = Tokenizer.load(run_path / "tokenizer.json")
-        if data is not None and (tokenizer.kind, tokenizer.lowercase) != (data.tokenizer, data.lowercase):
+        saved = cls.saved_tokenizer(data) if data is not None else None
+        if saved is not None and (tokenizer.kind, tokenizer.lowercase) != saved:
             raise TextnnError(f"{run_path / 'tokenizer.json'}: holds a {tokenizer.kind} tokenizer with lowercase="
-                              f"{tokenizer.lowercase}, but config.yaml says data.tokenizer={data.tokenizer}, "
-                              f"data.lowercase={data.lowercase}; the files do not belong together: put back the "
-                              f"run's own config.yaml or re-train")
+                              f"{tokenizer.lowercase}, but config.yaml (data.tokenizer={data.tokenizer}, "
+                              f"data.lowercase={data.lowercase}) says the run saved a {saved[0]} tokenizer with "
+                              f"lowercase={saved[1]}; the files do not belong together: put back the run's own "
+                              f"config.yaml or re-train")
         return tokenizer, Vocab.load(run_path / "vocab.json")
 
     # --- training ------------------------------------------------------------------------------------

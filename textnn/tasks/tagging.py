@@ -298,12 +298,13 @@ class TaggingTask(Task):
                                                   data.lowercase)
             words = Vocab(tokenizer.vocabulary(), unk=WORDPIECE_UNK)
         else:
-            tokenizer = Tokenizer(data.tokenizer)  # tokenizes raw text at prediction time; never lower-cases
             # A sub-word encoder reading whole words still frames them as [CLS] words [SEP]
             specials = (PAD, UNK, CLS, SEP, MASK) if "segments" in registry.encoder_class(config.model_name).reads \
                 else (PAD, UNK)
             words = Vocab.build(([_word(config, t) for t in s.tokens] for s in train), min_freq=data.min_freq,
                                 max_size=data.max_vocab, specials=specials)
+        if data.tokenizer != "wordpiece":  # splits raw prediction input into words; a starting run's may lower-case
+            tokenizer = Tokenizer(*cls.saved_tokenizer(data))
         vectors = None
         if data.vectors:
             from textnn.interop.vectors import read_vectors
@@ -329,6 +330,13 @@ class TaggingTask(Task):
         if vectors:
             task.pretrained = _embedding_matrix(config, words)
         return task
+
+    @classmethod
+    def saved_tokenizer(cls, data: TaggingData) -> tuple[str, bool]:
+        """A word tokenizer never lower-cases: the characters and the casing feature read each token as
+        written, and data.lowercase lower-cases the word lookup only (`_word`). A WordPiece lower-cases
+        in its own pipeline (an uncased vocabulary)."""
+        return data.tokenizer, data.lowercase and data.tokenizer == "wordpiece"
 
     @classmethod
     def from_run(cls, run_path: Path, config: Config) -> "TaggingTask":

@@ -47,6 +47,7 @@ from textnn.data.batching import bucket_batches, pad
 from textnn.data.cache import cached
 from textnn.data.packing import pack
 from textnn.data.readers import Record, Records, line_list, read_classification, stratified_kfold_splits
+from textnn.data.subset import subset_indices
 from textnn.data.tokenizers import CLS, MASK, SEP, UNK as WORDPIECE_UNK, Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.errors import TextnnError, where
@@ -74,6 +75,7 @@ class ClassificationData(WordVectorData):
     max_length: int = opt(0, "truncate inputs to this many tokens; 0 = no limit (or the encoder's own limit)")
     kfold: int = opt(0, "k-fold cross-validation when there is no dev file: split train into k folds")
     fold: int = opt(0, "which fold (0-based) is held out as dev when kfold > 0")
+    train_subset: int = opt(0, "train on this many training examples drawn at random with train.seed (after a k-fold split: from the training folds), for learning curves over the number of labels; 0 = all")
     wordpiece_vocab_size: int = opt(8000, "tokenizer wordpiece: size of the vocabulary trained on data.train")
     extend_vocab: int = opt(0, "with model.init_from (word tokenizers): add the words of data.train seen at least this often that the starting vocabulary lacks, their rows starting at the mean of the starting rows (ULMFiT's fastai code); 0 = keep the starting vocabulary")
     regression: bool = opt(False, "labels are real numbers (STS-B): one output trained with the squared error, scored by Pearson/Spearman")
@@ -349,6 +351,11 @@ class ClassificationTask(Task):
             train_records, train_tokens = [train_records[i] for i in train_idx], [train_tokens[i] for i in train_idx]
         elif data.dev:
             dev_records, dev_tokens = read_and_tokenize(config, tokenizer, data.dev)
+        if data.train_subset:
+            kept = subset_indices(len(train_records), data.train_subset, config.train.seed, data.train)
+            train_records, train_tokens = [train_records[i] for i in kept], [train_tokens[i] for i in kept]
+            print(f"data.train_subset: training on {len(kept):,} examples of {data.train} (seed {config.train.seed})",
+                  file=sys.stderr)
         packs = "segments" in registry.encoder_class(config.model_name).reads
         if start is not None and data.extend_vocab:
             counts = Counter(token for pair in train_tokens for tokens in pair if tokens is not None for token in tokens)

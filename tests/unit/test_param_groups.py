@@ -242,3 +242,27 @@ def test_adam_runs_fused_on_the_cpu_and_matches_the_per_parameter_update(optimiz
         loop.step()
     for ours, theirs in zip(model.parameters(), reference.parameters()):
         torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=1e-5)
+
+
+def test_the_run_records_each_groups_rate_and_frozen_state_when_unfreezing_changes_them(tmp_path):
+    """metrics.jsonl shows the rates the optimizer really used: at the first step and at each unfreezing."""
+    task = lm_task(tmp_path, lr=0.05, unfreeze=2, unfreeze_unit="step", layer_lr_decay=0.5)
+    trainer = trainer_for(task, tmp_path)
+    batches = task.train_batches(0)
+    for step in range(7):
+        trainer._train_step([batches[step]], step=step)
+    records = [r for r in trainer.run.read_metrics() if r["split"] == "groups"]
+    assert [r["step"] for r in records] == [1, 3, 5]  # the head alone, then one more group every 2 steps
+    for record in records:
+        trains = 1 + (record["step"] - 1) // 2
+        depth = {"embedding": 2, "rnn": 1, "head": 0}
+        for name, group in record["groups"].items():
+            assert group["frozen"] == (depth[name] >= trains)
+            assert group["lr"] == (0.0 if group["frozen"] else pytest.approx(0.05 * 0.5 ** depth[name]))
+
+
+def test_a_run_without_discriminative_rates_or_unfreezing_records_no_groups(tmp_path):
+    task = lm_task(tmp_path, lr=0.05)
+    trainer = trainer_for(task, tmp_path)
+    trainer._train_step([task.train_batches(0)[0]], step=0)
+    assert not [r for r in trainer.run.read_metrics() if r["split"] == "groups"]

@@ -128,6 +128,7 @@ class Trainer:
         # Several processes: the forward pass goes through DDP, which sums the gradients across them.
         self._ddp = distributed.wrap(self.model, self.device)
         self._gradients_checked = False
+        self._logged_frozen: tuple | None = None  # frozen flags of the groups when last logged (_log_groups)
         wrapped = self._ddp if self._ddp is not None else self.model
         self.forward_model = torch.compile(wrapped) if cfg.compile else wrapped
         self.optimizer = build_optimizer(self.model, cfg, self.device)
@@ -179,10 +180,29 @@ class Trainer:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.clip_norm)
         self.base_lr = self.cfg.lr * lr_factor(step, self.total_steps, self.cfg) * group[0].lr_scale
         set_lr(self.optimizer, self.base_lr)  # each parameter group scales it (training/optim.py)
+        self._log_groups(step)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.model.after_optimizer_step()
         return loss_sum / total
+
+    def _log_groups(self, step: int) -> None:
+        """With discriminative rates or gradual unfreezing: at the first step and whenever unfreezing
+        changes what trains, each parameter group's actual learning rate (0 while frozen) and frozen
+        state, in metrics.jsonl and one status line, so a run shows that they are what the config asked
+        for. (A resumed run starts from the flags of its checkpoint, so it logs what the uninterrupted
+        run logged.)"""
+        if not self.cfg.unfreeze and self.cfg.layer_lr_decay == 1:
+            return
+        frozen = tuple(group["frozen"] for group in self.optimizer.param_groups)
+        if frozen == self._logged_frozen:
+            return
+        self._logged_frozen = frozen
+        groups = {group["name"]: {"lr": group["lr"], "frozen": group["frozen"]} for group in self.optimizer.param_groups}
+        self.run.append_metrics({"split": "groups", "step": step + 1, "groups": groups})
+        if len(groups) > 1:
+            say(f"step {step + 1}: learning rate per layer group: " + ", ".join(
+                f"{name} {'frozen' if g['frozen'] else format(g['lr'], '.2e')}" for name, g in groups.items()))
 
     def _sync_gradients(self, last: bool):
         """DDP: sum the gradients across processes in the backward pass of a step's last micro-batch only."""
@@ -277,6 +297,7 @@ class Trainer:
                  "skipped_steps": 0, "bad_in_a_row": 0, "processes": distributed.world()}
         if resume:
             state = load_checkpoint(run.checkpoint_file, self.model, self.optimizer)
+            self._logged_frozen = tuple(group["frozen"] for group in self.optimizer.param_groups)
             if state.get("processes", 1) != distributed.world():  # checkpoints before torchrun support: 1
                 raise TextnnError(f"{run.path}: the run was trained by {state.get('processes', 1)} process(es) "
                                   f"and cannot continue with {distributed.world()}: a step's batches depend on "

@@ -47,8 +47,10 @@ class Precision:
 
 
 def cpu_native_bf16() -> bool:
-    """Whether this CPU has instructions for bf16 dot products (AVX512-BF16 or AMX tiles), as torch reads them."""
-    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+    """Whether this CPU has instructions for bf16 dot products (AVX512-BF16 or AMX tiles), as torch reads
+    them (an older torch without one of these probes: that one counts as absent)."""
+    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(bool(getattr(torch.cpu, probe, lambda: False)()) for probe in probes)
 
 
 def native_bf16(device: torch.device) -> bool:

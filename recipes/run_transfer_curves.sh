@@ -71,16 +71,22 @@ train() {  # train METHOD SIZE SEED RECIPE [key=value ...]
   echo "WALL $(echo "$(date +%s.%N) - $start" | bc)" >> "$out/$run.log"
 }
 
+# The AWD-LSTM classifiers, scratch and ULMFiT alike, with the dropouts the authors' fastai code gives a
+# classifier by default (awd_lstm_clas_config times text_classifier_learner's drop_mult 0.5), lighter
+# than the language model's that a run started from one inherits (docs/RESULTS.md, ULMFiT)
+fastai_dropouts=(model.dropout=0.2 model.dropout_hidden=0.15 model.dropout_input=0.2 model.dropout_embedding=0.025
+                 model.weight_drop=0.25 head.dropout=0.2)
+
 for size in $sizes; do
   for seed in $seeds; do
     if [[ $size == all || $size -gt 1000 ]] && [[ $seed != "${seeds%% *}" ]]; then
       continue  # one seed above 1,000 rows: the spread there is small and the runs are long
     fi
     train scratch_lstm "$size" "$seed" sst2_ulmfit model.init_from= model.name=awd_lstm model.preset=cpu \
-      data.tokenizer=word data.lowercase=true train.unfreeze=0 train.layer_lr_decay=1 "$@"
+      data.tokenizer=word data.lowercase=true train.unfreeze=0 train.layer_lr_decay=1 "${fastai_dropouts[@]}" "$@"
     # gradual unfreezing: one more layer group every eighth of the steps, all five groups by the middle
     [[ -n ${ULMFIT_LM:-} ]] && train ulmfit "$size" "$seed" sst2_ulmfit model.init_from="$ULMFIT_LM" \
-      train.unfreeze=$(($(steps_for "$size") / 8)) "$@"
+      train.unfreeze=$(($(steps_for "$size") / 8)) "${fastai_dropouts[@]}" "$@"
     train scratch_bert "$size" "$seed" sst2_bert_scratch model.preset=mini model.n_layers=4 model.d_model=256 \
       model.n_heads=4 "$@"
     [[ -n ${BERT_RUN:-} ]] && train bert "$size" "$seed" sst2_bert_from_pretrain model.init_from="$BERT_RUN" "$@"

@@ -131,6 +131,7 @@ class TrainConfig:
     bootstrap_samples: int = opt(1000, "bootstrap resamples for the dev metric's 95% confidence interval; 0 = off")
     threads: int = opt(0, "CPU threads for torch; 0 = torch's default")
     progress: bool = opt(True, "show a progress bar")
+    tensorboard: bool = opt(True, "also write the run's numbers (loss, learning rates, throughput, dev metrics) as TensorBoard event files in RUN/tensorboard: `tensorboard --logdir runs`")
 
     def __post_init__(self) -> None:
         # Every value is checked here, before any data is read or a run directory made: a value that

@@ -35,7 +35,7 @@ from textnn.training.checkpoint import atomic_write_text, unwritable
 
 # train options that may differ on --resume: they bound or display the run, they do not change it.
 # (A new budget may still be refused: training/budget.check_resume_budget.)
-RESUMABLE_CHANGES = {"epochs", "max_steps", "max_minutes", "progress", "device", "threads"}
+RESUMABLE_CHANGES = {"epochs", "max_steps", "max_minutes", "progress", "device", "threads", "tensorboard"}
 # sections of a saved config.yaml (Config.to_yaml writes them all)
 SAVED_SECTIONS = ("task", "data", "model", "head", "train")
 # metrics.jsonl splits written once, at the end of a run, from the best weights.
@@ -52,6 +52,8 @@ class RunDir:
         self._lock = threading.Lock()  # the heartbeat thread and the trainer both rewrite run.json
         self._writer = None  # the open lock file while this process is the run's writer (`lock`)
         self._made = False  # whether `lock` made the directory (`unlock` removes it if nothing else came)
+        # Also called with every metrics record once written (the trainer's TensorBoard log, if any).
+        self.on_record: Callable[[dict], None] | None = None
 
     config_file = property(lambda self: self.path / "config.yaml")
     status_file = property(lambda self: self.path / "run.json")
@@ -246,6 +248,8 @@ class RunDir:
     def append_metrics(self, record: dict) -> None:
         with open(self.metrics_file, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
+        if self.on_record is not None:
+            self.on_record(record)
 
     def read_metrics(self) -> list[dict]:
         if not self.metrics_file.is_file():

@@ -129,6 +129,7 @@ class Trainer:
         self._ddp = distributed.wrap(self.model, self.device)
         self._gradients_checked = False
         self._logged_frozen: tuple | None = None  # frozen flags of the groups when last logged (_log_groups)
+        self._tensorboard = None  # training/tensorboard.TensorBoardLog while fit runs with train.tensorboard
         wrapped = self._ddp if self._ddp is not None else self.model
         self.forward_model = torch.compile(wrapped) if cfg.compile else wrapped
         self.optimizer = build_optimizer(self.model, cfg, self.device)
@@ -291,6 +292,14 @@ class Trainer:
 
     # ----------------------------------------------------------------------------------------------
     def fit(self, resume: bool = False) -> TrainResult:
+        try:
+            return self._fit(resume)
+        finally:
+            if self._tensorboard is not None:  # its last events flushed, however training ended
+                self._tensorboard.close()
+                self.run.on_record = self._tensorboard = None
+
+    def _fit(self, resume: bool) -> TrainResult:
         cfg, run = self.cfg, self.run
         state = {"step": 0, "epoch": 0, "batch_in_epoch": 0, "best": None, "best_step": None,
                  "bad_evals": 0, "seconds": 0.0, "step_seconds": 0.0, "examples": 0, "tokens": 0,
@@ -310,6 +319,11 @@ class Trainer:
         run.set_status("running", total_steps=self.total_steps)
         say(self.precision.describe())
 
+        if cfg.tensorboard and distributed.is_main():
+            from textnn.training.tensorboard import TensorBoardLog
+
+            self._tensorboard = TensorBoardLog(run.path / "tensorboard", purge_step=state["step"] + 1 if resume else None)
+            run.on_record = self._tensorboard
         previous_handlers = {signum: signal.signal(signum, self._on_signal) for signum in STOP_SIGNALS}
         bar = tqdm(total=self.total_steps, initial=state["step"], disable=not cfg.progress or not distributed.is_main(),
                    desc=f"train {run.path.name}", unit="step", file=sys.stderr, dynamic_ncols=True,

@@ -177,7 +177,7 @@ def in_run_precision(config: Config, model: torch.nn.Module):
     return precision.autocast(precision.for_inference(config.train.precision, device), device)
 
 
-def _each_in_precision(config: Config, model: torch.nn.Module, outputs: Iterator[str]) -> Iterator[str]:
+def each_in_run_precision(config: Config, model: torch.nn.Module, outputs: Iterator[str]) -> Iterator[str]:
     """The outputs of a lazy command, each computed inside `in_run_precision` (entered afresh for every
     item, so the autocast state never leaks to the caller between two of them)."""
     while True:
@@ -237,7 +237,7 @@ def predict_run(run_dir: str | Path, lines: Iterable[str], source: str = "<stdin
     `options` are the task's own prediction options (tagging: input_format, output_format).
     """
     config, task, model = load_run(run_dir)
-    return _each_in_precision(config, model, task.predict(model, lines, source, options or {}))
+    return each_in_run_precision(config, model, task.predict(model, lines, source, options or {}))
 
 
 def export_run(run_dir: str | Path, out_dir: str | Path) -> list[Path]:

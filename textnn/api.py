@@ -1,0 +1,92 @@
+"""The Python API: a trained run as an object whose methods return Python values.
+
+    import textnn
+
+    run = textnn.load("runs/sst2_cnn_rand")
+    run.predict(["a gorgeous , witty , seductive movie ."])
+    # [{"text": "a gorgeous , witty , seductive movie .", "label": "1", "probabilities": {"0": 0.03, "1": 0.97}}]
+    run.evaluate("../shared/data/sst2/dev.tsv")["accuracy"]
+    textnn.load("runs/tinyshakespeare_gpt").generate("ROMEO:", max_tokens=50, method="sample", seed=1)
+    textnn.load("runs/multi30k_transformer").translate(["Ein Hund rennt ."], beam_size=5)
+
+The run is loaded once (weights, tokenizer, vocabulary) and each call computes in the run's own
+precision, as the commands do: `predict` gives what `textnn predict` prints, one value per input
+(a dict per line for classification, tagging and QA, parsed from its JSON), `evaluate` the metrics
+`textnn evaluate --json` prints, `generate` the text `textnn generate` prints, `translate` the
+translations `textnn translate` prints.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable
+
+import torch
+
+from textnn.errors import TextnnError
+from textnn.experiment import each_in_run_precision, in_run_precision, load_run
+from textnn.generation.decoding import DecodingConfig
+
+
+class Run:
+    """A trained run, loaded for use from Python (`textnn.load(path)`)."""
+
+    def __init__(self, path: str | Path, device: str = "cpu"):
+        self.path = Path(path)
+        self.config, self.task, self.model = load_run(self.path, device)
+
+    def __repr__(self) -> str:
+        return f"textnn.Run({str(self.path)!r}: task {self.config.task}, model {self.config.model_name})"
+
+    def _lines(self, inputs: Iterable[str], options: dict) -> list[str]:
+        if isinstance(inputs, str):  # one string would be read character by character
+            inputs = [inputs]
+        outputs = self.task.predict(self.model, [line.rstrip("\n") for line in inputs], str(self.path), options)
+        return list(each_in_run_precision(self.config, self.model, outputs))
+
+    def predict(self, texts: Iterable[str] | str) -> list:
+        """One answer per text: the dict `textnn predict` prints as a JSON line (label and probabilities,
+        tags and spans, an answer), or the line itself where the task writes plain text."""
+        return [_value(line) for line in self._lines(texts, {})]
+
+    def evaluate(self, path: str | Path, bootstrap_samples: int = 0) -> dict:
+        """The metrics of the run on a labelled file in its training format (gzip is fine)."""
+        with torch.no_grad(), in_run_precision(self.config, self.model):
+            return self.task.evaluate_file(self.model, str(path), bootstrap_samples=bootstrap_samples, options={})
+
+    def generate(self, prompt: str, num_samples: int = 1, **decoding) -> str | list[str]:
+        """The prompt and its continuation by a language-model run; `decoding` takes the options of
+        `DecodingConfig` (method greedy / sample / beam, max_tokens, temperature, top_k, top_p, seed,
+        beam_size, n_best). Several samples or hypotheses: a list, best first for beam search."""
+        from textnn.generation.lm import generate_text
+
+        if not callable(getattr(self.model, "step", None)):
+            raise TextnnError(f"{self.path}: generate needs a language model run; this is a {self.config.task} run")
+        with in_run_precision(self.config, self.model):
+            found = generate_text(self.model, self.task, prompt, DecodingConfig(**decoding), num_samples=num_samples)
+        return found.samples[0] if len(found.samples) == 1 else found.samples
+
+    def translate(self, sentences: Iterable[str] | str, beam_size: int = 1, length_penalty: float | None = None) -> list[str]:
+        """One translation per sentence (greedy, or beam search with `beam_size` > 1), by a translation run."""
+        if self.config.task != "translation":
+            raise TextnnError(f"{self.path}: translate needs a translation run; this is a {self.config.task} run "
+                              f"(use predict or generate)")
+        options = {"beam": beam_size} if beam_size > 1 else {}
+        if length_penalty is not None:
+            options["length_penalty"] = length_penalty  # the task refuses it without a beam
+        return self._lines(sentences, options)
+
+
+def _value(line: str):
+    """A predict output line as a Python value: the parsed JSON object, or the plain text."""
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError:
+        return line
+    return value if isinstance(value, (dict, list)) else line
+
+
+def load(path: str | Path, device: str = "cpu") -> Run:
+    """A trained run directory, ready for predict / evaluate / generate / translate."""
+    return Run(path, device)

@@ -267,7 +267,7 @@ def test_trainer_refuses_an_empty_training_set(task, tmp_path):
 
 
 @pytest.mark.parametrize("bootstrap", [0, 50])
-def test_the_best_weights_are_evaluated_on_dev_once_unless_a_bootstrap_is_asked_for(tmp_path, bootstrap):
+def test_the_best_weights_are_evaluated_on_dev_once_unless_a_bootstrap_is_asked_for(tmp_path, bootstrap, monkeypatch):
     """With no bootstrap, the final dev numbers are those recorded when the best weights were selected
     (evaluation is deterministic, so a second pass over dev would only cost time); a bootstrap CI needs
     the extra pass. Either way the final dev metrics equal a fresh evaluation of the saved weights."""
@@ -278,6 +278,10 @@ def test_the_best_weights_are_evaluated_on_dev_once_unless_a_bootstrap_is_asked_
         model, split, bootstrap_samples=bootstrap_samples))[1]
     result = trainer.fit()
     assert calls.count("dev") == 2 + (1 if bootstrap else 0)  # steps 2 and 4, then the final pass if needed
+    calls.clear()
+    monkeypatch.setattr(type(task), "intervals", False)  # an evaluation without intervals: no final pass
+    trainer_for(task, new_model(task), tmp_path).fit()
+    assert calls.count("dev") == 2
     fresh = real_evaluate(trainer.model.eval(), "dev")
     assert result.dev["accuracy"] == fresh["accuracy"] and result.dev["loss"] == pytest.approx(fresh["loss"])
 

@@ -8,6 +8,7 @@ Class attributes:
     data_config        the task's DataConfig subclass: `data:` options are checked by it
     head_config        the dataclass of its `head:` options
     metric_directions  every metric it reports that a run may select on -> True when higher is better
+    intervals          whether `evaluate` gives a bootstrap interval when asked (bootstrap_samples > 0)
 
 Building: `from_data(config)` reads the files (or, with model.init_from, takes the tokenizer and
 vocabulary from the starting run), `from_run(path, config)` rebuilds from a run directory,
@@ -76,6 +77,10 @@ class Task:
     head_config: ClassVar[type] = NoHeadOptions
     metric_directions: ClassVar[dict[str, bool]] = {"loss": False}
     formats: ClassVar[tuple[str, ...]] = ()  # data.format values the task reads
+    # Whether `evaluate(..., bootstrap_samples > 0)` adds a bootstrap interval (or anything else) to what
+    # it gives without: when not, the trainer reports the best weights' dev numbers as they were selected
+    # instead of evaluating dev once more at the end.
+    intervals: ClassVar[bool] = True
     metric_note: ClassVar[str] = ""  # what `textnn explain TASK` says about its metrics (train.metric), if anything
     # A run started (model.init_from) from a run of the same task takes that run's head and head options
     # too, when the head depends only on what it inherits (a language model's output layer: the vocabulary).

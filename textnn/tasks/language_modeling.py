@@ -273,6 +273,8 @@ def language_model(model_name: str, cfg: object, vocab_size: int, pad_id: int = 
 class LanguageModelingTask(Task):
     """Next-token prediction on plain-text streams, in the trainer's task protocol (see the module doc)."""
 
+    intervals = False  # perplexity has no bootstrap interval here
+
     data_config = LanguageModelingData
     head_config = LanguageModelingHead
     formats = ("text", "tsv", "csv")

@@ -160,6 +160,7 @@ def sequence_losses(out: PretrainingOutput, targets: torch.Tensor, is_next: torc
 class PretrainingTask(Task):
     data_config = PretrainingData
     formats = ("text",)
+    intervals = False  # MLM/NSP metrics have no bootstrap interval
     metric_directions = {"loss": False, "mlm_loss": False, "mlm_accuracy": True, "nsp_loss": False,
                          "nsp_accuracy": True}
     default_metric = "mlm_loss"

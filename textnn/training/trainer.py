@@ -401,7 +401,7 @@ class Trainer:
             if state["best_step"] is None or not has_dev:
                 save_weights(self.model, run.weights_file)  # no dev set (or no finite score): the last weights
             load_weights(self.model, run.weights_file)
-            if has_dev and not cfg.bootstrap_samples and self._best_dev is not None:
+            if has_dev and (not cfg.bootstrap_samples or not self.task.intervals) and self._best_dev is not None:
                 dev = self._best_dev  # the saved weights were evaluated at selection; a second pass adds nothing
             else:
                 dev = self._evaluate("dev", cfg.bootstrap_samples) if has_dev else {}

@@ -1,0 +1,128 @@
+"""Commands used the wrong way, as a careless or hostile user runs them (docs/RELIABILITY.md, "Hostile use").
+
+Each mistake is one line on stderr, exit code 2, naming the file, line or value and what to do; nothing
+is written before it. Matrices over every task run the CLI's `main()` in this process (a traceback would
+surface here as an exception); the probes as the user ran them go through `python -m textnn`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import shared_data, write_sentiment_tsv
+from tests.e2e.test_bert_tasks_cli import squad_fixture
+from tests.e2e.test_tagging_cli import write_toy_ner
+from tests.e2e.test_translation_cli import write_corpus
+from textnn.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+TRAIN = "train: {max_steps: 2, batch_size: 8, threads: 1, progress: false, bootstrap_samples: 0}\n"
+# One small config per task; DATA holds each task's data files (train, dev and test read the same file).
+CONFIGS = {
+    "classification": "task: classification\ndata: {format: tsv, TRAIN_DEV_TEST}\nmodel: {name: dan, preset: tiny}\n",
+    "tagging": "task: tagging\ndata: {format: conll, tag_scheme: iob1, TRAIN_DEV_TEST}\n"
+               "model: {name: rnn_tagger, preset: tiny}\n",
+    "language_modeling": "task: language_modeling\ndata: {format: text, tokenizer: whitespace, bptt: 8, TRAIN_DEV_TEST}\n"
+                         "model: {name: rnn_lm, preset: tiny}\n",
+    "translation": "task: translation\ndata: {format: parallel, source: de, target: en, bpe_vocab_size: 200, "
+                   "TRAIN_DEV_TEST}\nmodel: {name: seq2seq, preset: tiny}\n",
+    "pretraining": "task: pretraining\ndata: {wordpiece_vocab_size: 120, max_length: 32, TRAIN_DEV_TEST}\n"
+                   "model: {name: bert, preset: tiny}\n",
+    "embeddings": "task: embeddings\ndata: {format: text, min_freq: 1, TRAIN_DEV_TEST}\n"
+                  "model: {name: word2vec, preset: tiny}\n",
+    "qa": "task: qa\ndata: {max_length: 48, doc_stride: 16, max_query_length: 12, wordpiece_vocab_size: 150, "
+          "TRAIN_DEV_TEST}\nmodel: {name: bert, preset: tiny}\n",
+}
+DATA = {"classification": ("train.tsv", "train.tsv"), "tagging": ("ner.txt", "ner.txt"),
+        "language_modeling": ("lm.txt", "lm.txt"), "translation": ("mt", "mt"),
+        "pretraining": ("corpus.txt", "corpus.txt"), "embeddings": ("lm.txt", "analogies.txt"),
+        "qa": ("squad.json", "squad.json")}
+WORDS = "the a cat dog sat ran on under mat rug and then".split()
+
+
+def textnn(*args: str, cwd: Path, input: str | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "textnn", *args], cwd=cwd, input=input, capture_output=True,
+                          text=True, timeout=300, env=env)
+
+
+def one_line(code: int, stderr: str, *expected: str) -> str:
+    """The one `error:` line of a refused command (its last line on stderr), holding every `expected` text."""
+    lines = stderr.strip().splitlines()
+    assert code == 2 and "Traceback" not in stderr, (code, stderr)
+    errors = [line for line in lines if line.startswith("error")]
+    assert errors == lines[-1:] and errors[0].startswith("error: "), stderr
+    for text in expected:
+        assert text in errors[0], (text, errors[0])
+    return errors[0]
+
+
+def config_text(root: Path, task: str, **files: str) -> str:
+    """The task's config on its files, with `files` (train=..., dev=..., test=...) put in their place."""
+    train, evaluation = DATA[task]
+    paths = {"train": train, "dev": evaluation, "test": evaluation, **files}
+    where = ", ".join(f"{split}: {root / name}" for split, name in paths.items())
+    return CONFIGS[task].replace("TRAIN_DEV_TEST", where) + TRAIN
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("hostile")
+    rng = random.Random(0)
+    write_sentiment_tsv(root / "train.tsv", 40, seed=1)
+    write_toy_ner(root / "ner.txt", 30, seed=1)
+    squad_fixture(root / "squad.json", articles=3, seed=1)
+    write_corpus(root, "mt", 40, seed=1)
+    (root / "lm.txt").write_text("".join(" ".join(rng.choices(WORDS, k=8)) + "\n" for _ in range(80)),
+                                 encoding="utf-8")
+    docs = ["\n".join(" ".join(rng.choices(WORDS, k=6)) + " ." for _ in range(4)) for _ in range(10)]
+    (root / "corpus.txt").write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+    (root / "analogies.txt").write_text(": animals\ncat dog mat rug\n", encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def runs(root):
+    """A tiny trained run of a task, trained on first use (`runs(task)` -> its directory)."""
+    def run(task: str) -> Path:
+        path = root / "runs" / task
+        if not path.is_dir():
+            (root / f"{task}.yaml").write_text(config_text(root, task), encoding="utf-8")
+            assert main(["train", str(root / f"{task}.yaml"), "--run-dir", str(path)]) == 0
+        return path
+    return run
+
+
+# ------------------------------------------------------------------------------------- missing data files
+
+@pytest.mark.parametrize("split", ["train", "dev", "test"])
+@pytest.mark.parametrize("task", list(CONFIGS))
+def test_a_missing_data_file_is_named_before_anything_is_written(root, tmp_path, task, split, capsys):
+    missing = tmp_path / "no_such_file"
+    (tmp_path / "c.yaml").write_text(config_text(root, task, **{split: str(missing)}), encoding="utf-8")
+    code = main(["train", str(tmp_path / "c.yaml"), "--run-dir", str(tmp_path / "run")])
+    one_line(code, capsys.readouterr().err, str(missing))
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("task", list(CONFIGS))
+def test_evaluate_names_a_missing_data_file(runs, tmp_path, task, capsys):
+    run = runs(task)
+    capsys.readouterr()
+    code = main(["evaluate", str(run), "--data", str(tmp_path / "no_such_file")])
+    one_line(code, capsys.readouterr().err, str(tmp_path / "no_such_file"))
+
+
+def test_the_tagging_recipe_with_a_missing_dev_file_says_so(tmp_path):
+    train = shared_data("conll2003", "eng.train")
+    proc = textnn("train", str(REPO / "recipes" / "conll_bilstm_softmax_rand.yaml"), f"data.train={train}",
+                  "data.dev=NO_SUCH_FILE", "--run-dir", str(tmp_path / "run"), cwd=tmp_path)
+    one_line(proc.returncode, proc.stderr, "NO_SUCH_FILE")
+    assert not (tmp_path / "run").exists()

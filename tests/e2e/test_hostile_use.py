@@ -126,3 +126,53 @@ def test_the_tagging_recipe_with_a_missing_dev_file_says_so(tmp_path):
                   "data.dev=NO_SUCH_FILE", "--run-dir", str(tmp_path / "run"), cwd=tmp_path)
     one_line(proc.returncode, proc.stderr, "NO_SUCH_FILE")
     assert not (tmp_path / "run").exists()
+
+
+# ------------------------------------------------------------------------------------------------- qa
+
+CONTEXT = "The treaty was signed in Oslo in 1905."
+
+
+@pytest.mark.parametrize("item, field", [({"question": "Where?", "context": None}, "context"),
+                                         ({"question": None, "context": CONTEXT}, "question"),
+                                         ({"question": 5, "context": CONTEXT}, "question"),
+                                         ({"question": "Where?"}, "context")])
+def test_qa_predict_refuses_a_question_or_context_that_is_not_text(runs, item, field):
+    run = runs("qa")
+    lines = [json.dumps({"question": "Where?", "context": CONTEXT}), json.dumps(item)]
+    proc = textnn("predict", str(run), input="\n".join(lines) + "\n", cwd=run.parent)
+    one_line(proc.returncode, proc.stderr, "<stdin>:2", f'"{field}"')
+    assert "None" not in proc.stdout
+
+
+def squad(context: object = CONTEXT, question: object = "Where?", start: object = 25) -> dict:
+    return {"data": [{"title": "t", "paragraphs": [{"context": context, "qas": [
+        {"id": "1", "question": question, "answers": [{"text": "Oslo", "answer_start": start}]}]}]}]}
+
+
+NOT_SQUAD = {  # valid JSON, not SQuAD's structure: what the message must name
+    "data-not-a-list": ({"data": 5}, '"data"'),
+    "article-not-an-object": ({"data": [1]}, "data[0]"),
+    "no-context": ({"data": [{"paragraphs": [{"qas": []}]}]}, '"context"'),
+    "null-context": (squad(context=None), '"context"'),
+    "null-question": (squad(question=None), '"question"'),
+    "answer-start-not-a-number": (squad(start="abc"), '"answer_start"'),
+    "nested-too-deep": ("[" * 100_000 + "]" * 100_000, "nested"),
+}
+
+
+@pytest.mark.parametrize("command", ["train", "evaluate"])
+@pytest.mark.parametrize("case", list(NOT_SQUAD))
+def test_qa_data_that_is_json_but_not_squad_is_one_line(root, runs, tmp_path, case, command, capsys):
+    content, expected = NOT_SQUAD[case]
+    bad = tmp_path / "bad.json"
+    bad.write_text(content if isinstance(content, str) else json.dumps(content), encoding="utf-8")
+    if command == "train":
+        (tmp_path / "c.yaml").write_text(config_text(root, "qa", train=str(bad)), encoding="utf-8")
+        code = main(["train", str(tmp_path / "c.yaml"), "--run-dir", str(tmp_path / "run")])
+        assert not (tmp_path / "run").exists()
+    else:
+        run = runs("qa")
+        capsys.readouterr()
+        code = main(["evaluate", str(run), "--data", str(bad)])
+    one_line(code, capsys.readouterr().err, str(bad), expected, '{"data": [')

@@ -176,3 +176,15 @@ def test_qa_data_that_is_json_but_not_squad_is_one_line(root, runs, tmp_path, ca
         capsys.readouterr()
         code = main(["evaluate", str(run), "--data", str(bad)])
     one_line(code, capsys.readouterr().err, str(bad), expected, '{"data": [')
+
+
+# --------------------------------------------------------------------------------------- train options
+
+@pytest.mark.parametrize("override, expected", [("train.seed=-1", "train.seed"), (f"train.seed={2 ** 32}", "train.seed"),
+                                                ("train.threads=100000", "train.threads")])
+def test_a_seed_or_thread_count_out_of_range_is_refused_before_the_run_is_made(root, tmp_path, override, expected):
+    (tmp_path / "c.yaml").write_text(config_text(root, "classification"), encoding="utf-8")
+    proc = textnn("train", str(tmp_path / "c.yaml"), override, "--run-dir", str(tmp_path / "run"), cwd=tmp_path)
+    line = one_line(proc.returncode, proc.stderr, expected)
+    assert str(2 ** 32 - 1 if expected == "train.seed" else 1024) in line
+    assert not (tmp_path / "run").exists()

@@ -188,3 +188,29 @@ def test_a_seed_or_thread_count_out_of_range_is_refused_before_the_run_is_made(r
     line = one_line(proc.returncode, proc.stderr, expected)
     assert str(2 ** 32 - 1 if expected == "train.seed" else 1024) in line
     assert not (tmp_path / "run").exists()
+
+
+# ------------------------------------------------------------------------------------- integer options
+
+# Every integer option where a negative value (or zero, for a count of things to show) means nothing:
+# (the command line up to the option, the option, the smallest value it takes). The run is never read:
+# the value is refused as the arguments are parsed.
+INTEGER_OPTIONS = [
+    (["evaluate", "RUN", "--data", "d.txt"], "--bootstrap", 0), (["evaluate", "RUN", "--data", "d.txt"], "--streams", 1),
+    (["evaluate", "RUN", "--data", "d.txt"], "--top-n", 1), (["evaluate", "RUN", "--data", "d.txt"], "--beam", 1),
+    (["neighbors", "RUN", "cat"], "-k", 1), (["analogy", "RUN", "a", "b", "c"], "-k", 1),
+    (["translate", "RUN"], "--beam", 1), (["translate", "RUN", "--beam", "4"], "--nbest", 1),
+    (["generate", "RUN"], "--max-tokens", 1), (["generate", "RUN"], "--top-k", 0), (["generate", "RUN"], "--beam", 1),
+    (["generate", "RUN", "--beam", "4"], "--n-best", 1), (["generate", "RUN"], "--num-samples", 1),
+    (["generate", "RUN"], "--seed", 0), (["demo"], "--seed", 0),
+]
+
+
+@pytest.mark.parametrize("command, option, smallest", INTEGER_OPTIONS,
+                         ids=[f"{c[0]}{o}" for c, o, _ in INTEGER_OPTIONS])
+def test_an_integer_option_below_its_range_is_refused_as_the_arguments_are_parsed(tmp_path, command, option, smallest):
+    for value in (smallest - 1, -5):
+        proc = textnn(*command, option, str(value), cwd=tmp_path)
+        line = one_line(proc.returncode, proc.stderr, option, str(value), f">= {smallest}")
+        assert f"textnn {command[0]} --help" in line and proc.stdout == ""
+    assert not any(tmp_path.iterdir())

@@ -191,19 +191,24 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    return _write_predictions(args, {"input_format": args.input_format, "output_format": args.output_format})
+    from textnn.experiment import predict_run
+
+    return _write_predictions(args, predict_run,
+                              {"input_format": args.input_format, "output_format": args.output_format})
 
 
 def _translate(args: argparse.Namespace) -> int:
-    return _write_predictions(args, {"beam": args.beam, "length_penalty": args.length_penalty, "nbest": args.nbest})
+    from textnn.experiment import translate_run
+
+    return _write_predictions(args, translate_run,
+                              {"beam": args.beam, "length_penalty": args.length_penalty, "nbest": args.nbest})
 
 
-def _write_predictions(args: argparse.Namespace, options: dict) -> int:
-    """Read args.input (a file or - for stdin), write the task's output lines to args.output or stdout."""
-    from textnn.experiment import predict_run
-
+def _write_predictions(args: argparse.Namespace, run, options: dict) -> int:
+    """Read args.input (a file or - for stdin), write the output lines of `run` (predict_run or translate_run)
+    to args.output or stdout."""
     with _input_lines(args.input) as (lines, source):
-        write_lines(predict_run(args.run, lines, source, options), args.output)
+        write_lines(run(args.run, lines, source, options), args.output)
     return 0
 
 

@@ -214,3 +214,14 @@ def test_an_integer_option_below_its_range_is_refused_as_the_arguments_are_parse
         line = one_line(proc.returncode, proc.stderr, option, str(value), f">= {smallest}")
         assert f"textnn {command[0]} --help" in line and proc.stdout == ""
     assert not any(tmp_path.iterdir())
+
+
+# ------------------------------------------------------------------------------------------- translate
+
+@pytest.mark.parametrize("task, command", [("classification", "predict"), ("tagging", "predict"),
+                                           ("language_modeling", "generate")])
+def test_translate_on_a_run_that_does_not_translate_names_the_command_that_reads_it(runs, task, command):
+    run = runs(task)
+    proc = textnn("translate", str(run), "--beam", "3", input="the cat sat on the mat\n", cwd=run.parent)
+    one_line(proc.returncode, proc.stderr, str(run), "translation run", f"textnn {command}")
+    assert proc.stdout == ""

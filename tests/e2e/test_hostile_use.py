@@ -65,10 +65,10 @@ def one_line(code: int, stderr: str, *expected: str) -> str:
 
 
 def config_text(root: Path, task: str, **files: str) -> str:
-    """The task's config on its files, with `files` (train=..., dev=..., test=...) put in their place."""
+    """The task's config on its files, with `files` (train=..., dev=..., test=...; "" for none) in their place."""
     train, evaluation = DATA[task]
     paths = {"train": train, "dev": evaluation, "test": evaluation, **files}
-    where = ", ".join(f"{split}: {root / name}" for split, name in paths.items())
+    where = ", ".join(f"{split}: {root / name}" for split, name in paths.items() if name)
     return CONFIGS[task].replace("TRAIN_DEV_TEST", where) + TRAIN
 
 
@@ -225,3 +225,15 @@ def test_translate_on_a_run_that_does_not_translate_names_the_command_that_reads
     proc = textnn("translate", str(run), "--beam", "3", input="the cat sat on the mat\n", cwd=run.parent)
     one_line(proc.returncode, proc.stderr, str(run), "translation run", f"textnn {command}")
     assert proc.stdout == ""
+
+
+# ------------------------------------------------------------------------------------------- word2vec
+
+@pytest.mark.parametrize("corpus", ["hello\n", "one\nword\nper\nline\none\n"])
+def test_word2vec_on_a_corpus_without_a_window_is_refused_before_the_run_is_made(root, tmp_path, corpus):
+    (tmp_path / "corpus.txt").write_text(corpus, encoding="utf-8")
+    (tmp_path / "c.yaml").write_text(config_text(root, "embeddings", train=str(tmp_path / "corpus.txt"), dev="",
+                                                 test=""), encoding="utf-8")
+    proc = textnn("train", str(tmp_path / "c.yaml"), "--run-dir", str(tmp_path / "run"), cwd=tmp_path)
+    one_line(proc.returncode, proc.stderr, str(tmp_path / "corpus.txt"), "window")
+    assert not (tmp_path / "run").exists()

@@ -237,3 +237,23 @@ def test_word2vec_on_a_corpus_without_a_window_is_refused_before_the_run_is_made
     proc = textnn("train", str(tmp_path / "c.yaml"), "--run-dir", str(tmp_path / "run"), cwd=tmp_path)
     one_line(proc.returncode, proc.stderr, str(tmp_path / "corpus.txt"), "window")
     assert not (tmp_path / "run").exists()
+
+
+# ------------------------------------------------------------------------------------------ classification
+
+def test_labels_that_look_like_text_are_warned_about_and_training_goes_on(root, tmp_path, capsys):
+    rows = write_sentiment_tsv(tmp_path / "train.tsv", 200, seed=3).read_text(encoding="utf-8").splitlines()
+    texts = {row.split("\t")[0] for row in rows[1:]}
+    assert len(texts) > 100  # as many classes as distinct sentences, if the columns are swapped
+    config = config_text(root, "classification", train=str(tmp_path / "train.tsv"), dev="", test="")
+    (tmp_path / "c.yaml").write_text(config, encoding="utf-8")
+    proc = textnn("train", str(tmp_path / "c.yaml"), "data.text_column=label", "data.label_column=sentence",
+                  "--run-dir", str(tmp_path / "swapped"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    warnings = [line for line in proc.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and f"{len(texts)} distinct labels" in warnings[0], proc.stderr
+    assert all(key in warnings[0] for key in ("'sentence'", "data.text_column", "data.label_column"))
+    assert json.loads((tmp_path / "swapped" / "run.json").read_text())["status"] == "finished"
+    # the columns the right way round: two labels, no warning
+    assert main(["train", str(tmp_path / "c.yaml"), "--run-dir", str(tmp_path / "right")]) == 0
+    assert "warning" not in capsys.readouterr().err

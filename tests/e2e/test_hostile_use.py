@@ -257,3 +257,16 @@ def test_labels_that_look_like_text_are_warned_about_and_training_goes_on(root, 
     # the columns the right way round: two labels, no warning
     assert main(["train", str(tmp_path / "c.yaml"), "--run-dir", str(tmp_path / "right")]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------------------- word vectors
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e40"])
+def test_a_word_vector_that_is_not_finite_is_named_by_file_and_line(root, tmp_path, value, capsys):
+    vectors = tmp_path / "vectors.txt"
+    vectors.write_text(f"3 2\ngood 0.1 0.2\nbad {value} 0.3\nfilm 0.5 0.6\n", encoding="utf-8")
+    config = config_text(root, "classification", dev="", test="").replace("data: {", f"data: {{vectors: {vectors}, ")
+    (tmp_path / "c.yaml").write_text(config, encoding="utf-8")
+    code = main(["train", str(tmp_path / "c.yaml"), "--run-dir", str(tmp_path / "run")])
+    one_line(code, capsys.readouterr().err, f"{vectors}:3", value)
+    assert not (tmp_path / "run").exists()

@@ -270,3 +270,31 @@ def test_a_word_vector_that_is_not_finite_is_named_by_file_and_line(root, tmp_pa
     code = main(["train", str(tmp_path / "c.yaml"), "--run-dir", str(tmp_path / "run")])
     one_line(code, capsys.readouterr().err, f"{vectors}:3", value)
     assert not (tmp_path / "run").exists()
+
+
+# ----------------------------------------------------------------------------------------- checkpoints
+
+def dead_pid() -> int:
+    """The pid of a process that has ended (and been reaped)."""
+    child = subprocess.Popen([sys.executable, "-c", ""])
+    child.wait()
+    return child.pid
+
+
+@pytest.mark.parametrize("how", ["resume", "start-over"])
+def test_temporary_files_of_killed_writers_are_removed_on_start_and_resume(root, tmp_path, how):
+    (tmp_path / "c.yaml").write_text(config_text(root, "classification", dev="", test=""), encoding="utf-8")
+    run = tmp_path / "run"
+    assert main(["train", str(tmp_path / "c.yaml"), "--run-dir", str(run), "train.checkpoint_every=1"]) == 0
+    if how == "start-over":  # killed before its first checkpoint was renamed into place
+        (run / "checkpoint" / "last.safetensors").unlink()
+        (run / "run.json").unlink()
+    dead, live = dead_pid(), os.getpid()
+    stale = [run / "checkpoint" / f".last.safetensors.tmp-{dead}", run / f".model.safetensors.tmp-{dead}"]
+    in_use = run / "checkpoint" / f".last.safetensors.tmp-{live}"  # a live process may still be writing it
+    for path in (*stale, in_use):
+        path.write_bytes(b"\0" * 4096)
+    proc = textnn("train", str(tmp_path / "c.yaml"), "--run-dir", str(run), "--resume", "train.checkpoint_every=1",
+                  "train.max_steps=3", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert not any(path.exists() for path in stale) and in_use.exists()

@@ -261,6 +261,7 @@ def test_labels_that_look_like_text_are_warned_about_and_training_goes_on(root, 
 
 # ----------------------------------------------------------------------------------------- word vectors
 
+@pytest.mark.filterwarnings("error")  # one line: no NumPy overflow warning before it
 @pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e40"])
 def test_a_word_vector_that_is_not_finite_is_named_by_file_and_line(root, tmp_path, value, capsys):
     vectors = tmp_path / "vectors.txt"

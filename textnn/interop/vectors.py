@@ -101,7 +101,8 @@ def _read_text(path: Path, wanted: set[str] | None) -> tuple[list[str], np.ndarr
         gzip.open(path, "rt", encoding="utf-8") if gzipped else open(path, encoding="utf-8")
     )
     try:
-        with handle:
+        # A value beyond float32 becomes inf, refused with its line below, without NumPy's warning besides.
+        with handle, np.errstate(over="ignore"):
             for line_number, raw_line in enumerate(handle, start=1):
                 line = raw_line.rstrip()
                 if not line:

@@ -227,7 +227,8 @@ class RunDir:
         status = info.get("status", "")
         if status != "running":
             return status
-        if info.get("host") == socket.gethostname() and isinstance(info.get("pid"), int) and not process_alive(info["pid"]):
+        pid = info.get("pid")
+        if info.get("host") == socket.gethostname() and isinstance(pid, int) and not process_alive(pid):
             return "died"
         heartbeat = info.get("heartbeat")
         if not isinstance(heartbeat, (int, float)) or time.time() - heartbeat > STALE_SECONDS:

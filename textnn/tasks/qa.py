@@ -120,7 +120,8 @@ def read_squad(path: str, encoding: str = "utf-8") -> tuple[list[Question], int]
     except FileNotFoundError:
         raise TextnnError(f"{path}: file not found; check data.train / data.dev") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise TextnnError(f"{path}: not a SQuAD JSON file ({type(err).__name__}: {err}); expected {SQUAD_SHAPE}") from None
+        raise TextnnError(f"{path}: not a SQuAD JSON file ({type(err).__name__}: {err}); "
+                          f"expected {SQUAD_SHAPE}") from None
     except RecursionError:
         raise TextnnError(f"{path}: JSON nested far deeper than a SQuAD file; expected {SQUAD_SHAPE}") from None
     try:
@@ -146,7 +147,8 @@ def _squad_questions(raw: object) -> tuple[list[Question], int]:
                     try:
                         start = int(start)
                     except (ValueError, OverflowError):
-                        raise _NotSquad(f'{where}["answer_start"] is {short(start, 30)}, not a character offset') from None
+                        raise _NotSquad(f'{where}["answer_start"] is {short(start, 30)}, '
+                                        f'not a character offset') from None
                     answers.append((_field(answer, "text", str, where), start))
                 found = [(text, start) for text, start in answers
                          if 0 <= start and context[start:start + len(text)] == text and text.strip()]
@@ -447,7 +449,8 @@ class QATask(Task):
                 try:
                     question, context = (_field(item, key, str, "the line") for key in ("question", "context"))
                 except _NotSquad as err:  # a null context would otherwise be answered from the text "None"
-                    raise TextnnError(f"{source}:{number}: {err}; give \"question\" and \"context\" as strings") from None
+                    raise TextnnError(f"{source}:{number}: {err}; give \"question\" and \"context\" "
+                                      f"as strings") from None
             else:
                 question, _, context = line.rstrip("\n").partition("\t")
                 if not context:

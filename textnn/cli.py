@@ -16,8 +16,33 @@ from pathlib import Path
 from textnn.errors import TextnnError
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its errors as one line like every other error (its usage is one `--help` away)."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {self.prog}: {message}; see {self.prog} --help\n")
+
+
+def _integer(minimum: int, maximum: int | None = None):
+    """argparse type of an integer option in [minimum, maximum]: a count, a size, a seed, where a negative
+    value means nothing and would otherwise be read as something else (`-k -3`: all but three words)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"got {text!r}, expected an integer") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            at_most = f" and <= {maximum}" if maximum is not None else ""
+            raise argparse.ArgumentTypeError(f"got {value}, expected an integer >= {minimum}{at_most}")
+        return value
+    return parse
+
+
+COUNT, OFF_OR_COUNT, SEED = _integer(1), _integer(0), _integer(0, 2 ** 32 - 1)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="textnn", description="Neural networks for text: train, evaluate, "
+    parser = _Parser(prog="textnn", description="Neural networks for text: train, evaluate, "
                                      "predict, compare and look inside, from one config file.")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -30,14 +55,14 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("evaluate", help="metrics of a trained run on a labelled file")
     p.add_argument("run", help="run directory written by `textnn train`")
     p.add_argument("--data", required=True, help="labelled file in the run's data format")
-    p.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples for the 95%% CI (0 = off)")
-    p.add_argument("--streams", type=int, default=0,
+    p.add_argument("--bootstrap", type=OFF_OR_COUNT, default=1000, help="bootstrap resamples for the 95%% CI (0 = off)")
+    p.add_argument("--streams", type=COUNT, default=0,
                    help="language models: read N contiguous parts of the file side by side, each from a zero "
                         "state (faster, a different number); default: one sequential stream (GPT: overlapping windows)")
-    p.add_argument("--top-n", type=int, default=0,
+    p.add_argument("--top-n", type=COUNT, default=0,
                    help="word-embeddings runs, analogy files: only the N most frequent words are candidates "
                         "(default: the run's data.analogy_top_n, 30000)")
-    p.add_argument("--beam", type=int, default=None, metavar="K",
+    p.add_argument("--beam", type=COUNT, default=None, metavar="K",
                    help="translation: score beam-search output (K live hypotheses) instead of greedy output")
     p.add_argument("--length-penalty", type=float, default=None, metavar="A",
                    help="translation with --beam: alpha of the GNMT length penalty (default 0.6)")
@@ -64,23 +89,23 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("neighbors", help="the nearest words (cosine) of words, from a word-embeddings run")
     p.add_argument("run", help="run directory of task embeddings")
     p.add_argument("words", nargs="+", help="words to look up")
-    p.add_argument("-k", type=int, default=10, help="neighbours per word (default 10)")
+    p.add_argument("-k", type=COUNT, default=10, help="neighbours per word (default 10)")
 
     p = sub.add_parser("analogy", help="a is to b as c is to ?, from a word-embeddings run (3CosAdd)")
     p.add_argument("run", help="run directory of task embeddings")
     p.add_argument("a")
     p.add_argument("b")
     p.add_argument("c")
-    p.add_argument("-k", type=int, default=10, help="answers to show (default 10)")
+    p.add_argument("-k", type=COUNT, default=10, help="answers to show (default 10)")
 
     p = sub.add_parser("translate", help="translate text with a trained translation run: one sentence per line")
     p.add_argument("run", help="run directory of a translation model")
     p.add_argument("input", nargs="?", default="-", help="input file, or - for standard input (default)")
-    p.add_argument("--beam", type=int, default=None, metavar="K",
+    p.add_argument("--beam", type=COUNT, default=None, metavar="K",
                    help="beam search keeping K live hypotheses (default: greedy)")
     p.add_argument("--length-penalty", type=float, default=None, metavar="A",
                    help="beam search: alpha of the GNMT length penalty ((5 + length) / 6) ** alpha (default 0.6)")
-    p.add_argument("--nbest", type=int, default=None, metavar="N",
+    p.add_argument("--nbest", type=COUNT, default=None, metavar="N",
                    help="beam search: write the N best translations of each line as 'INDEX ||| TEXT ||| SCORE'")
     p.add_argument("--output", "-o", help="write the translations here instead of standard output")
 
@@ -99,7 +124,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--minutes", type=float, default=3.0, help="training time budget (default 3)")
     p.add_argument("--temperature", type=float, default=0.8, help="sampling temperature (default 0.8)")
     p.add_argument("--run-dir", default="runs/demo", help="where to write the run (default runs/demo)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=SEED, default=0)
 
     p = sub.add_parser("generate", help="continue a prompt with a trained language model")
     p.add_argument("run", help="run directory of a language model")
@@ -108,23 +133,23 @@ def _parser() -> argparse.ArgumentParser:
                    help="continue every line of FILE (- for standard input), one prompt per line, read and "
                         "answered part by part: one JSON line per prompt ({\"prompt\", \"text\"}); with "
                         "sampling, line i uses seed SEED + i - 1")
-    p.add_argument("--max-tokens", type=int, default=200, help="new tokens per sample (default 200)")
+    p.add_argument("--max-tokens", type=COUNT, default=200, help="new tokens per sample (default 200)")
     p.add_argument("--temperature", type=float, default=None,
                    help="sampling: < 1 sharper, > 1 flatter than the model's distribution (default 1)")
-    p.add_argument("--top-k", type=int, default=None, help="sampling: draw only from the k most likely tokens "
+    p.add_argument("--top-k", type=OFF_OR_COUNT, default=None, help="sampling: draw only from the k most likely tokens "
                    "(default 0 = off)")
     p.add_argument("--top-p", type=float, default=None, help="sampling: draw only from the nucleus of mass p "
                    "(default 1 = off)")
     p.add_argument("--greedy", action="store_true", help="always take the most likely token (no sampling)")
-    p.add_argument("--beam", type=int, default=None, metavar="K",
+    p.add_argument("--beam", type=COUNT, default=None, metavar="K",
                    help="beam search keeping K live hypotheses, instead of sampling")
     p.add_argument("--length-penalty", type=float, default=None, metavar="A",
                    help="beam search: alpha of the GNMT length penalty ((5 + length) / 6) ** alpha "
                         "(default 0.6; 0 = rank by log-probability)")
-    p.add_argument("--n-best", type=int, default=None, metavar="N",
+    p.add_argument("--n-best", type=COUNT, default=None, metavar="N",
                    help="beam search: print the N best hypotheses with their scores (default 1)")
-    p.add_argument("--seed", type=int, default=None, help="seed of the draws (default: random, printed)")
-    p.add_argument("--num-samples", type=int, default=1, help="independent samples of the prompt (default 1)")
+    p.add_argument("--seed", type=SEED, default=None, help="seed of the draws (default: random, printed)")
+    p.add_argument("--num-samples", type=COUNT, default=1, help="independent samples of the prompt (default 1)")
     p.add_argument("--stop-at-eos", action="store_true",
                    help="end each sample at the end of its line (<eos>, or a newline for character models)")
 
@@ -166,19 +191,24 @@ def _evaluate(args: argparse.Namespace) -> int:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    return _write_predictions(args, {"input_format": args.input_format, "output_format": args.output_format})
+    from textnn.experiment import predict_run
+
+    return _write_predictions(args, predict_run,
+                              {"input_format": args.input_format, "output_format": args.output_format})
 
 
 def _translate(args: argparse.Namespace) -> int:
-    return _write_predictions(args, {"beam": args.beam, "length_penalty": args.length_penalty, "nbest": args.nbest})
+    from textnn.experiment import translate_run
+
+    return _write_predictions(args, translate_run,
+                              {"beam": args.beam, "length_penalty": args.length_penalty, "nbest": args.nbest})
 
 
-def _write_predictions(args: argparse.Namespace, options: dict) -> int:
-    """Read args.input (a file or - for stdin), write the task's output lines to args.output or stdout."""
-    from textnn.experiment import predict_run
-
+def _write_predictions(args: argparse.Namespace, run, options: dict) -> int:
+    """Read args.input (a file or - for stdin), write the output lines of `run` (predict_run or translate_run)
+    to args.output or stdout."""
     with _input_lines(args.input) as (lines, source):
-        write_lines(predict_run(args.run, lines, source, options), args.output)
+        write_lines(run(args.run, lines, source, options), args.output)
     return 0
 
 

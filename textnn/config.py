@@ -166,12 +166,18 @@ class TrainConfig:
         _check(self.unfreeze_unit in ("epoch", "step"), "train.unfreeze_unit", self.unfreeze_unit, "epoch or step")
         _check(bool(DEVICE.fullmatch(self.device)), "train.device", self.device, "auto, cpu, cuda or cuda:N")
         _check(self.log_every >= 1, "train.log_every", self.log_every, "an integer >= 1")
+        # NumPy takes seeds in [0, 2^32); torch crashes creating some hundred thousand threads. The bound
+        # is fixed, not the cores of this machine, so a run's config.yaml loads wherever the run is copied.
+        _check(0 <= self.seed < 2 ** 32, "train.seed", self.seed, f"an integer in [0, {2 ** 32 - 1}]")
+        _check(self.threads <= MAX_THREADS, "train.threads", self.threads,
+               f"an integer in [0, {MAX_THREADS}] (0 = torch's default; this machine has {os.cpu_count()} cores)")
 
 
 OPTIMIZERS = ("sgd", "adam", "adamw", "adadelta", "ntasgd")
 SCHEDULERS = ("constant", "linear", "triangular", "inverse_sqrt")
 PRECISIONS = ("auto", "fp32", "bf16")  # training/precision.py decides what auto means on the hardware at hand
 DEVICE = re.compile(r"auto|cpu|cuda(:[0-9]+)?")
+MAX_THREADS = 1024
 
 
 @dataclass

@@ -240,6 +240,19 @@ def predict_run(run_dir: str | Path, lines: Iterable[str], source: str = "<stdin
     return each_in_run_precision(config, model, task.predict(model, lines, source, options or {}))
 
 
+def translate_run(run_dir: str | Path, lines: Iterable[str], source: str = "<stdin>",
+                  options: dict | None = None) -> Iterator[str]:
+    """`predict_run` for `textnn translate`: a run whose task does not translate is refused, with the command
+    that reads text with it, instead of labelling the text and ignoring the decoding options."""
+    config, task, model = load_run(run_dir)
+    if not callable(getattr(task, "translate_lines", None)):
+        command = ("generate" if callable(getattr(model, "step", None))
+                   else "neighbors" if callable(getattr(task, "word_vectors", None)) else "predict")
+        raise TextnnError(f"{run_dir}: `translate` needs a translation run; this run is a {config.task} run "
+                          f"(model {config.model_name}): use `textnn {command} {run_dir}`")
+    return _each_in_precision(config, model, task.predict(model, lines, source, options or {}))
+
+
 def export_run(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
     """Write a bert or gpt run as a Hugging Face checkpoint directory (interop/huggingface.py)."""
     from textnn.interop.huggingface import export_run as export

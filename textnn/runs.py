@@ -31,7 +31,7 @@ from typing import Callable
 
 from textnn.config import Config, config_from_dict, read_yaml
 from textnn.errors import TextnnError, clip
-from textnn.training.checkpoint import atomic_write_text, unwritable
+from textnn.training.checkpoint import atomic_write_text, process_alive, remove_stale_temporaries, unwritable
 
 # train options that may differ on --resume: they bound or display the run, they do not change it.
 # (A new budget may still be refused: training/budget.check_resume_budget.)
@@ -155,6 +155,8 @@ class RunDir:
         elif self.path.is_dir() and any(p != self.lock_file for p in self.path.iterdir()):
             raise TextnnError(f"{self.path}: run directory already exists and is not empty; pass --resume to "
                               f"continue it, --run-dir to choose another, or delete it")
+        for folder in (self.path, self.checkpoint_file.parent):  # a killed writer's full-size half-written files
+            remove_stale_temporaries(folder)
         self.path.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.config_file, config.to_yaml())
 
@@ -227,7 +229,8 @@ class RunDir:
         status = info.get("status", "")
         if status != "running":
             return status
-        if info.get("host") == socket.gethostname() and isinstance(info.get("pid"), int) and not _alive(info["pid"]):
+        pid = info.get("pid")
+        if info.get("host") == socket.gethostname() and isinstance(pid, int) and not process_alive(pid):
             return "died"
         heartbeat = info.get("heartbeat")
         if not isinstance(heartbeat, (int, float)) or time.time() - heartbeat > STALE_SECONDS:
@@ -314,19 +317,6 @@ def _same_file(handle, path: Path) -> bool:
     except OSError:
         return False
     return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
-
-
-def _alive(pid: int) -> bool:
-    """Whether a process `pid` exists on this host (one of another user counts: it exists)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OSError:
-        return False
-    return True
 
 
 def _flatten(config: dict) -> dict:

@@ -182,7 +182,7 @@ def test_user_errors_exit_2_with_one_line(ws, runs):
         (("generate", runs["gpt"], "--prompt", "QXZ"), "none of the 3 token"),
         (("generate", runs["gpt"], "--top-p", 0), "top_p"),
         (("generate", ws.root / "runs" / "missing"), "not found"),
-        (("generate", runs["gpt"], "--beam", 0), "beam_size (--beam) must be an integer >= 1"),
+        (("generate", runs["gpt"], "--beam", 0), "argument --beam: got 0, expected an integer >= 1"),
         (("generate", runs["gpt"], "--beam", 2, "--n-best", 3), "n_best (--n-best) must be an integer in [1, beam_size"),
         (("generate", runs["gpt"], "--beam", 2, "--greedy"), "--beam and --greedy"),
         (("generate", runs["gpt"], "--beam", 2, "--temperature", 0.7), "does not draw"),

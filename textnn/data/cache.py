@@ -16,6 +16,7 @@ from typing import Callable
 
 import numpy as np
 
+from textnn.data.readers import missing_file
 from textnn.training.checkpoint import atomic_write_bytes
 
 
@@ -26,6 +27,8 @@ def cache_dir() -> Path:
 def file_digest(path: str | Path) -> str:
     """sha256 of a file, or of every file in a directory (sorted by name)."""
     path = Path(path)
+    if not path.exists():  # named here, or open() below would end in a traceback before any reader looks
+        raise missing_file(path)
     digest = hashlib.sha256()
     files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
     for file in files:

@@ -196,6 +196,11 @@ def stratified_kfold_splits(
 # File access and decoding
 
 
+def missing_file(path: str | os.PathLike) -> TextnnError:
+    """The error for a data file that is not there (every reader's, and the cache's before it hashes one)."""
+    return TextnnError(f"{path}: file does not exist (looked relative to {os.getcwd()}); check data paths")
+
+
 def _decode_file(path: str, encoding: str) -> str:
     """The whole file as text, with a leading byte-order mark removed.
 
@@ -204,9 +209,7 @@ def _decode_file(path: str, encoding: str) -> str:
     """
     p = Path(path)
     if not p.exists():
-        raise TextnnError(
-            f"{path}: file does not exist (looked relative to {os.getcwd()}); check data paths"
-        )
+        raise missing_file(path)
     if p.is_dir():
         raise TextnnError(
             f"{path}: is a directory, expected a file; give the file's path (a directory with one "

@@ -72,6 +72,13 @@ def _first_bad_value(values: Sequence[str]) -> str:
     return ""
 
 
+def _not_finite(place: str, word: str, what: str) -> TextnnError:
+    """A vector holding nan or inf: it would spread through the embedding matrix (its random rows are
+    drawn at the pretrained vectors' scale) and every loss computed from it."""
+    return TextnnError(f"{place} for word {word!r} is not a finite number (nan or inf, or beyond float32); "
+                       f"fix or remove {what}")
+
+
 def _capacity_hint(header_count: int | None, wanted: set[str] | None) -> int:
     """Initial number of rows to allocate: exact when the header says how many words follow."""
     hint = header_count if header_count is not None else 4096
@@ -94,7 +101,8 @@ def _read_text(path: Path, wanted: set[str] | None) -> tuple[list[str], np.ndarr
         gzip.open(path, "rt", encoding="utf-8") if gzipped else open(path, encoding="utf-8")
     )
     try:
-        with handle:
+        # A value beyond float32 becomes inf, refused with its line below, without NumPy's warning besides.
+        with handle, np.errstate(over="ignore"):
             for line_number, raw_line in enumerate(handle, start=1):
                 line = raw_line.rstrip()
                 if not line:
@@ -139,6 +147,9 @@ def _read_text(path: Path, wanted: set[str] | None) -> tuple[list[str], np.ndarr
                         f"{where(str(path), line_number)}: value {bad!r} for word {word!r} is not a "
                         "number; fix or remove that line"
                     ) from None
+                if not np.isfinite(vector).all():
+                    bad = values[int(np.flatnonzero(~np.isfinite(vector))[0])]
+                    raise _not_finite(f"{where(str(path), line_number)}: value {bad!r}", word, "that line")
                 words.append(word)
                 rows.add(vector)
     except UnicodeDecodeError as err:
@@ -237,8 +248,11 @@ def _read_binary(path: Path, wanted: set[str] | None) -> tuple[list[str], np.nda
                     "word2vec file so it does not end in .bin"
                 )
             if wanted is None or word in wanted:
+                vector = np.frombuffer(buffer, dtype="<f4", count=dim, offset=position)
+                if not np.isfinite(vector).all():
+                    raise _not_finite(f"{location}: entry {entry + 1}: a value", word, "that entry")
                 words.append(word)
-                rows.add(np.frombuffer(buffer, dtype="<f4", count=dim, offset=position))
+                rows.add(vector)
             position += record
     return words, rows.matrix()
 

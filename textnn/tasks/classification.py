@@ -381,6 +381,10 @@ class ClassificationTask(Task):
             # does the same without looking at dev or test text.
             vocab = vocab.extend(read_vectors(data.vectors)[0])
         labels = [] if data.regression else _label_order({r.label for r in train_records})
+        if len(labels) > 50 and len(labels) > len(train_records) / 2:  # a class per example or so: text, not labels
+            print(f"warning: {data.train}: {len(labels):,} distinct labels in {len(train_records):,} training rows of "
+                  f"label column {data.label_column!r}: they look like text; check data.text_column and "
+                  f"data.label_column", file=sys.stderr)
         task = cls(config, tokenizer, vocab, labels)
         if data.extend_vocab:
             task.start_vocab_size = len(start_vocab)

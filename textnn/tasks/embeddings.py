@@ -145,6 +145,11 @@ class EmbeddingsTask(Task):
         task.ids, task.sentence = ids[known], sentence[known]
         task.raw_position = np.flatnonzero(known)  # [M'] where each kept token was in the corpus (learning rate)
         task.corpus_words, task.dropped = total, int((~known).sum())
+        if not np.any(task.sentence[1:] == task.sentence[:-1]):  # no window crosses a line (module docstring)
+            raise TextnnError(f"{path}: no line holds two words of the vocabulary ({total:,} tokens, {len(vocab):,} "
+                              f"words seen data.min_freq={data.min_freq} times), so there is no training window "
+                              f"and the vectors would stay random; give a corpus of sentences, one per line, or "
+                              f"lower data.min_freq")
         print(f"{path}: {total:,} tokens, {len(vocab):,} words seen at least {data.min_freq} times; "
               f"{task.dropped:,} tokens ({task.dropped / total:.1%}) of rarer words left out", file=sys.stderr)
         return task

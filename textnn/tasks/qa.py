@@ -47,7 +47,7 @@ from textnn.data.cache import cached
 from textnn.data.packing import pack
 from textnn.data.tokenizers import CLS, SEP, UNK, Tokenizer
 from textnn.data.vocab import Vocab
-from textnn.errors import TextnnError
+from textnn.errors import TextnnError, short
 from textnn.metrics.squad import squad_scores
 from textnn.models.base import EncoderWithHead, InputSpec, TokenFeatures
 from textnn.modules.heads import SpanHead
@@ -92,30 +92,71 @@ class Question:
     outside: int = 0  # reference answers whose answer_start does not point at their text in the context
 
 
+SQUAD_SHAPE = ('{"data": [{"title", "paragraphs": [{"context", "qas": [{"id", "question", "answers": '
+               '[{"text", "answer_start"}]}]}]}]}')
+
+
+class _NotSquad(Exception):
+    """Where a SQuAD file's structure differs from SQUAD_SHAPE (read_squad names the file)."""
+
+
+def _field(obj: object, key: str, kind: type | tuple, place: str, default: object = None) -> object:
+    """obj[key], checked to be a `kind` (`default` when the key is absent and a default is given)."""
+    if not isinstance(obj, dict):
+        raise _NotSquad(f"{place} is {short(obj, 30)}, not an object")
+    if key not in obj and default is not None:
+        return default
+    value = obj.get(key)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        shown = "missing" if key not in obj else "null" if value is None else short(value, 30)
+        raise _NotSquad(f'{place}["{key}"] is {shown}')
+    return value
+
+
 def read_squad(path: str, encoding: str = "utf-8") -> tuple[list[Question], int]:
     """Questions of a SQuAD JSON file, and the number of answers whose answer_start does not point at their text."""
     try:
         raw = json.loads(Path(path).read_text(encoding=encoding))
-        articles = raw["data"]
     except FileNotFoundError:
         raise TextnnError(f"{path}: file not found; check data.train / data.dev") from None
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError) as err:
-        raise TextnnError(f"{path}: not a SQuAD JSON file ({type(err).__name__}: {err}); expected "
-                          f"{{\"data\": [{{\"title\", \"paragraphs\": [...]}}]}}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise TextnnError(f"{path}: not a SQuAD JSON file ({type(err).__name__}: {err}); "
+                          f"expected {SQUAD_SHAPE}") from None
+    except RecursionError:
+        raise TextnnError(f"{path}: JSON nested far deeper than a SQuAD file; expected {SQUAD_SHAPE}") from None
+    try:
+        questions, outside = _squad_questions(raw)
+    except _NotSquad as err:
+        raise TextnnError(f"{path}: not a SQuAD JSON file: {err}; expected {SQUAD_SHAPE}") from None
+    if not questions:
+        raise TextnnError(f"{path}: no questions; give a SQuAD v1.1 JSON file")
+    return questions, outside
+
+
+def _squad_questions(raw: object) -> tuple[list[Question], int]:
     questions, outside = [], 0
-    for a, article in enumerate(articles):
-        for paragraph in article.get("paragraphs", []):
-            context = paragraph["context"]
-            for qa in paragraph.get("qas", []):
-                answers = [(ans["text"], int(ans.get("answer_start", -1))) for ans in qa.get("answers", [])]
+    for a, article in enumerate(_field(raw, "data", list, "the file")):
+        for p, paragraph in enumerate(_field(article, "paragraphs", list, f"data[{a}]", [])):
+            place = f"data[{a}].paragraphs[{p}]"
+            context = _field(paragraph, "context", str, place)
+            for q, qa in enumerate(_field(paragraph, "qas", list, place, [])):
+                answers = []
+                for n, answer in enumerate(_field(qa, "answers", list, f"{place}.qas[{q}]", [])):
+                    where = f"{place}.qas[{q}].answers[{n}]"
+                    start = _field(answer, "answer_start", (int, float, str), where, -1)
+                    try:
+                        start = int(start)
+                    except (ValueError, OverflowError):
+                        raise _NotSquad(f'{where}["answer_start"] is {short(start, 30)}, '
+                                        f'not a character offset') from None
+                    answers.append((_field(answer, "text", str, where), start))
                 found = [(text, start) for text, start in answers
                          if 0 <= start and context[start:start + len(text)] == text and text.strip()]
                 outside += len(answers) - len(found)
                 start, text = (found[0][1], found[0][0]) if found else (-1, "")
-                questions.append(Question(str(qa.get("id", len(questions))), qa["question"], context,
+                question = _field(qa, "question", str, f"{place}.qas[{q}]")
+                questions.append(Question(str(qa.get("id", len(questions))), question, context,
                                           [t for t, _ in answers], start, text, a, len(answers) - len(found)))
-    if not questions:
-        raise TextnnError(f"{path}: no questions; give a SQuAD v1.1 JSON file")
     return questions, outside
 
 
@@ -402,9 +443,15 @@ class QATask(Task):
             if line.lstrip().startswith("{"):
                 try:
                     item = json.loads(line)
-                    question, context = str(item["question"]), str(item["context"])
-                except (json.JSONDecodeError, KeyError, TypeError):
-                    raise TextnnError(f"{source}:{number}: expected a JSON object with \"question\" and \"context\"") from None
+                except (json.JSONDecodeError, RecursionError):
+                    item = None
+                if not isinstance(item, dict):
+                    raise TextnnError(f"{source}:{number}: expected a JSON object with \"question\" and \"context\"")
+                try:
+                    question, context = (_field(item, key, str, "the line") for key in ("question", "context"))
+                except _NotSquad as err:  # a null context would otherwise be answered from the text "None"
+                    raise TextnnError(f"{source}:{number}: {err}; give \"question\" and \"context\" "
+                                      f"as strings") from None
             else:
                 question, _, context = line.rstrip("\n").partition("\t")
                 if not context:

@@ -17,6 +17,7 @@ import itertools
 import json
 import os
 import random
+import re
 import shutil
 from pathlib import Path
 
@@ -39,6 +40,45 @@ def unwritable(path: str | Path, err: OSError, what: str = "file") -> TextnnErro
                        f"(another --run-dir or -o)")
 
 
+def _temporary(path: Path) -> Path:
+    """Where `temporary_beside` writes `path`: beside it, hidden, named by the writing process."""
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
+_TEMPORARY = re.compile(r"\..+\.tmp-([0-9]+)")
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process `pid` exists on this host (one of another user counts: it exists)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except (OSError, OverflowError):
+        return False
+    return True
+
+
+def remove_stale_temporaries(folder: str | Path) -> list[Path]:
+    """Remove the temporary files of `temporary_beside` in `folder` whose writer is no longer alive.
+
+    A process killed mid-write (kill -9, a power cut) cannot remove its own, and a checkpoint's is as
+    large as the checkpoint: without this, each killed write would leave one behind for ever.
+    Returns the files removed.
+    """
+    removed = []
+    with contextlib.suppress(OSError):  # no folder yet: nothing to remove
+        for path in Path(folder).iterdir():
+            match = _TEMPORARY.fullmatch(path.name)
+            if match and path.is_file() and not process_alive(int(match.group(1))):
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                    removed.append(path)
+    return removed
+
+
 @contextlib.contextmanager
 def temporary_beside(path: str | Path, what: str = "file"):
     """A binary handle to a temporary file beside `path`, renamed over it once the block ends well.
@@ -48,7 +88,7 @@ def temporary_beside(path: str | Path, what: str = "file"):
     TextnnError naming `path`.
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = _temporary(path)
     try:
         with open(tmp, "wb") as handle:
             yield handle
@@ -78,7 +118,7 @@ def temporary_dir_beside(path: str | Path, what: str = "directory"):
     written; an OSError becomes one TextnnError naming `path`.
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = _temporary(path)
     try:
         tmp.mkdir(parents=True)
         yield tmp

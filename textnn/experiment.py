@@ -250,7 +250,7 @@ def translate_run(run_dir: str | Path, lines: Iterable[str], source: str = "<std
                    else "neighbors" if callable(getattr(task, "word_vectors", None)) else "predict")
         raise TextnnError(f"{run_dir}: `translate` needs a translation run; this run is a {config.task} run "
                           f"(model {config.model_name}): use `textnn {command} {run_dir}`")
-    return _each_in_precision(config, model, task.predict(model, lines, source, options or {}))
+    return each_in_run_precision(config, model, task.predict(model, lines, source, options or {}))
 
 
 def export_run(run_dir: str | Path, out_dir: str | Path) -> list[Path]:

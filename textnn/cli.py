@@ -184,21 +184,15 @@ def _write_predictions(args: argparse.Namespace, options: dict) -> int:
 
 @contextlib.contextmanager
 def _input_lines(name: str):
-    """(lazy UTF-8 lines, name for messages) of a file, or of standard input for `-`."""
-    from textnn.data.readers import iter_input_lines
+    """(lazy UTF-8 lines, name for messages) of a file (gzip too), or of standard input for `-`."""
+    from textnn.data.readers import iter_input_lines, open_input
 
     if name == "-":
         yield iter_input_lines(sys.stdin.buffer, "<stdin>"), "<stdin>"
         return
-    path = Path(name).expanduser()
-    if not path.is_file():
-        raise TextnnError(f"{path}: input file not found; check the path")
-    try:
-        handle = open(path, "rb")
-    except OSError as err:
-        raise TextnnError(f"{path}: cannot read it ({err.strerror}); check its permissions") from None
-    with handle:
-        yield iter_input_lines(handle, str(path)), str(path)
+    path = str(Path(name).expanduser())
+    with open_input(path) as handle:
+        yield iter_input_lines(handle, path), path
 
 
 def write_lines(lines, output: str | None) -> None:
@@ -334,15 +328,9 @@ def _generate_file(args: argparse.Namespace, decoding) -> int:
 def _visualize(args: argparse.Namespace) -> int:
     from textnn.experiment import visualize_run
 
-    text = args.text
-    if args.file is not None:
-        path = Path(args.file)
-        if not path.is_file():
-            raise TextnnError(f"{path}: input file not found")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as err:
-            raise TextnnError(f"{path}: not UTF-8 (byte {err.start}); re-encode the file as UTF-8") from None
+    from textnn.data.readers import read_text
+
+    text = args.text if args.file is None else read_text(args.file)
     for written in visualize_run(args.run, text, args.output):
         print(f"wrote {written}")
     return 0

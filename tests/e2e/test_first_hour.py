@@ -1,0 +1,102 @@
+"""A new user's first hour through the real CLI (`python -m textnn ...` on small files in a tmp folder):
+gzip input for every command that reads a text file, predict on a file in the run's training format,
+`--version` and `runs`, `compare` run again, and what a finished run keeps on disk."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import write_sentiment_tsv
+
+QUICK = ("train.threads=1", "train.progress=false", "train.bootstrap_samples=0")
+GERMAN = "ein hund eine katze sitzt läuft auf dem der tisch".split()
+ENGLISH = "a dog a cat sits runs on the the table".split()
+
+
+class Workspace:
+    def __init__(self, root: Path):
+        self.root = root
+        self.env = {**os.environ, "TEXTNN_CACHE": str(root / "cache"), "OMP_NUM_THREADS": "1",
+                    "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+
+    def cli(self, *args) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "textnn", *map(str, args)], cwd=self.root, env=self.env,
+                              capture_output=True, text=True, timeout=300)
+
+    def ok(self, *args) -> subprocess.CompletedProcess:
+        done = self.cli(*args)
+        assert done.returncode == 0, f"textnn {' '.join(map(str, args))} exited {done.returncode}:\n{done.stderr[-3000:]}"
+        return done
+
+    def write(self, name: str, text: str) -> Path:
+        (self.root / name).write_text(text, encoding="utf-8")
+        return self.root / name
+
+    def gzipped(self, name: str) -> Path:
+        target = self.root / f"{name}.gz"
+        target.write_bytes(gzip.compress((self.root / name).read_bytes()))
+        return target
+
+
+def classifier_config(ws: Workspace, name: str, model: str) -> Path:
+    return ws.write(f"{name}.yaml", f"task: classification\n"
+                    f"data: {{format: tsv, train: train.tsv, dev: dev.tsv}}\n"
+                    f"model: {{name: {model}, preset: tiny}}\n"
+                    f"train: {{epochs: 1, batch_size: 32, lr: 0.01, log_every: 5}}\n")
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory) -> Workspace:
+    """Two classifier runs trained by one `compare` (runs/compare/bow, runs/compare/cbow), a character LM
+    (runs/lm) and a translation run (runs/mt)."""
+    ws = Workspace(tmp_path_factory.mktemp("first_hour"))
+    write_sentiment_tsv(ws.root / "train.tsv", 200, seed=1)
+    write_sentiment_tsv(ws.root / "dev.tsv", 40, seed=2)
+    configs = [classifier_config(ws, name, name) for name in ("bow", "cbow")]
+    ws.compare = ws.ok("compare", *configs, *(f"--set={item}" for item in QUICK), "--runs-dir", "runs/compare")
+    ws.write("lm.txt", "the cat sat on the mat .\nthe dog ran in the park .\n" * 20)
+    ws.write("lm.yaml", "task: language_modeling\ndata: {format: text, train: lm.txt, tokenizer: char, bptt: 16}\n"
+             "model: {name: rnn_lm, preset: tiny}\ntrain: {epochs: 1, batch_size: 4, max_steps: 3}\n")
+    ws.ok("train", "lm.yaml", "--run-dir", "runs/lm", *QUICK)
+    rng = random.Random(1)
+    pairs = [[rng.randrange(len(GERMAN)) for _ in range(rng.randint(2, 5))] for _ in range(60)]
+    ws.write("par.de", "".join(" ".join(GERMAN[i] for i in p) + "\n" for p in pairs))
+    ws.write("par.en", "".join(" ".join(ENGLISH[i] for i in p) + " .\n" for p in pairs))
+    ws.write("mt.yaml", "task: translation\ndata: {format: parallel, train: par, source: de, target: en, "
+             "bpe_vocab_size: 100}\nmodel: {name: seq2seq, preset: tiny}\ntrain: {epochs: 1, batch_size: 16, max_steps: 3}\n")
+    ws.ok("train", "mt.yaml", "--run-dir", "runs/mt", *QUICK)
+    return ws
+
+
+# ------------------------------------------------------------------------------------------------ gzip
+
+def test_predict_translate_generate_and_visualize_read_gzip_as_the_file_itself(ws):
+    ws.write("reviews.txt", "a great film\n\nawful and dull\n")
+    plain = ws.ok("predict", "runs/compare/bow", "reviews.txt").stdout
+    assert len(plain.splitlines()) == 3
+    assert ws.ok("predict", "runs/compare/bow", ws.gzipped("reviews.txt")).stdout == plain
+    ws.write("sentences.de", "ein hund sitzt\neine katze läuft\n")
+    plain = ws.ok("translate", "runs/mt", "sentences.de").stdout
+    assert ws.ok("translate", "runs/mt", ws.gzipped("sentences.de")).stdout == plain
+    ws.write("prompts.txt", "the cat\nthe dog\n")
+    plain = ws.ok("generate", "runs/lm", "--file", "prompts.txt", "--max-tokens", "5", "--seed", "1").stdout
+    assert ws.ok("generate", "runs/lm", "--file", ws.gzipped("prompts.txt"), "--max-tokens", "5",
+                 "--seed", "1").stdout == plain
+    ws.write("view.txt", "the cat sat")
+    ws.ok("visualize", "runs/lm", "--file", ws.gzipped("view.txt"), "--output", "views")
+    assert "cat sat" in (ws.root / "views" / "cells.html").read_text(encoding="utf-8")
+
+
+def test_a_damaged_gzip_input_is_one_line(ws):
+    (ws.root / "bad.txt.gz").write_bytes(gzip.compress(b"a great film\n" * 100)[:40])
+    done = ws.cli("predict", "runs/compare/bow", "bad.txt.gz")
+    assert done.returncode == 2 and "not a valid gzip file" in done.stderr
+    assert "Traceback" not in done.stderr

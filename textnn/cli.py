@@ -19,6 +19,7 @@ from textnn.errors import TextnnError
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="textnn", description="Neural networks for text: train, evaluate, "
                                      "predict, compare and look inside, from one config file.")
+    parser.add_argument("--version", action="version", version=f"textnn {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("train", help="train a model from a YAML config into a run directory")
@@ -91,6 +92,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--runs-dir", default="runs/compare", help="parent directory of the runs (default runs/compare)")
     p.add_argument("--markdown", help="also write the table as markdown to this file")
 
+    p = sub.add_parser("runs", help="one line per run below a folder: task, model, status, best metric, steps, size")
+    p.add_argument("folder", nargs="?", default="runs", help="where to look, recursively (default runs/)")
+    p.add_argument("--json", action="store_true", help="one JSON object per run (size in bytes)")
+
     p = sub.add_parser("explain", help="list every config option with its default and doc")
     p.add_argument("section", nargs="?", default="",
                    help="task, data, head, train, model, a task name (its data and head options) or a model name")
@@ -136,6 +141,15 @@ def _parser() -> argparse.ArgumentParser:
     source.add_argument("--file", help="a UTF-8 file holding the text the model reads")
     p.add_argument("--output", help="folder for the PNG/HTML files (default RUN/views)")
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("textnn")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -241,6 +255,26 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _runs(args: argparse.Namespace) -> int:
+    from textnn.runs import human_size, summaries
+
+    rows = summaries(args.folder)
+    if args.json:
+        for row in rows:
+            print(json.dumps(row))
+        return 0
+    table = [[row["name"], row["task"] or "-", row["model"] or "-", row["status"],
+              f"{row['metric']} {row['best']:.4g}" if row["best"] is not None else "-",
+              f"{row['steps']} steps" if row["steps"] is not None else "-", human_size(row["bytes"])]
+             for row in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))] if table else []
+    for row in table:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    if not rows:
+        print(f"no runs below {args.folder}", file=sys.stderr)
+    return 0
+
+
 def _neighbors(args: argparse.Namespace) -> int:
     from textnn.experiment import neighbors_run
 
@@ -337,7 +371,7 @@ def _visualize(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"train": _train, "evaluate": _evaluate, "predict": _predict, "translate": _translate,
-            "export": _export, "compare": _compare, "explain": _explain, "neighbors": _neighbors,
+            "export": _export, "compare": _compare, "runs": _runs, "explain": _explain, "neighbors": _neighbors,
             "analogy": _analogy, "demo": _demo, "generate": _generate, "visualize": _visualize}
 
 

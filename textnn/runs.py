@@ -294,6 +294,41 @@ class FollowerRunDir(RunDir):
         pass
 
 
+def summaries(root: str | Path) -> list[dict]:
+    """One summary per run directory (any directory holding a run.json) below `root`, sorted by path:
+    name (the path relative to root), task, model, status (the effective one), metric and best, steps,
+    and bytes on disk. A run whose run.json or config.yaml cannot be read shows as `damaged`."""
+    root = Path(root)
+    if not root.is_dir():
+        raise TextnnError(f"{root}: no such directory; give the folder that holds the runs (default runs/)")
+    found = []
+    for status_file in sorted(root.rglob("run.json")):
+        run = RunDir(status_file.parent)
+        row = {"name": str(run.path.relative_to(root)), "task": None, "model": None, "status": "damaged",
+               "metric": None, "best": None, "steps": None,
+               "bytes": sum(f.stat().st_size for f in run.path.rglob("*") if f.is_file() and not f.is_symlink())}
+        try:
+            info, config = run.status(), run.load_config()
+            status = run.effective_status()
+        except (TextnnError, OSError):
+            found.append(row)
+            continue
+        best = info.get("best")
+        row.update(task=config.task, model=config.model_name, status=status or "unknown", metric=info.get("metric"),
+                   best=best if isinstance(best, (int, float)) else None, steps=info.get("steps", info.get("step")))
+        found.append(row)
+    return found
+
+
+def human_size(size: float) -> str:
+    """1536 -> '1.5K': bytes in the units `du -h` uses."""
+    for unit in ("B", "K", "M", "G"):
+        if size < 1024:
+            return f"{size:.0f}{unit}" if unit == "B" else f"{size:.1f}{unit}"
+        size /= 1024
+    return f"{size:.1f}T"
+
+
 def _holder(text: str) -> tuple[str, str]:
     """(pid, host) from a lock file's text (written by `RunDir.lock`)."""
     try:

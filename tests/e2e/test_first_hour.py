@@ -100,3 +100,46 @@ def test_a_damaged_gzip_input_is_one_line(ws):
     done = ws.cli("predict", "runs/compare/bow", "bad.txt.gz")
     assert done.returncode == 2 and "not a valid gzip file" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+# ------------------------------------------------------------------------------------- --version, runs
+
+def test_version_is_the_installed_package_version(ws):
+    from importlib.metadata import version
+
+    assert ws.ok("--version").stdout.strip() == f"textnn {version('textnn')}"
+
+
+def test_runs_lists_every_run_below_a_folder_with_a_damaged_one_shown_as_damaged(ws):
+    import shutil
+    import socket
+
+    folder = ws.root / "listing"
+    shutil.copytree(ws.root / "runs", folder, symlinks=True)
+    (folder / "nested" / "broken").mkdir(parents=True)
+    (folder / "nested" / "broken" / "config.yaml").write_text((folder / "lm" / "config.yaml").read_text())
+    (folder / "nested" / "broken" / "run.json").write_text("{", encoding="utf-8")
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    died = json.loads((folder / "mt" / "run.json").read_text(encoding="utf-8"))
+    died.update(status="running", pid=int(gone.stdout), host=socket.gethostname())
+    (folder / "mt" / "run.json").write_text(json.dumps(died), encoding="utf-8")
+
+    rows = [json.loads(line) for line in ws.ok("runs", "listing", "--json").stdout.splitlines()]
+    assert [row["name"] for row in rows] == ["compare/bow", "compare/cbow", "lm", "mt", "nested/broken"]
+    by_name = {row["name"]: row for row in rows}
+    bow = json.loads((folder / "compare" / "bow" / "run.json").read_text(encoding="utf-8"))
+    assert by_name["compare/bow"] | {"bytes": 0} == {
+        "name": "compare/bow", "task": "classification", "model": "bow", "status": "finished",
+        "metric": bow["metric"], "best": bow["best"], "steps": bow["steps"], "bytes": 0}
+    on_disk = sum(f.stat().st_size for f in (folder / "compare" / "bow").rglob("*") if f.is_file())
+    assert by_name["compare/bow"]["bytes"] == on_disk > 0
+    assert by_name["mt"]["status"] == "died" and by_name["lm"]["task"] == "language_modeling"
+    assert by_name["nested/broken"]["status"] == "damaged"
+
+    done = ws.ok("runs", "listing")
+    lines = done.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == [row["name"] for row in rows]
+    assert lines[0].split()[1:5] == ["classification", "bow", "finished", bow["metric"]]
+    assert f"{bow['steps']} steps" in lines[0] and "Traceback" not in done.stderr
+    assert "damaged" in lines[-1]
+    assert ws.ok("runs", "--json").stdout == ws.ok("runs", "runs", "--json").stdout  # runs/ by default

@@ -116,13 +116,18 @@ class RunDir:
             raise TextnnError(f"{self.path}: nothing to resume (no checkpoint/last.safetensors); "
                               f"run without --resume")
         self.status()  # a damaged run.json is refused now, not at the first status update mid-run
-        saved, wanted = _flatten(self.load_config().to_dict()), _flatten(config.to_dict())
-        for key in sorted(set(saved) | set(wanted)):
+        for key, saved, wanted in self.changed_options(config):
             section, _, name = key.partition(".")
-            if key != "name" and saved.get(key) != wanted.get(key) and not (
-                    section == "train" and name in RESUMABLE_CHANGES):
-                raise TextnnError(f"{self.config_file}: cannot resume with {key}={wanted.get(key)!r} "
-                                  f"(the run was started with {saved.get(key)!r}); use a new --run-dir")
+            if not (section == "train" and name in RESUMABLE_CHANGES):
+                raise TextnnError(f"{self.config_file}: cannot resume with {key}={wanted!r} "
+                                  f"(the run was started with {saved!r}); use a new --run-dir")
+
+    def changed_options(self, config: Config) -> list[tuple[str, object, object]]:
+        """(dotted key, the run's value, config's value) of every option but the name where `config`
+        differs from the run's config.yaml."""
+        saved, wanted = _flatten(self.load_config().to_dict()), _flatten(config.to_dict())
+        return [(key, saved.get(key), wanted.get(key)) for key in sorted(set(saved) | set(wanted))
+                if key != "name" and saved.get(key) != wanted.get(key)]
 
     def check_not_live(self) -> None:
         """Refuse to touch a run that a live process is training (two trainers would write over each other)."""

@@ -143,3 +143,33 @@ def test_runs_lists_every_run_below_a_folder_with_a_damaged_one_shown_as_damaged
     assert f"{bow['steps']} steps" in lines[0] and "Traceback" not in done.stderr
     assert "damaged" in lines[-1]
     assert ws.ok("runs", "--json").stdout == ws.ok("runs", "runs", "--json").stdout  # runs/ by default
+
+
+# ------------------------------------------------------------------------------------------- compare
+
+def table_columns(stdout: str) -> list[list[str]]:
+    """compare's table rows, up to the params column (train time and examples/s are rounded on the way)."""
+    return [line.split("  ")[:5] for line in stdout.splitlines()[2:] if line.strip()]
+
+
+def test_compare_run_again_reuses_each_finished_run_and_refuses_an_unfinished_one(ws):
+    import shutil
+
+    configs = ["bow.yaml", "cbow.yaml"]
+    again = ws.ok("compare", *configs, *(f"--set={item}" for item in QUICK), "--runs-dir", "runs/compare")
+    assert table_columns(again.stdout) == table_columns(ws.compare.stdout)
+    assert [line for line in again.stderr.splitlines() if "reusing" in line] == [
+        f"runs/compare/{name}: finished by an earlier compare with this config; reusing it (remove the directory "
+        f"to train it again)" for name in ("bow", "cbow")]
+
+    changed = ws.cli("compare", *configs, *(f"--set={item}" for item in QUICK), "--set", "train.lr=0.5",
+                     "--runs-dir", "runs/compare")
+    assert changed.returncode == 2 and "train.lr=0.01" in changed.stderr and "another --runs-dir" in changed.stderr
+
+    shutil.copytree(ws.root / "runs" / "compare", ws.root / "unfinished")
+    status = json.loads((ws.root / "unfinished" / "cbow" / "run.json").read_text(encoding="utf-8"))
+    (ws.root / "unfinished" / "cbow" / "run.json").write_text(json.dumps({**status, "status": "interrupted"}))
+    refused = ws.cli("compare", *configs, *(f"--set={item}" for item in QUICK), "--runs-dir", "unfinished")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "status: interrupted" in refused.stderr and "remove unfinished/cbow" in refused.stderr
+    assert "--resume" not in refused.stderr and "reusing" not in refused.stderr  # refused before any work

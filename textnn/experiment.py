@@ -22,7 +22,7 @@ from textnn import registry
 from textnn.config import Config, load_config, starts_with_head
 from textnn.errors import TextnnError
 from textnn.generation.decoding import DecodingConfig
-from textnn.runs import FollowerRunDir, RunDir
+from textnn.runs import FollowerRunDir, RunDir, human_size
 from textnn.training import distributed, precision
 from textnn.training.budget import check_resume_budget
 from textnn.training.checkpoint import (check_checkpoint, init_encoder_from, init_encoder_from_state, load_weights,
@@ -95,6 +95,10 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
                 raise
             finally:
                 stop_heartbeat()
+            if config.train.keep_checkpoint == "none" and distributed.is_main():  # torchrun: process 0 alone
+                freed = run.remove_checkpoint()
+                print(f"{run.path}: finished; removed checkpoint/ to free {human_size(freed)} (the weights stay in "
+                      f"model.safetensors; train.keep_checkpoint=last keeps it for --resume)", file=sys.stderr)
     return run, result
 
 
@@ -378,7 +382,7 @@ def compare(config_paths: list[str], overrides: list[str], runs_root: str | Path
 
 # Options that change how a run is shown or where it computes, not what it learns: a finished run
 # trained with other values of them is still the run the config asks for.
-COMPARE_IGNORED = {"train.progress", "train.threads", "train.device"}
+COMPARE_IGNORED = {"train.progress", "train.threads", "train.device", "train.keep_checkpoint"}
 
 
 def _finished_before(run: RunDir, config: Config) -> RunDir | None:

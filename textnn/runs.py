@@ -8,7 +8,8 @@
                              HEARTBEAT_SECONDS), so that a run whose process died shows as `died`
       model.safetensors      best weights (by the dev metric), written atomically
       vocab.json, labels.json, tokenizer.json   whatever the task needs to rebuild its inputs
-      checkpoint/last.safetensors              resumable state (training/checkpoint.py)
+      checkpoint/last.safetensors              resumable state (training/checkpoint.py); removed once the
+                                               run has finished, unless train.keep_checkpoint=last
       metrics.jsonl          one JSON record per log/eval event
       report.md, *.png       the human report
       .lock                  while a `textnn train` writes the run: its pid and host (RunDir.lock; one
@@ -23,6 +24,7 @@ import contextlib
 import fcntl
 import json
 import os
+import shutil
 import socket
 import threading
 import time
@@ -35,7 +37,7 @@ from textnn.training.checkpoint import atomic_write_text, unwritable
 
 # train options that may differ on --resume: they bound or display the run, they do not change it.
 # (A new budget may still be refused: training/budget.check_resume_budget.)
-RESUMABLE_CHANGES = {"epochs", "max_steps", "max_minutes", "progress", "device", "threads"}
+RESUMABLE_CHANGES = {"epochs", "max_steps", "max_minutes", "progress", "device", "threads", "keep_checkpoint"}
 # sections of a saved config.yaml (Config.to_yaml writes them all)
 SAVED_SECTIONS = ("task", "data", "model", "head", "train")
 # metrics.jsonl splits written once, at the end of a run, from the best weights.
@@ -112,6 +114,10 @@ class RunDir:
         """Refuse to continue the run here with `config` unless it has a checkpoint and the same config,
         but for the options that may change (RESUMABLE_CHANGES), and no process trains it now."""
         self.check_not_live()
+        if not self.checkpoint_file.is_file() and self.effective_status() == "finished":
+            raise TextnnError(f"{self.path}: the run finished and its checkpoint was removed (train.keep_checkpoint="
+                              f"none), so it cannot continue; train a new run, or start one from its weights "
+                              f"with model.init_from={self.path}")
         if not self.checkpoint_file.is_file():
             raise TextnnError(f"{self.path}: nothing to resume (no checkpoint/last.safetensors); "
                               f"run without --resume")
@@ -160,6 +166,14 @@ class RunDir:
                               f"continue it, --run-dir to choose another, or delete it")
         self.path.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.config_file, config.to_yaml())
+
+    def remove_checkpoint(self) -> int:
+        """Delete checkpoint/ (train.keep_checkpoint=none, once the run has finished); returns the bytes freed."""
+        folder = self.checkpoint_file.parent
+        size = lambda: sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())  # noqa: E731
+        before = size() if folder.is_dir() else 0
+        shutil.rmtree(folder, ignore_errors=True)  # what cannot be removed only costs space
+        return before - (size() if folder.is_dir() else 0)
 
     def load_config(self) -> Config:
         if not self.config_file.is_file():

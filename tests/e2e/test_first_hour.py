@@ -142,7 +142,10 @@ def test_runs_lists_every_run_below_a_folder_with_a_damaged_one_shown_as_damaged
     assert lines[0].split()[1:5] == ["classification", "bow", "finished", bow["metric"]]
     assert f"{bow['steps']} steps" in lines[0] and "Traceback" not in done.stderr
     assert "damaged" in lines[-1]
-    assert ws.ok("runs", "--json").stdout == ws.ok("runs", "runs", "--json").stdout  # runs/ by default
+    # the README's commands: runs/ by default, and a folder inside it
+    assert ws.ok("runs").stdout.split()[0] == "compare/bow"
+    assert [json.loads(line)["name"] for line in ws.ok("runs", "runs/compare", "--json").stdout.splitlines()] == [
+        "bow", "cbow"]
 
 
 # ------------------------------------------------------------------------------------------- compare
@@ -173,3 +176,23 @@ def test_compare_run_again_reuses_each_finished_run_and_refuses_an_unfinished_on
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
     assert "status: interrupted" in refused.stderr and "remove unfinished/cbow" in refused.stderr
     assert "--resume" not in refused.stderr and "reusing" not in refused.stderr  # refused before any work
+
+
+# --------------------------------------------------------------------------------- train.keep_checkpoint
+
+def test_a_finished_run_keeps_its_weights_and_by_default_not_its_checkpoint(ws):
+    removed = [line for line in ws.compare.stderr.splitlines() if "removed checkpoint/" in line]
+    assert [line.split(":")[0] for line in removed] == ["runs/compare/bow", "runs/compare/cbow"]
+    assert all(not (ws.root / "runs" / "compare" / name / "checkpoint").exists() for name in ("bow", "cbow"))
+    assert (ws.root / "runs" / "compare" / "bow" / "model.safetensors").is_file()
+
+    resumed = ws.cli("train", "bow.yaml", *QUICK, "--run-dir", "runs/compare/bow", "--resume", "train.epochs=2")
+    assert resumed.returncode == 2 and resumed.stderr.count("\n") == 1, resumed.stderr
+    assert "cannot continue" in resumed.stderr and "model.init_from=runs/compare/bow" in resumed.stderr
+
+    kept = ws.ok("train", "bow.yaml", *QUICK, "train.keep_checkpoint=last", "--run-dir", "runs/kept")
+    assert (ws.root / "runs" / "kept" / "checkpoint" / "last.safetensors").is_file()
+    assert "removed checkpoint/" not in kept.stderr
+    ws.ok("train", "bow.yaml", *QUICK, "train.keep_checkpoint=last", "--run-dir", "runs/kept", "--resume",
+          "train.epochs=2")
+    assert json.loads((ws.root / "runs" / "kept" / "run.json").read_text())["steps"] == 14

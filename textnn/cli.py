@@ -44,6 +44,7 @@ COUNT, OFF_OR_COUNT, SEED = _integer(1), _integer(0), _integer(0, 2 ** 32 - 1)
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="textnn", description="Neural networks for text: train, evaluate, "
                                      "predict, compare and look inside, from one config file.")
+    parser.add_argument("--version", action="version", version=f"textnn {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("train", help="train a model from a YAML config into a run directory")
@@ -116,6 +117,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--runs-dir", default="runs/compare", help="parent directory of the runs (default runs/compare)")
     p.add_argument("--markdown", help="also write the table as markdown to this file")
 
+    p = sub.add_parser("runs", help="one line per run below a folder: task, model, status, best metric, steps, size")
+    p.add_argument("folder", nargs="?", default="runs", help="where to look, recursively (default runs/)")
+    p.add_argument("--json", action="store_true", help="one JSON object per run (size in bytes)")
+
     p = sub.add_parser("explain", help="list every config option with its default and doc")
     p.add_argument("section", nargs="?", default="",
                    help="task, data, head, train, model, a task name (its data and head options) or a model name")
@@ -161,6 +166,15 @@ def _parser() -> argparse.ArgumentParser:
     source.add_argument("--file", help="a UTF-8 file holding the text the model reads")
     p.add_argument("--output", help="folder for the PNG/HTML files (default RUN/views)")
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("textnn")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -214,21 +228,15 @@ def _write_predictions(args: argparse.Namespace, run, options: dict) -> int:
 
 @contextlib.contextmanager
 def _input_lines(name: str):
-    """(lazy UTF-8 lines, name for messages) of a file, or of standard input for `-`."""
-    from textnn.data.readers import iter_input_lines
+    """(lazy UTF-8 lines, name for messages) of a file (gzip too), or of standard input for `-`."""
+    from textnn.data.readers import iter_input_lines, open_input
 
     if name == "-":
         yield iter_input_lines(sys.stdin.buffer, "<stdin>"), "<stdin>"
         return
-    path = Path(name).expanduser()
-    if not path.is_file():
-        raise TextnnError(f"{path}: input file not found; check the path")
-    try:
-        handle = open(path, "rb")
-    except OSError as err:
-        raise TextnnError(f"{path}: cannot read it ({err.strerror}); check its permissions") from None
-    with handle:
-        yield iter_input_lines(handle, str(path)), str(path)
+    path = str(Path(name).expanduser())
+    with open_input(path) as handle:
+        yield iter_input_lines(handle, path), path
 
 
 def write_lines(lines, output: str | None) -> None:
@@ -274,6 +282,26 @@ def _compare(args: argparse.Namespace) -> int:
     if args.markdown:
         Path(args.markdown).write_text(format_table(rows, markdown=True) + "\n", encoding="utf-8")
         print(f"markdown table: {args.markdown}")
+    return 0
+
+
+def _runs(args: argparse.Namespace) -> int:
+    from textnn.runs import human_size, summaries
+
+    rows = summaries(args.folder)
+    if args.json:
+        for row in rows:
+            print(json.dumps(row))
+        return 0
+    table = [[row["name"], row["task"] or "-", row["model"] or "-", row["status"],
+              f"{row['metric']} {row['best']:.4g}" if row["best"] is not None else "-",
+              f"{row['steps']} steps" if row["steps"] is not None else "-", human_size(row["bytes"])]
+             for row in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))] if table else []
+    for row in table:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    if not rows:
+        print(f"no runs below {args.folder}", file=sys.stderr)
     return 0
 
 
@@ -364,22 +392,16 @@ def _generate_file(args: argparse.Namespace, decoding) -> int:
 def _visualize(args: argparse.Namespace) -> int:
     from textnn.experiment import visualize_run
 
-    text = args.text
-    if args.file is not None:
-        path = Path(args.file)
-        if not path.is_file():
-            raise TextnnError(f"{path}: input file not found")
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as err:
-            raise TextnnError(f"{path}: not UTF-8 (byte {err.start}); re-encode the file as UTF-8") from None
+    from textnn.data.readers import read_text
+
+    text = args.text if args.file is None else read_text(args.file)
     for written in visualize_run(args.run, text, args.output):
         print(f"wrote {written}")
     return 0
 
 
 COMMANDS = {"train": _train, "evaluate": _evaluate, "predict": _predict, "translate": _translate,
-            "export": _export, "compare": _compare, "explain": _explain, "neighbors": _neighbors,
+            "export": _export, "compare": _compare, "runs": _runs, "explain": _explain, "neighbors": _neighbors,
             "analogy": _analogy, "demo": _demo, "generate": _generate, "visualize": _visualize}
 
 

@@ -22,7 +22,7 @@ from textnn import registry
 from textnn.config import Config, load_config, starts_with_head
 from textnn.errors import TextnnError
 from textnn.generation.decoding import DecodingConfig
-from textnn.runs import FollowerRunDir, RunDir
+from textnn.runs import FollowerRunDir, RunDir, human_size
 from textnn.training import distributed, precision
 from textnn.training.budget import check_resume_budget
 from textnn.training.checkpoint import (check_checkpoint, init_encoder_from, init_encoder_from_state, load_weights,
@@ -95,6 +95,10 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
                 raise
             finally:
                 stop_heartbeat()
+            if config.train.keep_checkpoint == "none" and distributed.is_main():  # torchrun: process 0 alone
+                freed = run.remove_checkpoint()
+                print(f"{run.path}: finished; removed checkpoint/ to free {human_size(freed)} (the weights stay in "
+                      f"model.safetensors; train.keep_checkpoint=last keeps it for --resume)", file=sys.stderr)
     return run, result
 
 
@@ -369,23 +373,65 @@ class CompareRow:
 
 
 def compare(config_paths: list[str], overrides: list[str], runs_root: str | Path) -> list[CompareRow]:
-    """Train each config (same overrides for all) and collect one comparable row per config."""
+    """Train each config (same overrides for all) and collect one comparable row per config. A config whose
+    run an earlier compare finished under `runs_root` is not trained again: its run is reused."""
     configs = [load_config(path, overrides) for path in config_paths]  # fail fast on any bad config
     names = [c.name for c in configs]
     if len(set(names)) != len(names):
         raise TextnnError(f"two configs share the run name {names}; give each a distinct `name:`")
+    done = [_finished_before(RunDir(Path(runs_root) / config.name), config) for config in configs]  # all checked first
     rows = []
-    for config in configs:
+    for config, finished in zip(configs, done):
+        if finished:
+            print(f"{finished.path}: finished by an earlier compare with this config; reusing it (remove the "
+                  f"directory to train it again)", file=sys.stderr)
+            rows.append(_reused_row(finished, config))
+            continue
         run, result = train(config, Path(runs_root) / config.name)
-        metric = result.metric_name
-        dev = result.dev or result.test
-        rows.append(CompareRow(name=config.name, model=config.model_name, metric=metric,
-                               value=float(dev.get(metric, float("nan"))),
-                               ci_low=dev.get(f"{metric}_ci_low"), ci_high=dev.get(f"{metric}_ci_high"),
-                               higher_is_better=result.higher_is_better, parameters=result.parameters,
-                               train_seconds=result.train_seconds,
-                               examples_per_second=result.examples_per_second, run_dir=str(run.path)))
+        rows.append(_row(config, run, result.metric_name, result.dev or result.test, result.higher_is_better,
+                         result.parameters, result.train_seconds, result.examples_per_second))
     return rows
+
+
+# Options that change how a run is shown or where it computes, not what it learns: a finished run
+# trained with other values of them is still the run the config asks for.
+COMPARE_IGNORED = {"train.progress", "train.threads", "train.device", "train.keep_checkpoint"}
+
+
+def _finished_before(run: RunDir, config: Config) -> RunDir | None:
+    """The run of `config` that an earlier compare finished at `run`, to reuse; None when there is none
+    yet. A run there that is unfinished, or was trained with another config, is refused."""
+    if not run.path.is_dir() or not any(p != run.lock_file for p in run.path.iterdir()):
+        return None
+    remedy = f"remove {run.path} to train it again, or choose another --runs-dir"
+    status = run.effective_status() if run.status_file.is_file() else "unknown"
+    if status != "finished":
+        raise TextnnError(f"{run.path}: an earlier run of {config.name} is there and not finished "
+                          f"(status: {status}); {remedy}")
+    changed = [item for item in run.changed_options(config) if item[0] not in COMPARE_IGNORED]
+    if changed:
+        key, saved, wanted = changed[0]
+        raise TextnnError(f"{run.path}: the run there was trained with {key}={saved!r}, this compare asks for "
+                          f"{wanted!r}; {remedy}")
+    return run
+
+
+def _reused_row(run: RunDir, config: Config) -> CompareRow:
+    """The comparison row of a finished run, from its run.json and its model."""
+    info = run.status()
+    _, task, model = load_run(run.path)
+    metric = info["metric"]
+    return _row(config, run, metric, info.get("dev") or info.get("test") or {}, task.higher_is_better(metric),
+                model.num_parameters(), info.get("train_seconds", 0.0), info.get("examples_per_second", 0.0))
+
+
+def _row(config: Config, run: RunDir, metric: str, dev: dict, higher_is_better: bool, parameters: int,
+         train_seconds: float, examples_per_second: float) -> CompareRow:
+    return CompareRow(name=config.name, model=config.model_name, metric=metric,
+                      value=float(dev.get(metric, float("nan"))),
+                      ci_low=dev.get(f"{metric}_ci_low"), ci_high=dev.get(f"{metric}_ci_high"),
+                      higher_is_better=higher_is_better, parameters=parameters, train_seconds=train_seconds,
+                      examples_per_second=examples_per_second, run_dir=str(run.path))
 
 
 def format_table(rows: list[CompareRow], markdown: bool = False) -> str:

@@ -8,7 +8,8 @@
                              HEARTBEAT_SECONDS), so that a run whose process died shows as `died`
       model.safetensors      best weights (by the dev metric), written atomically
       vocab.json, labels.json, tokenizer.json   whatever the task needs to rebuild its inputs
-      checkpoint/last.safetensors              resumable state (training/checkpoint.py)
+      checkpoint/last.safetensors              resumable state (training/checkpoint.py); removed once the
+                                               run has finished, unless train.keep_checkpoint=last
       metrics.jsonl          one JSON record per log/eval event
       report.md, *.png       the human report
       .lock                  while a `textnn train` writes the run: its pid and host (RunDir.lock; one
@@ -23,6 +24,7 @@ import contextlib
 import fcntl
 import json
 import os
+import shutil
 import socket
 import threading
 import time
@@ -35,7 +37,8 @@ from textnn.training.checkpoint import atomic_write_text, process_alive, remove_
 
 # train options that may differ on --resume: they bound or display the run, they do not change it.
 # (A new budget may still be refused: training/budget.check_resume_budget.)
-RESUMABLE_CHANGES = {"epochs", "max_steps", "max_minutes", "progress", "device", "threads", "tensorboard"}
+RESUMABLE_CHANGES = {"epochs", "max_steps", "max_minutes", "progress", "device", "threads", "tensorboard",
+                     "keep_checkpoint"}
 # sections of a saved config.yaml (Config.to_yaml writes them all)
 SAVED_SECTIONS = ("task", "data", "model", "head", "train")
 # metrics.jsonl splits written once, at the end of a run, from the best weights.
@@ -114,17 +117,26 @@ class RunDir:
         """Refuse to continue the run here with `config` unless it has a checkpoint and the same config,
         but for the options that may change (RESUMABLE_CHANGES), and no process trains it now."""
         self.check_not_live()
+        if not self.checkpoint_file.is_file() and self.effective_status() == "finished":
+            raise TextnnError(f"{self.path}: the run finished and its checkpoint was removed (train.keep_checkpoint="
+                              f"none), so it cannot continue; train a new run, or start one from its weights "
+                              f"with model.init_from={self.path}")
         if not self.checkpoint_file.is_file():
             raise TextnnError(f"{self.path}: nothing to resume (no checkpoint/last.safetensors); "
                               f"run without --resume")
         self.status()  # a damaged run.json is refused now, not at the first status update mid-run
-        saved, wanted = _flatten(self.load_config().to_dict()), _flatten(config.to_dict())
-        for key in sorted(set(saved) | set(wanted)):
+        for key, saved, wanted in self.changed_options(config):
             section, _, name = key.partition(".")
-            if key != "name" and saved.get(key) != wanted.get(key) and not (
-                    section == "train" and name in RESUMABLE_CHANGES):
-                raise TextnnError(f"{self.config_file}: cannot resume with {key}={wanted.get(key)!r} "
-                                  f"(the run was started with {saved.get(key)!r}); use a new --run-dir")
+            if not (section == "train" and name in RESUMABLE_CHANGES):
+                raise TextnnError(f"{self.config_file}: cannot resume with {key}={wanted!r} "
+                                  f"(the run was started with {saved!r}); use a new --run-dir")
+
+    def changed_options(self, config: Config) -> list[tuple[str, object, object]]:
+        """(dotted key, the run's value, config's value) of every option but the name where `config`
+        differs from the run's config.yaml."""
+        saved, wanted = _flatten(self.load_config().to_dict()), _flatten(config.to_dict())
+        return [(key, saved.get(key), wanted.get(key)) for key in sorted(set(saved) | set(wanted))
+                if key != "name" and saved.get(key) != wanted.get(key)]
 
     def check_not_live(self) -> None:
         """Refuse to touch a run that a live process is training (two trainers would write over each other)."""
@@ -159,6 +171,14 @@ class RunDir:
             remove_stale_temporaries(folder)
         self.path.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.config_file, config.to_yaml())
+
+    def remove_checkpoint(self) -> int:
+        """Delete checkpoint/ (train.keep_checkpoint=none, once the run has finished); returns the bytes freed."""
+        folder = self.checkpoint_file.parent
+        size = lambda: sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())  # noqa: E731
+        before = size() if folder.is_dir() else 0
+        shutil.rmtree(folder, ignore_errors=True)  # what cannot be removed only costs space
+        return before - (size() if folder.is_dir() else 0)
 
     def load_config(self) -> Config:
         if not self.config_file.is_file():
@@ -299,6 +319,41 @@ class FollowerRunDir(RunDir):
 
     def truncate_metrics(self, after_step: int) -> None:
         pass
+
+
+def summaries(root: str | Path) -> list[dict]:
+    """One summary per run directory (any directory holding a run.json) below `root`, sorted by path:
+    name (the path relative to root), task, model, status (the effective one), metric and best, steps,
+    and bytes on disk. A run whose run.json or config.yaml cannot be read shows as `damaged`."""
+    root = Path(root)
+    if not root.is_dir():
+        raise TextnnError(f"{root}: no such directory; give the folder that holds the runs (default runs/)")
+    found = []
+    for status_file in sorted(root.rglob("run.json")):
+        run = RunDir(status_file.parent)
+        row = {"name": str(run.path.relative_to(root)), "task": None, "model": None, "status": "damaged",
+               "metric": None, "best": None, "steps": None,
+               "bytes": sum(f.stat().st_size for f in run.path.rglob("*") if f.is_file() and not f.is_symlink())}
+        try:
+            info, config = run.status(), run.load_config()
+            status = run.effective_status()
+        except (TextnnError, OSError):
+            found.append(row)
+            continue
+        best = info.get("best")
+        row.update(task=config.task, model=config.model_name, status=status or "unknown", metric=info.get("metric"),
+                   best=best if isinstance(best, (int, float)) else None, steps=info.get("steps", info.get("step")))
+        found.append(row)
+    return found
+
+
+def human_size(size: float) -> str:
+    """1536 -> '1.5K': bytes in the units `du -h` uses."""
+    for unit in ("B", "K", "M", "G"):
+        if size < 1024:
+            return f"{size:.0f}{unit}" if unit == "B" else f"{size:.1f}{unit}"
+        size /= 1024
+    return f"{size:.1f}T"
 
 
 def _holder(text: str) -> tuple[str, str]:

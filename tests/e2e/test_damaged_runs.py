@@ -28,7 +28,7 @@ CONFIGS = {
                           "data: {format: text, train: ROOT/lm.txt, dev: ROOT/lm.txt, tokenizer: whitespace, bptt: 8}\n"
                           "model: {name: rnn_lm, preset: tiny}\n"),
 }
-TRAIN = "train: {epochs: 1, batch_size: 8, threads: 1, progress: false, bootstrap_samples: 0}\n"
+TRAIN = "train: {epochs: 1, batch_size: 8, threads: 1, progress: false, bootstrap_samples: 0, keep_checkpoint: last}\n"
 DEV = {"classification": "dev.tsv", "tagging": "ner_dev.txt", "language_modeling": "lm.txt"}
 
 

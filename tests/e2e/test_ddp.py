@@ -33,20 +33,22 @@ task: language_modeling
 data: {{format: text, train: {train}, dev: {dev}, tokenizer: whitespace, bptt: 8, stateful: {stateful}}}
 model: {{name: rnn_lm, preset: tiny, dropout: {dropout}}}
 train: {{batch_size: 4, epochs: {epochs}, eval_every: 10, checkpoint_every: {checkpoint_every}, log_every: 5,
-         progress: false, device: cpu, threads: 1}}
+         progress: false, device: cpu, threads: 1, keep_checkpoint: last}}
 """
 TAGGER = """\
 task: tagging
 data: {{format: conll, train: {train}, dev: {dev}, tag_scheme: iob1, train_tag_scheme: bioes}}
 model: {{name: rnn_tagger, preset: tiny, dropout: 0.0}}
-train: {{optimizer: adam, lr: 0.02, epochs: 2, batch_size: 8, threads: 1, progress: false, bootstrap_samples: 0}}
+train: {{optimizer: adam, lr: 0.02, epochs: 2, batch_size: 8, threads: 1, progress: false, bootstrap_samples: 0,
+         keep_checkpoint: last}}
 """
 CLASSIFIER = """\
 task: classification
 data: {{format: tsv, train: {train}, dev: {dev}{pair}}}
 model: {{name: {model}, preset: tiny}}
 head: {{dropout: 0.0}}
-train: {{optimizer: adam, lr: 0.01, epochs: 2, batch_size: 8, threads: 1, progress: false, bootstrap_samples: 0}}
+train: {{optimizer: adam, lr: 0.01, epochs: 2, batch_size: 8, threads: 1, progress: false, bootstrap_samples: 0,
+         keep_checkpoint: last}}
 """
 
 

@@ -46,7 +46,8 @@ def test_train_then_evaluate_prints_perplexity_and_token_counts(tmp_path, model,
         "task: language_modeling\n"
         f"data: {{format: text, train: {train.name}, dev: {dev.name}, tokenizer: whitespace, bptt: 8}}\n"
         f"model: {{name: {model}}}\n"
-        "train: {batch_size: 4, epochs: 2, eval_every: 10, log_every: 5, progress: false, device: cpu}\n",
+        "train: {batch_size: 4, epochs: 2, eval_every: 10, log_every: 5, progress: false, device: cpu,\n"
+        "        keep_checkpoint: last}\n",  # the NT-ASGD check reads the finished run's checkpoint
         encoding="utf-8")
     proc = textnn("train", "lm.yaml", "model.preset=tiny", *extra, "--run-dir", "run", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]

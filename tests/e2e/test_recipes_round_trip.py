@@ -220,20 +220,31 @@ def assert_token_gold_predicted(predicted: list[list[str]], source: Path) -> Non
     assert all(len(row) == 3 for row in predicted)
 
 
+def gzipped(path: Path) -> Path:
+    """A gzip copy of a plain file, beside it: every command reads FILE.gz as it reads FILE."""
+    path = Path(path)
+    if not path.is_file() or path.suffix == ".gz":  # a parallel prefix names files that are gzipped already
+        return path
+    target = path.with_name(path.name + ".gz")
+    target.write_bytes(gzip.compress(path.read_bytes()))
+    return target
+
+
 def use_run(config, run: Path, work: Path, capsys, process: bool = False) -> None:
-    """evaluate, predict and the task's other commands on a trained run, each checked for what it owes."""
+    """evaluate, predict and the task's other commands on a trained run, each checked for what it owes;
+    evaluate reads its file gzipped."""
     data, task, family = config.data, config.task, config.model_name
     inputs = work / "inputs.txt"
     if task == "embeddings":  # evaluated on word pairs, asked for neighbours and an analogy
         rows = (run / "vectors.txt").read_text(encoding="utf-8").splitlines()[1:]  # word2vec's text format
         words = [row.split(" ", 1)[0] for row in rows if row[0].isalpha()][:4]
         inputs.write_text("".join(f"{a}\t{b}\t{i}\n" for i, (a, b) in enumerate(zip(words, words[1:]))))
-        assert json.loads(textnn(capsys, "evaluate", run, "--data", inputs, "--json"))["pairs"] == 3
+        assert json.loads(textnn(capsys, "evaluate", run, "--data", gzipped(inputs), "--json"))["pairs"] == 3
         assert textnn(capsys, "neighbors", run, words[0], "-k", "2").startswith(f"{words[0]}:")
         assert textnn(capsys, "analogy", run, *words[:3], "-k", "2").startswith(" : ".join(words[:2]))
         return
     # evaluate on the dev file (a run that holds out part of its training file: on that file)
-    finite_metrics(json.loads(textnn(capsys, "evaluate", run, "--data", data.dev or data.train, "--json",
+    finite_metrics(json.loads(textnn(capsys, "evaluate", run, "--data", gzipped(data.dev or data.train), "--json",
                                      "--bootstrap", "20", process=process)))
     if task == "language_modeling":
         if registry.encoder_class(family).causal:
@@ -242,6 +253,8 @@ def use_run(config, run: Path, work: Path, capsys, process: bool = False) -> Non
         inputs.write_text(f"{GERMAN}\nZwei Männer spielen Fußball .\n", encoding="utf-8")
         assert len(textnn(capsys, "translate", run, inputs).splitlines()) == 2
         assert len(textnn(capsys, "translate", run, inputs, "--beam", "2", "--nbest", "2").splitlines()) == 4
+        source = Path(f"{data.dev}.{data.source}.gz")  # as the README translates ../shared/data/multi30k/val.de.gz
+        assert len(textnn(capsys, "translate", run, source).splitlines()) == len(gzip.open(source).readlines())
     elif task in ("classification", "tagging", "qa"):
         lines = [TEXT, SECOND]
         if task == "classification" and data.text_pair_column:

@@ -25,7 +25,8 @@ task: classification
 data: {{format: tsv, train: {train}, dev: {dev}}}
 model: {{name: dan, preset: tiny}}
 train: {{optimizer: adam, lr: 0.01, scheduler: linear, warmup_steps: 5, epochs: 12, batch_size: 4,
-         grad_accum: 2, eval_every: 37, checkpoint_every: 1, progress: false, bootstrap_samples: 0{extra}}}
+         grad_accum: 2, eval_every: 37, checkpoint_every: 1, progress: false, bootstrap_samples: 0,
+         keep_checkpoint: last{extra}}}
 """
 # The same run with parameter groups: one more of DAN's layer groups trains every 20 steps, so a run
 # stopped at step 40 or later is resumed with its embeddings still frozen (they join at step 60).
@@ -157,7 +158,7 @@ TASKS = {
                        "whitespace, bptt: 6}}\nmodel: {{name: transformer_xl, preset: tiny}}\n", 4),
 }
 TRAIN = ("train: {{optimizer: adam, lr: 0.01, epochs: 2, batch_size: {batch}, checkpoint_every: 1, progress: false,"
-         " threads: 1, log_every: 1, seed: 3}}\n")
+         " threads: 1, log_every: 1, seed: 3, keep_checkpoint: last}}\n")
 
 
 @pytest.fixture(scope="module")
@@ -227,7 +228,7 @@ def test_a_run_killed_before_its_first_checkpoint_starts_over_on_resume(tmp_path
     config = tmp_path / "dan.yaml"
     config.write_text(f"task: classification\ndata: {{format: tsv, train: {tmp_path / 'train.tsv'}}}\n"
                       "model: {name: dan, preset: tiny}\n"
-                      "train: {epochs: 2, batch_size: 8, log_every: 1, progress: false, threads: 1}\n")
+                      "train: {epochs: 2, batch_size: 8, log_every: 1, progress: false, threads: 1, keep_checkpoint: last}\n")
     run = tmp_path / "run"
     killed = subprocess.run([sys.executable, "-c", KILLED_AT_STEP_3, str(config), str(run)], capture_output=True,
                             text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(Path.cwd())})

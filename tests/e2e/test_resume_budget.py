@@ -18,7 +18,7 @@ task: classification
 data: {{format: tsv, train: {train}, dev: {dev}, test: {dev}}}
 model: {{name: dan, preset: tiny}}
 train: {{optimizer: adam, lr: 0.01, batch_size: 8, log_every: 2, progress: false, bootstrap_samples: 0,
-         threads: 1{extra}}}
+         threads: 1, keep_checkpoint: last{extra}}}
 """
 
 

@@ -85,7 +85,7 @@ def config(tmp_path) -> Path:
 
 def test_a_live_run_is_neither_resumed_nor_started_over(tmp_path, config, capsys):
     run = tmp_path / "run"
-    assert main(["train", str(config), "--run-dir", str(run)]) == 0
+    assert main(["train", str(config), "train.keep_checkpoint=last", "--run-dir", str(run)]) == 0
     status = RunDir(run).status()
     write_status(RunDir(run), **{**status, "status": "running", "pid": os.getpid(), "heartbeat": time.time()})
     before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
@@ -103,11 +103,12 @@ def test_a_live_run_is_neither_resumed_nor_started_over(tmp_path, config, capsys
 def test_a_finished_run_without_its_checkpoint_is_not_started_over(tmp_path, config, capsys):
     run = tmp_path / "run"
     assert main(["train", str(config), "--run-dir", str(run)]) == 0
-    (run / "checkpoint" / "last.safetensors").unlink()  # deleted to save space: the weights are what counts
+    assert not (run / "checkpoint").exists()  # train.keep_checkpoint=none: removed once finished, the weights stay
     before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
     capsys.readouterr()
     assert main(["train", str(config), "--run-dir", str(run), "--resume"]) == 2
-    assert "nothing to resume" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "its checkpoint was removed" in err and f"model.init_from={run}" in err and err.count("\n") == 1
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
 
 

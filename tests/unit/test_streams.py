@@ -279,7 +279,8 @@ def test_resume_from_an_epoch_boundary_is_exact_with_stateful_rows_variable_bptt
         return lm_config(tmp_path, word_text(80), word_text(10, seed=1), data={"bptt_variable": True},
                          model={"name": "awd_lstm", "preset": "tiny"},
                          train={"epochs": epochs, "optimizer": "ntasgd", "lr": 2.0, "ntasgd_nonmono": 0,
-                                "eval_every": 2, "log_every": 1, "bootstrap_samples": 0, "seed": 3})
+                                "eval_every": 2, "log_every": 1, "bootstrap_samples": 0, "seed": 3,
+                                "keep_checkpoint": "last"})
 
     train(config(2), tmp_path / "whole")
     train(config(1), tmp_path / "split")

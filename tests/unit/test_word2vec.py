@@ -413,6 +413,7 @@ def test_a_resumed_run_ends_with_the_vectors_of_an_uninterrupted_one(tmp_path: P
     assert full.steps > 4
     cut = config(corpus, batch_words=64)
     cut.train.epochs, cut.train.max_steps = 2, 3  # stops mid-epoch, after a checkpoint of step 3
+    cut.train.keep_checkpoint = "last"  # a finished run, trained further
     run, first = train(cut, tmp_path / "cut")
     assert first.stopped == "max_steps" and first.steps == 3
     more = config(corpus, batch_words=64)

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from textnn.data.packing import pack, truncate_longest_first
+from textnn.data.readers import read_text
 from textnn.errors import TextnnError
 
 IGNORE = -100  # target of an unmasked position: ignored by the loss (torch's cross_entropy default)
@@ -65,13 +66,7 @@ def split_sentences(line: str) -> list[str]:
 
 def read_documents(path: str, wikitext: bool, encoding: str = "utf-8") -> list[list[str]]:
     """Documents of a text file as lists of sentences: blank-line separated, or WikiText articles."""
-    try:
-        with open(path, encoding=encoding) as handle:
-            lines = handle.read().splitlines()
-    except FileNotFoundError:
-        raise TextnnError(f"{path}: file not found; check data.train / data.dev") from None
-    except UnicodeDecodeError as err:
-        raise TextnnError(f"{path}: not {encoding} text (byte {err.start}); set data.encoding") from None
+    lines = read_text(path, encoding).splitlines()
     documents: list[list[str]] = [[]]
     for line in lines:
         if wikitext:

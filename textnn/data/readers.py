@@ -34,7 +34,7 @@ import os
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from typing import BinaryIO, Iterator
 
 import numpy as np
 
@@ -115,7 +115,7 @@ def read_classification(
     if fmt == "class_files":
         return Records(_read_class_files(path, encoding))
 
-    text = _decode_file(path, encoding)
+    text = read_text(path, encoding)
     lines = _split_lines(text)
     if fmt in ("tsv", "csv"):
         records = _read_delimited(
@@ -146,7 +146,7 @@ def read_lines(path: str | os.PathLike, encoding: str = "utf-8") -> list[str]:
     line). A trailing newline at the end of the file does not add an empty last line.
     """
     path = os.fspath(path)
-    text = _decode_file(path, encoding)
+    text = read_text(path, encoding)
     if not text:
         raise TextnnError(
             f"{path}: the file is empty; point the data path at a non-empty text file"
@@ -201,12 +201,14 @@ def missing_file(path: str | os.PathLike) -> TextnnError:
     return TextnnError(f"{path}: file does not exist (looked relative to {os.getcwd()}); check data paths")
 
 
-def _decode_file(path: str, encoding: str) -> str:
-    """The whole file as text, with a leading byte-order mark removed.
+def read_text(path: str | os.PathLike, encoding: str = "utf-8") -> str:
+    """The whole file as text (decompressed first if its name ends in .gz), with a leading byte-order
+    mark removed.
 
     Reading everything at once and decoding in one call is what makes large files fast (SST-2
     train is 67k lines); on a decoding error the raw bytes are still at hand to say exactly where.
     """
+    path = os.fspath(path)
     p = Path(path)
     if not p.exists():
         raise missing_file(path)
@@ -224,11 +226,8 @@ def _decode_file(path: str, encoding: str) -> str:
     if path.endswith(".gz"):
         try:
             raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as err:
-            raise TextnnError(
-                f"{path}: not a valid gzip file ({err}); the name ends in .gz, so it must be "
-                "gzip-compressed: recompress it or drop the .gz suffix"
-            ) from None
+        except _GZIP_ERRORS as err:
+            raise _not_gzip(path, err) from None
     try:
         codec = codecs.lookup(encoding).name
     except LookupError:
@@ -251,6 +250,27 @@ def _decode_file(path: str, encoding: str) -> str:
     return text
 
 
+# What a damaged or not-gzip file raises while it is decompressed (gzip.BadGzipFile is an OSError).
+_GZIP_ERRORS = (OSError, EOFError, zlib.error)
+
+
+def _not_gzip(path: str, err: Exception) -> TextnnError:
+    return TextnnError(f"{path}: not a valid gzip file ({err}); the name ends in .gz, so it must be "
+                       "gzip-compressed: recompress it or drop the .gz suffix")
+
+
+def open_input(path: str | os.PathLike) -> BinaryIO:
+    """An input file opened to read its bytes as they are needed (`iter_input_lines`); a name ending in
+    .gz is decompressed as it is read, as `read_text` does for a whole file."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise TextnnError(f"{path}: input file not found; check the path")
+    try:
+        return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
+    except OSError as err:
+        raise TextnnError(f"{path}: cannot read it ({err.strerror}); check its permissions") from None
+
+
 def check_no_nul(raw: bytes, path: str, first_line: int = 1) -> None:
     """Refuse bytes holding NUL: no text file has one, and UTF-16 text (what Windows tools often save)
     has one in every other byte, which a UTF-8 decoder would silently turn into NUL characters."""
@@ -270,10 +290,10 @@ def iter_input_lines(stream, source: str) -> Iterator[str]:
     """The lines of a binary stream (a file, or standard input), decoded as UTF-8 one at a time.
 
     Lazy, so `predict` answers the first lines while the rest is still coming. A line that is not
-    UTF-8, or holds a NUL byte, is an error naming `source` and the line, as `_decode_file` gives
+    UTF-8, or holds a NUL byte, is an error naming `source` and the line, as `read_text` gives
     for a data file. A UTF-8 byte-order mark at the start is dropped; line endings are kept.
     """
-    for number, raw in enumerate(stream, start=1):
+    for number, raw in enumerate(_checked_gzip(stream, source), start=1):
         if number == 1 and raw.startswith(codecs.BOM_UTF8):
             raw = raw[len(codecs.BOM_UTF8):]
         check_no_nul(raw, source, number)
@@ -283,6 +303,17 @@ def iter_input_lines(stream, source: str) -> Iterator[str]:
             raise TextnnError(f"{where(source, number)}: not valid UTF-8 text: byte 0x{raw[err.start]:02x} (byte "
                               f"{err.start + 1} of the line); re-encode the input as UTF-8 (e.g. `iconv -f cp1252 "
                               f"-t utf-8`)") from None
+
+
+def _checked_gzip(stream, source: str) -> Iterator[bytes]:
+    """The lines of `stream`; a gzip stream that turns out damaged or not gzip is a TextnnError."""
+    if not isinstance(stream, gzip.GzipFile):
+        yield from stream
+        return
+    try:
+        yield from stream
+    except _GZIP_ERRORS as err:
+        raise _not_gzip(source, err) from None
 
 
 def _decode_error(path: str, raw: bytes, err: UnicodeDecodeError, encoding: str) -> TextnnError:
@@ -715,7 +746,7 @@ def _read_class_files(path: str, encoding: str) -> list[Record]:
         file_path = str(file)
         label = file.stem
         found = 0
-        for i, line in enumerate(_split_lines(_decode_file(file_path, encoding))):
+        for i, line in enumerate(_split_lines(read_text(file_path, encoding))):
             text = line.strip()
             if text:
                 records.append(Record(text, label, None, file_path, i + 1))

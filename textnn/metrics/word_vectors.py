@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from textnn.data.readers import read_text
 from textnn.errors import TextnnError, where
 from textnn.metrics.correlation import spearman
 
@@ -28,13 +29,7 @@ COSMUL_EPSILON = 1e-3
 
 
 def _read_lines(path: str | Path) -> list[str]:
-    path = Path(path)
-    if not path.is_file():
-        raise TextnnError(f"{path}: file not found; check the path")
-    try:
-        return path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as err:
-        raise TextnnError(f"{path}: not UTF-8 (byte {err.start}); re-encode the file as UTF-8") from None
+    return read_text(path).splitlines()
 
 
 def is_analogy_file(path: str | Path) -> bool:

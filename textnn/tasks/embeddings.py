@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from textnn.config import Config, DataConfig, opt
+from textnn.data.readers import read_text
 from textnn.data.vocab import Vocab
 from textnn.errors import TextnnError, short
 from textnn.interop.vectors import write_word2vec
@@ -114,13 +115,7 @@ class EmbeddingsTask(Task):
             if getattr(data, split):
                 read_evaluation_file(getattr(data, split))
         path = Path(data.train)
-        if not path.is_file():
-            raise TextnnError(f"{path}: data.train not found; check the path")
-        try:
-            text = path.read_text(encoding=data.encoding)
-        except UnicodeDecodeError as err:
-            raise TextnnError(f"{path}: not {data.encoding} (byte {err.start}); re-encode it or set "
-                              f"data.encoding") from None
+        text = read_text(path, data.encoding)
         if data.lowercase:
             text = text.lower()
         lines = [line.split() for line in text.splitlines()]

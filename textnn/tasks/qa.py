@@ -45,6 +45,7 @@ from textnn.config import Config, DataConfig, check_key, is_int, opt
 from textnn.data.batching import bucket_batches, pad
 from textnn.data.cache import cached
 from textnn.data.packing import pack
+from textnn.data.readers import read_text
 from textnn.data.tokenizers import CLS, SEP, UNK, Tokenizer
 from textnn.data.vocab import Vocab
 from textnn.errors import TextnnError, short
@@ -116,10 +117,8 @@ def _field(obj: object, key: str, kind: type | tuple, place: str, default: objec
 def read_squad(path: str, encoding: str = "utf-8") -> tuple[list[Question], int]:
     """Questions of a SQuAD JSON file, and the number of answers whose answer_start does not point at their text."""
     try:
-        raw = json.loads(Path(path).read_text(encoding=encoding))
-    except FileNotFoundError:
-        raise TextnnError(f"{path}: file not found; check data.train / data.dev") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raw = json.loads(read_text(path, encoding))  # a missing, undecodable or damaged gzip file: one line there
+    except json.JSONDecodeError as err:
         raise TextnnError(f"{path}: not a SQuAD JSON file ({type(err).__name__}: {err}); "
                           f"expected {SQUAD_SHAPE}") from None
     except RecursionError:

@@ -1,0 +1,198 @@
+"""A new user's first hour through the real CLI (`python -m textnn ...` on small files in a tmp folder):
+gzip input for every command that reads a text file, predict on a file in the run's training format,
+`--version` and `runs`, `compare` run again, and what a finished run keeps on disk."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import write_sentiment_tsv
+
+QUICK = ("train.threads=1", "train.progress=false", "train.bootstrap_samples=0")
+GERMAN = "ein hund eine katze sitzt läuft auf dem der tisch".split()
+ENGLISH = "a dog a cat sits runs on the the table".split()
+
+
+class Workspace:
+    def __init__(self, root: Path):
+        self.root = root
+        self.env = {**os.environ, "TEXTNN_CACHE": str(root / "cache"), "OMP_NUM_THREADS": "1",
+                    "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+
+    def cli(self, *args) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "textnn", *map(str, args)], cwd=self.root, env=self.env,
+                              capture_output=True, text=True, timeout=300)
+
+    def ok(self, *args) -> subprocess.CompletedProcess:
+        done = self.cli(*args)
+        assert done.returncode == 0, f"textnn {' '.join(map(str, args))} exited {done.returncode}:\n{done.stderr[-3000:]}"
+        return done
+
+    def write(self, name: str, text: str) -> Path:
+        (self.root / name).write_text(text, encoding="utf-8")
+        return self.root / name
+
+    def gzipped(self, name: str) -> Path:
+        target = self.root / f"{name}.gz"
+        target.write_bytes(gzip.compress((self.root / name).read_bytes()))
+        return target
+
+
+def classifier_config(ws: Workspace, name: str, model: str) -> Path:
+    return ws.write(f"{name}.yaml", f"task: classification\n"
+                    f"data: {{format: tsv, train: train.tsv, dev: dev.tsv}}\n"
+                    f"model: {{name: {model}, preset: tiny}}\n"
+                    f"train: {{epochs: 1, batch_size: 32, lr: 0.01, log_every: 5}}\n")
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory) -> Workspace:
+    """Two classifier runs trained by one `compare` (runs/compare/bow, runs/compare/cbow), a character LM
+    (runs/lm) and a translation run (runs/mt)."""
+    ws = Workspace(tmp_path_factory.mktemp("first_hour"))
+    write_sentiment_tsv(ws.root / "train.tsv", 200, seed=1)
+    write_sentiment_tsv(ws.root / "dev.tsv", 40, seed=2)
+    configs = [classifier_config(ws, name, name) for name in ("bow", "cbow")]
+    ws.compare = ws.ok("compare", *configs, *(f"--set={item}" for item in QUICK), "--runs-dir", "runs/compare")
+    ws.write("lm.txt", "the cat sat on the mat .\nthe dog ran in the park .\n" * 20)
+    ws.write("lm.yaml", "task: language_modeling\ndata: {format: text, train: lm.txt, tokenizer: char, bptt: 16}\n"
+             "model: {name: rnn_lm, preset: tiny}\ntrain: {epochs: 1, batch_size: 4, max_steps: 3}\n")
+    ws.ok("train", "lm.yaml", "--run-dir", "runs/lm", *QUICK)
+    rng = random.Random(1)
+    pairs = [[rng.randrange(len(GERMAN)) for _ in range(rng.randint(2, 5))] for _ in range(60)]
+    ws.write("par.de", "".join(" ".join(GERMAN[i] for i in p) + "\n" for p in pairs))
+    ws.write("par.en", "".join(" ".join(ENGLISH[i] for i in p) + " .\n" for p in pairs))
+    ws.write("mt.yaml", "task: translation\ndata: {format: parallel, train: par, source: de, target: en, "
+             "bpe_vocab_size: 100}\nmodel: {name: seq2seq, preset: tiny}\ntrain: {epochs: 1, batch_size: 16, max_steps: 3}\n")
+    ws.ok("train", "mt.yaml", "--run-dir", "runs/mt", *QUICK)
+    return ws
+
+
+# ------------------------------------------------------------------------------------------------ gzip
+
+def test_predict_translate_generate_and_visualize_read_gzip_as_the_file_itself(ws):
+    ws.write("reviews.txt", "a great film\n\nawful and dull\n")
+    plain = ws.ok("predict", "runs/compare/bow", "reviews.txt").stdout
+    assert len(plain.splitlines()) == 3
+    assert ws.ok("predict", "runs/compare/bow", ws.gzipped("reviews.txt")).stdout == plain
+    ws.write("sentences.de", "ein hund sitzt\neine katze läuft\n")
+    plain = ws.ok("translate", "runs/mt", "sentences.de").stdout
+    assert ws.ok("translate", "runs/mt", ws.gzipped("sentences.de")).stdout == plain
+    ws.write("prompts.txt", "the cat\nthe dog\n")
+    plain = ws.ok("generate", "runs/lm", "--file", "prompts.txt", "--max-tokens", "5", "--seed", "1").stdout
+    assert ws.ok("generate", "runs/lm", "--file", ws.gzipped("prompts.txt"), "--max-tokens", "5",
+                 "--seed", "1").stdout == plain
+    ws.write("view.txt", "the cat sat")
+    ws.ok("visualize", "runs/lm", "--file", ws.gzipped("view.txt"), "--output", "views")
+    assert "cat sat" in (ws.root / "views" / "cells.html").read_text(encoding="utf-8")
+
+
+def test_a_damaged_gzip_input_is_one_line(ws):
+    (ws.root / "bad.txt.gz").write_bytes(gzip.compress(b"a great film\n" * 100)[:40])
+    done = ws.cli("predict", "runs/compare/bow", "bad.txt.gz")
+    assert done.returncode == 2 and "not a valid gzip file" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+# ------------------------------------------------------------------------------------- --version, runs
+
+def test_version_is_the_installed_package_version(ws):
+    from importlib.metadata import version
+
+    assert ws.ok("--version").stdout.strip() == f"textnn {version('textnn')}"
+
+
+def test_runs_lists_every_run_below_a_folder_with_a_damaged_one_shown_as_damaged(ws):
+    import shutil
+    import socket
+
+    folder = ws.root / "listing"
+    shutil.copytree(ws.root / "runs", folder, symlinks=True)
+    (folder / "nested" / "broken").mkdir(parents=True)
+    (folder / "nested" / "broken" / "config.yaml").write_text((folder / "lm" / "config.yaml").read_text())
+    (folder / "nested" / "broken" / "run.json").write_text("{", encoding="utf-8")
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    died = json.loads((folder / "mt" / "run.json").read_text(encoding="utf-8"))
+    died.update(status="running", pid=int(gone.stdout), host=socket.gethostname())
+    (folder / "mt" / "run.json").write_text(json.dumps(died), encoding="utf-8")
+
+    rows = [json.loads(line) for line in ws.ok("runs", "listing", "--json").stdout.splitlines()]
+    assert [row["name"] for row in rows] == ["compare/bow", "compare/cbow", "lm", "mt", "nested/broken"]
+    by_name = {row["name"]: row for row in rows}
+    bow = json.loads((folder / "compare" / "bow" / "run.json").read_text(encoding="utf-8"))
+    assert by_name["compare/bow"] | {"bytes": 0} == {
+        "name": "compare/bow", "task": "classification", "model": "bow", "status": "finished",
+        "metric": bow["metric"], "best": bow["best"], "steps": bow["steps"], "bytes": 0}
+    on_disk = sum(f.stat().st_size for f in (folder / "compare" / "bow").rglob("*") if f.is_file())
+    assert by_name["compare/bow"]["bytes"] == on_disk > 0
+    assert by_name["mt"]["status"] == "died" and by_name["lm"]["task"] == "language_modeling"
+    assert by_name["nested/broken"]["status"] == "damaged"
+
+    done = ws.ok("runs", "listing")
+    lines = done.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == [row["name"] for row in rows]
+    assert lines[0].split()[1:5] == ["classification", "bow", "finished", bow["metric"]]
+    assert f"{bow['steps']} steps" in lines[0] and "Traceback" not in done.stderr
+    assert "damaged" in lines[-1]
+    # the README's commands: runs/ by default, and a folder inside it
+    assert ws.ok("runs").stdout.split()[0] == "compare/bow"
+    assert [json.loads(line)["name"] for line in ws.ok("runs", "runs/compare", "--json").stdout.splitlines()] == [
+        "bow", "cbow"]
+
+
+# ------------------------------------------------------------------------------------------- compare
+
+def table_columns(stdout: str) -> list[list[str]]:
+    """compare's table rows, up to the params column (train time and examples/s are rounded on the way)."""
+    return [line.split("  ")[:5] for line in stdout.splitlines()[2:] if line.strip()]
+
+
+def test_compare_run_again_reuses_each_finished_run_and_refuses_an_unfinished_one(ws):
+    import shutil
+
+    configs = ["bow.yaml", "cbow.yaml"]
+    again = ws.ok("compare", *configs, *(f"--set={item}" for item in QUICK), "--runs-dir", "runs/compare")
+    assert table_columns(again.stdout) == table_columns(ws.compare.stdout)
+    assert [line for line in again.stderr.splitlines() if "reusing" in line] == [
+        f"runs/compare/{name}: finished by an earlier compare with this config; reusing it (remove the directory "
+        f"to train it again)" for name in ("bow", "cbow")]
+
+    changed = ws.cli("compare", *configs, *(f"--set={item}" for item in QUICK), "--set", "train.lr=0.5",
+                     "--runs-dir", "runs/compare")
+    assert changed.returncode == 2 and "train.lr=0.01" in changed.stderr and "another --runs-dir" in changed.stderr
+
+    shutil.copytree(ws.root / "runs" / "compare", ws.root / "unfinished")
+    status = json.loads((ws.root / "unfinished" / "cbow" / "run.json").read_text(encoding="utf-8"))
+    (ws.root / "unfinished" / "cbow" / "run.json").write_text(json.dumps({**status, "status": "interrupted"}))
+    refused = ws.cli("compare", *configs, *(f"--set={item}" for item in QUICK), "--runs-dir", "unfinished")
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "status: interrupted" in refused.stderr and "remove unfinished/cbow" in refused.stderr
+    assert "--resume" not in refused.stderr and "reusing" not in refused.stderr  # refused before any work
+
+
+# --------------------------------------------------------------------------------- train.keep_checkpoint
+
+def test_a_finished_run_keeps_its_weights_and_by_default_not_its_checkpoint(ws):
+    removed = [line for line in ws.compare.stderr.splitlines() if "removed checkpoint/" in line]
+    assert [line.split(":")[0] for line in removed] == ["runs/compare/bow", "runs/compare/cbow"]
+    assert all(not (ws.root / "runs" / "compare" / name / "checkpoint").exists() for name in ("bow", "cbow"))
+    assert (ws.root / "runs" / "compare" / "bow" / "model.safetensors").is_file()
+
+    resumed = ws.cli("train", "bow.yaml", *QUICK, "--run-dir", "runs/compare/bow", "--resume", "train.epochs=2")
+    assert resumed.returncode == 2 and resumed.stderr.count("\n") == 1, resumed.stderr
+    assert "cannot continue" in resumed.stderr and "model.init_from=runs/compare/bow" in resumed.stderr
+
+    kept = ws.ok("train", "bow.yaml", *QUICK, "train.keep_checkpoint=last", "--run-dir", "runs/kept")
+    assert (ws.root / "runs" / "kept" / "checkpoint" / "last.safetensors").is_file()
+    assert "removed checkpoint/" not in kept.stderr
+    ws.ok("train", "bow.yaml", *QUICK, "train.keep_checkpoint=last", "--run-dir", "runs/kept", "--resume",
+          "train.epochs=2")
+    assert json.loads((ws.root / "runs" / "kept" / "run.json").read_text())["steps"] == 14

@@ -286,7 +286,8 @@ def dead_pid() -> int:
 def test_temporary_files_of_killed_writers_are_removed_on_start_and_resume(root, tmp_path, how):
     (tmp_path / "c.yaml").write_text(config_text(root, "classification", dev="", test=""), encoding="utf-8")
     run = tmp_path / "run"
-    assert main(["train", str(tmp_path / "c.yaml"), "--run-dir", str(run), "train.checkpoint_every=1"]) == 0
+    assert main(["train", str(tmp_path / "c.yaml"), "--run-dir", str(run), "train.checkpoint_every=1",
+                 "train.keep_checkpoint=last"]) == 0
     if how == "start-over":  # killed before its first checkpoint was renamed into place
         (run / "checkpoint" / "last.safetensors").unlink()
         (run / "run.json").unlink()
@@ -296,6 +297,6 @@ def test_temporary_files_of_killed_writers_are_removed_on_start_and_resume(root,
     for path in (*stale, in_use):
         path.write_bytes(b"\0" * 4096)
     proc = textnn("train", str(tmp_path / "c.yaml"), "--run-dir", str(run), "--resume", "train.checkpoint_every=1",
-                  "train.max_steps=3", cwd=tmp_path)
+                  "train.keep_checkpoint=last", "train.max_steps=3", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert not any(path.exists() for path in stale) and in_use.exists()

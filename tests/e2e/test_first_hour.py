@@ -102,6 +102,23 @@ def test_a_damaged_gzip_input_is_one_line(ws):
     assert "Traceback" not in done.stderr
 
 
+# ---------------------------------------------------------------------- predict on a training-format file
+
+def test_predict_on_the_runs_training_table_reads_its_text_column_and_says_so(ws):
+    """dev.tsv as the run was trained on it (header `sentence<TAB>label`): one answer per row after the
+    header, whose text is the sentence column alone, and one stderr line saying so; the same rows given
+    as plain text lines get the same answers. A plain text file is still one text per line."""
+    rows = [line.split("\t") for line in (ws.root / "dev.tsv").read_text(encoding="utf-8").splitlines()[1:]]
+    done = ws.ok("predict", "runs/compare/bow", "dev.tsv")
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [a["text"] for a in answers] == [sentence for sentence, _ in rows]  # no header, no label in the text
+    assert "header of the run's training table" in done.stderr and "'sentence'" in done.stderr
+    ws.write("dev_sentences.txt", "".join(sentence + "\n" for sentence, _ in rows))
+    plain = ws.ok("predict", "runs/compare/bow", "dev_sentences.txt")
+    assert [json.loads(line) for line in plain.stdout.splitlines()] == answers
+    assert "header" not in plain.stderr
+
+
 # ------------------------------------------------------------------------------------- --version, runs
 
 def test_version_is_the_installed_package_version(ws):

@@ -30,6 +30,7 @@ by Pearson's and Spearman's correlation (GLUE's STS-B metrics) and the mean squa
 
 from __future__ import annotations
 
+import csv
 import json
 import sys
 from collections import Counter
@@ -619,7 +620,7 @@ class ClassificationTask(Task):
         empty = {"text": None, **({"value": None} if self.config.data.regression else
                                    {"label": None, "probabilities": None})}
         answered = False
-        for first, chunk in line_chunks(lines):
+        for first, chunk in line_chunks(self._texts_of_table(lines, source)):
             answered = True
             records = []
             for number, line in enumerate(chunk, start=first):
@@ -636,6 +637,54 @@ class ClassificationTask(Task):
                 yield empty_answer(empty) if blank(line) else next(answers)
         if not answered:
             raise TextnnError(f"{source}: no input lines to predict")
+
+    def _texts_of_table(self, lines: Iterable[str], source: str) -> Iterator[str]:
+        """The input lines as `predict` reads them. A file in the run's own training table format (its first
+        line is the header the run was trained with, naming data.text_column) gives the text column(s) of
+        each row after the header, as `text` or `text<TAB>pair`, and says so on stderr: the header is not
+        classified and the gold label does not end up inside the text. Anything else passes unchanged."""
+        lines = iter(lines)
+        first = next(lines, None)
+        if first is None:
+            return
+        split = self._header_split(first)
+        if split is None:
+            yield first
+            yield from lines
+            return
+        parse, text_at, pair_at = split
+        data = self.config.data
+        named = " and ".join(repr(c) for c in (data.text_column, data.text_pair_column) if c)
+        print(f"{source}: its first line is the header of the run's training table; predicting on its {named} "
+              f"column{'s' if pair_at is not None else ''}, one output line per row after the header", file=sys.stderr)
+        for number, line in enumerate(lines, start=2):
+            if blank(line):
+                yield line
+                continue
+            fields = parse(line.rstrip("\n"))
+            if max(text_at, pair_at or 0) >= len(fields):
+                raise TextnnError(f"{source}:{number}: the row has {len(fields)} field(s), fewer than the header's; "
+                                  f"fix the row")
+            yield fields[text_at] + ("\t" + fields[pair_at] if pair_at is not None else "")
+
+    def _header_split(self, line: str):
+        """(split a row into fields, text column index, pair column index or None) when `line` is the header
+        of the run's training table format (tsv/csv with a header whose names include the text column(s)),
+        else None."""
+        data = self.config.data
+        if data.format not in ("tsv", "csv") or not data.header or data.text_column.isdigit():
+            return None
+        delimiter = data.delimiter or ("\t" if data.format == "tsv" else ",")
+        quoting = csv.QUOTE_MINIMAL if data.quoting else csv.QUOTE_NONE
+
+        def parse(row: str) -> list[str]:
+            return next(csv.reader([row], delimiter=delimiter, quoting=quoting), [])
+
+        names = [name.strip().lstrip("\ufeff") for name in parse(line.rstrip("\n"))]
+        wanted = [data.text_column] + ([data.text_pair_column] if self.is_pair else [])
+        if not all(name in names for name in wanted):
+            return None
+        return parse, names.index(data.text_column), names.index(data.text_pair_column) if self.is_pair else None
 
     def _answers(self, model: torch.nn.Module, records: list[Record]) -> list[str]:
         """The JSON output line of each record to predict: its text, and its label and probabilities (or value)."""

@@ -45,6 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="textnn", description="Neural networks for text: train, evaluate, "
                                      "predict, compare and look inside, from one config file.")
     parser.add_argument("--version", action="version", version=f"textnn {_version()}")
+    parser.set_defaults(threads=None)  # --threads: the commands that run a trained model add it
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("train", help="train a model from a YAML config into a run directory")
@@ -82,6 +83,9 @@ def _parser() -> argparse.ArgumentParser:
                         "(token, gold if the input has it, predicted tag)")
     p.add_argument("--output", "-o", help="write the predictions here instead of standard output")
 
+    for name in ("evaluate", "predict"):
+        _threads_option(sub.choices[name])
+
     p = sub.add_parser("export", help="write a bert or gpt run as a Hugging Face checkpoint directory "
                        "(config.json, model.safetensors, vocabulary) that transformers loads")
     p.add_argument("run", help="run directory written by `textnn train`")
@@ -109,6 +113,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--nbest", type=COUNT, default=None, metavar="N",
                    help="beam search: write the N best translations of each line as 'INDEX ||| TEXT ||| SCORE'")
     p.add_argument("--output", "-o", help="write the translations here instead of standard output")
+    _threads_option(p)
 
     p = sub.add_parser("compare", help="train several configs on the same data and tabulate them")
     p.add_argument("configs", nargs="+", help="YAML config files")
@@ -157,6 +162,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--num-samples", type=COUNT, default=1, help="independent samples of the prompt (default 1)")
     p.add_argument("--stop-at-eos", action="store_true",
                    help="end each sample at the end of its line (<eos>, or a newline for character models)")
+    _threads_option(p)
 
     p = sub.add_parser("visualize", help="look inside a model: attention maps (GPT), LSTM cells, or a "
                        "translation's source x target attention")
@@ -165,7 +171,15 @@ def _parser() -> argparse.ArgumentParser:
     source.add_argument("--text", help="the text the model reads (translation: the source sentence)")
     source.add_argument("--file", help="a UTF-8 file holding the text the model reads")
     p.add_argument("--output", help="folder for the PNG/HTML files (default RUN/views)")
+    _threads_option(p)
     return parser
+
+
+def _threads_option(command: argparse.ArgumentParser) -> None:
+    """--threads for a command that runs a trained model (torch's default is every core, which on a busy
+    machine is slower than one)."""
+    command.add_argument("--threads", type=COUNT, default=None,
+                         help="CPU threads for torch (default: torch's own, every core)")
 
 
 def _version() -> str:
@@ -413,6 +427,10 @@ def main(argv: list[str] | None = None) -> int:
         extra = [item for item in extra if item not in args.overrides]
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    if args.threads:  # the inference commands' --threads (train sets train.threads)
+        import torch
+
+        torch.set_num_threads(args.threads)
     try:
         return COMMANDS[args.command](args)
     except TextnnError as err:

@@ -119,6 +119,26 @@ def test_predict_on_the_runs_training_table_reads_its_text_column_and_says_so(ws
     assert "header" not in plain.stderr
 
 
+def test_the_inference_commands_take_threads(ws, monkeypatch):
+    import torch
+
+    from textnn.cli import main
+
+    monkeypatch.chdir(ws.root)
+    ws.write("threads.txt", "a great film\n\nawful and dull\n")
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert main(["predict", "runs/compare/bow", "threads.txt", "--threads", "1", "-o", "threads.jsonl"]) == 0
+        assert torch.get_num_threads() == 1
+        assert len((ws.root / "threads.jsonl").read_text(encoding="utf-8").splitlines()) == 3
+    finally:
+        torch.set_num_threads(before)
+    for command in (["evaluate", "runs/compare/bow", "--data", "dev.tsv"], ["translate", "runs/mt"],
+                    ["generate", "runs/lm"], ["visualize", "runs/lm", "--text", "x"]):
+        assert "--threads" in ws.cli(*command, "--help").stdout
+
+
 # ------------------------------------------------------------------------------------- --version, runs
 
 def test_version_is_the_installed_package_version(ws):

@@ -188,10 +188,12 @@ def test_bad_bytes_on_standard_input_are_an_error_as_in_a_file(root, tmp_path, d
 
 # ---------------------------------------------------------------------------------------------- unwritable
 
-def test_output_to_a_full_disk_is_one_error(root):
+def test_output_to_a_full_disk_is_one_error(root, tmp_path):
     if not Path("/dev/full").exists():
         pytest.skip("/dev/full is not available on this system")
-    one_line_error(textnn("predict", str(root / "classify"), str(root / "dev.tsv"), "-o", "/dev/full"),
+    # plain text in (a table in the run's training format would add a line saying how it is read)
+    (tmp_path / "in.txt").write_text("".join(f"a good and fine movie {i}\n" for i in range(200)), encoding="utf-8")
+    one_line_error(textnn("predict", str(root / "classify"), str(tmp_path / "in.txt"), "-o", "/dev/full"),
                    "/dev/full", "full")
 
 

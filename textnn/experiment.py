@@ -48,8 +48,9 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
     """
     # resolve_device: a GPU that is not there fails here, before data is read; so does bf16 asked of
     # hardware without it
-    precision.resolve(config.train.precision, resolve_device(config.train.device))
-    with distributed.session(resolve_device(config.train.device)):
+    device = resolve_device(config.train.device)
+    precision.resolve(config.train.precision, device)
+    with distributed.session(device):
         run = RunDir(run_dir or Path("runs") / config.name)
         if config.train.threads:
             torch.set_num_threads(config.train.threads)

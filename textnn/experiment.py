@@ -25,7 +25,7 @@ from textnn.generation.decoding import DecodingConfig
 from textnn.runs import FollowerRunDir, RunDir, human_size
 from textnn.training import distributed, precision
 from textnn.training.budget import check_resume_budget
-from textnn.training.checkpoint import (check_checkpoint, init_encoder_from, init_encoder_from_state, load_weights,
+from textnn.training.checkpoint import (atomic_write_text, check_checkpoint, init_encoder_from, init_encoder_from_state, load_weights,
                                         unwritable)
 from textnn.training.trainer import TrainResult, TrainingInterrupted, finished_status, resolve_device
 
@@ -481,5 +481,5 @@ def write_report(run: RunDir, config: Config, result: TrainResult, task) -> None
         lines += task.report_sections(metrics, split, run.path)
     if has_losses:
         lines += ["![loss curve](loss.png)", ""]
-    (run.path / "report.md").write_text("\n".join(lines), encoding="utf-8")
+    atomic_write_text(run.path / "report.md", "\n".join(lines))  # by replace: never through a link
     print(f"wrote {run.path / 'report.md'}", file=sys.stderr)

@@ -269,7 +269,12 @@ class RunDir:
                               f"finish it with `textnn train ... --resume` first")
 
     def append_metrics(self, record: dict) -> None:
-        with open(self.metrics_file, "a", encoding="utf-8") as handle:
+        # O_NOFOLLOW: a symbolic link put in the file's place is refused, never appended through.
+        try:
+            descriptor = os.open(self.metrics_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as err:
+            raise unwritable(self.metrics_file, err, "metrics file") from None
+        with open(descriptor, "a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
         if self.on_record is not None:
             self.on_record(record)

@@ -34,7 +34,9 @@ def unwritable(path: str | Path, err: OSError, what: str = "file") -> TextnnErro
     causes = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
               errno.EFBIG: "the file grew past a size limit (`ulimit -f`)", errno.EROFS: "the file system is read-only",
               errno.EACCES: "permission denied", errno.EPERM: "permission denied",
-              errno.EISDIR: "a directory of that name is in the way", errno.ENOTDIR: "a file is in the way of a directory"}
+              errno.EISDIR: "a directory of that name is in the way", errno.ENOTDIR: "a file is in the way of a directory",
+              errno.ELOOP: "a symbolic link stands in its place (a run's files are written only as plain files: "
+                           "remove the link)"}
     cause = causes.get(err.errno, err.strerror or type(err).__name__)
     return TextnnError(f"{path}: cannot write the {what}: {cause}; free space or choose a writable place "
                        f"(another --run-dir or -o)")

@@ -128,7 +128,7 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("explain", help="list every config option with its default and doc")
     p.add_argument("section", nargs="?", default="",
-                   help="task, data, head, train, model, a task name (its data and head options) or a model name")
+                   help="task, data, head, train, model, limits, a task name (its data and head options) or a model name")
 
     p = sub.add_parser("demo", help="train a character LSTM on Python's own source, sample it, show its cells")
     p.add_argument("--minutes", type=float, default=3.0, help="training time budget (default 3)")

@@ -605,9 +605,9 @@ def describe(cls: type, section: str, fields: list | None = None) -> list[str]:
 
 
 def explain(section: str = "") -> str:
-    """Text for `textnn explain [SECTION]`: SECTION is task, data, head, train, model, a task name
-    (its data and head options) or a model name."""
-    from textnn import registry
+    """Text for `textnn explain [SECTION]`: SECTION is task, data, head, train, model, limits (the input-size
+    policy), a task name (its data and head options) or a model name."""
+    from textnn import limits, registry
 
     parts: list[str] = []
     wanted = section.removeprefix("model.") if section else ""
@@ -639,8 +639,10 @@ def explain(section: str = "") -> str:
             tasks_of = [t for t in registry.TASKS if registry.task_class(t).unusable_reason(registry.encoder_class(name)) is None]
             parts.append(f"[model] name: {name}   tasks: {', '.join(tasks_of)}   presets: {', '.join(presets)}")
             parts += describe(config_cls, "model")
+    if section in ("", "limits"):
+        parts += limits.describe()
     if not parts:
-        valid = ["task", "data", "head", "train", "model", *registry.TASKS, *registry.ENCODERS]
+        valid = ["task", "data", "head", "train", "model", "limits", *registry.TASKS, *registry.ENCODERS]
         raise TextnnError(f"nothing to explain for '{section}'; {_did_you_mean(section, valid)}"
                           f"valid: {', '.join(valid)}")
     return "\n".join(parts)

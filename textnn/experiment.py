@@ -21,12 +21,13 @@ import torch
 from textnn import registry
 from textnn.config import Config, load_config, starts_with_head
 from textnn.errors import TextnnError
+from textnn.limits import check_training_memory
 from textnn.generation.decoding import DecodingConfig
 from textnn.runs import FollowerRunDir, RunDir, human_size
 from textnn.training import distributed, precision
 from textnn.training.budget import check_resume_budget
-from textnn.training.checkpoint import (atomic_write_text, check_checkpoint, init_encoder_from, init_encoder_from_state, load_weights,
-                                        unwritable)
+from textnn.training.checkpoint import (atomic_write_text, check_checkpoint, init_encoder_from, init_encoder_from_state,
+                                        load_weights, unwritable)
 from textnn.training.trainer import TrainResult, TrainingInterrupted, finished_status, resolve_device
 
 
@@ -56,6 +57,7 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
             torch.set_num_threads(config.train.threads)
         seed_everything(config.train.seed)
         task = registry.task_class(config.task).from_data(config)
+        check_model_fits(task)
         model = task.build_model()
         with _one_writer(run) as created:
             start_over = resume and run.starts_over()
@@ -101,6 +103,14 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
                 print(f"{run.path}: finished; removed checkpoint/ to free {human_size(freed)} (the weights stay in "
                       f"model.safetensors; train.keep_checkpoint=last keeps it for --resume)", file=sys.stderr)
     return run, result
+
+
+def check_model_fits(task) -> None:
+    """Refuse a model too large to train in this machine's free memory before any of it is allocated: it is
+    built first on the meta device (shapes, no storage) to count its parameters."""
+    with torch.device("meta"):
+        sized = task.build_model()
+    check_training_memory(sum(parameter.numel() for parameter in sized.parameters()))
 
 
 @contextlib.contextmanager

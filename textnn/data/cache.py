@@ -39,9 +39,18 @@ def file_digest(path: str | Path) -> str:
     return digest.hexdigest()
 
 
+def cacheable(path: str | Path) -> bool:
+    """Whether `path` is a regular file or a directory, whose content can be hashed; a pipe or a device
+    (`/dev/zero`) may never end or differ each time it is read, so it is read by the reader alone."""
+    path = Path(path)
+    if not path.exists():
+        raise missing_file(path)
+    return path.is_file() or path.is_dir()
+
+
 def cached(path: str | Path, settings: dict, compute: Callable[[], object], enabled: bool = True) -> object:
     """Return `compute()`, loading it from the cache when this file + settings were seen before."""
-    if not enabled:
+    if not enabled or not cacheable(path):
         return compute()
     key = hashlib.sha256((file_digest(path) + json.dumps(settings, sort_keys=True)).encode()).hexdigest()
     entry = cache_dir() / f"{key}.json"
@@ -67,7 +76,7 @@ def cached_array(path: str | Path, settings: dict, compute: Callable[[], tuple[o
     milliseconds. The `.npy` is written first and the JSON last, so a JSON entry on disk means
     both halves are complete.
     """
-    if not enabled:
+    if not enabled or not cacheable(path):
         return compute()
     key = hashlib.sha256((file_digest(path) + json.dumps(settings, sort_keys=True)).encode()).hexdigest()
     meta_file, array_file = cache_dir() / f"{key}.json", cache_dir() / f"{key}.npy"

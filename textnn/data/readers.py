@@ -38,6 +38,7 @@ from typing import BinaryIO, Iterator
 
 import numpy as np
 
+from textnn import limits
 from textnn.errors import TextnnError, short, where
 
 FORMATS: tuple[str, ...] = ("tsv", "csv", "jsonl", "fasttext", "label_text", "class_files", "text")
@@ -218,7 +219,15 @@ def read_text(path: str | os.PathLike, encoding: str = "utf-8") -> str:
             ".txt file per class needs data.format=class_files)"
         )
     try:
-        raw = p.read_bytes()
+        codec = codecs.lookup(encoding).name
+    except LookupError:
+        raise TextnnError(
+            f"{path}: unknown encoding {str(encoding)[:40]!r}; set data.encoding to a Python codec name "
+            "such as utf-8, latin-1 or cp1252"
+        ) from None
+    nul_free = not codec.startswith(("utf-16", "utf-32"))
+    try:
+        raw = p.read_bytes() if p.is_file() else _read_stream(p, nul_free)
     except OSError as err:
         raise TextnnError(
             f"{path}: cannot read the file ({err.strerror}); check its permissions"
@@ -228,14 +237,7 @@ def read_text(path: str | os.PathLike, encoding: str = "utf-8") -> str:
             raw = gzip.decompress(raw)
         except _GZIP_ERRORS as err:
             raise _not_gzip(path, err) from None
-    try:
-        codec = codecs.lookup(encoding).name
-    except LookupError:
-        raise TextnnError(
-            f"{path}: unknown encoding {str(encoding)[:40]!r}; set data.encoding to a Python codec name "
-            "such as utf-8, latin-1 or cp1252"
-        ) from None
-    if not codec.startswith(("utf-16", "utf-32")):
+    if nul_free:
         check_no_nul(raw, path)
     # Decode UTF-8 with or without a BOM as plain UTF-8 so that error offsets are offsets in the
     # file itself; the BOM then arrives as U+FEFF and is dropped below (MRPC's header carries one).
@@ -248,6 +250,22 @@ def read_text(path: str | os.PathLike, encoding: str = "utf-8") -> str:
     if text.startswith("\ufeff"):
         text = text[1:]
     return text
+
+
+def _read_stream(path: Path, nul_free: bool, chunk: int = 16 * 1024 * 1024) -> bytes:
+    """All bytes of a data source that is not a regular file (a pipe, a device), read in parts: each part is
+    checked for NUL bytes as it comes (so `/dev/zero` is refused at once), and a source that never ends is
+    refused once it passed the stream limit (textnn/limits.py)."""
+    parts, read, line = [], 0, 1
+    with open(path, "rb") as handle:
+        while block := handle.read(chunk):
+            if nul_free and not str(path).endswith(".gz"):
+                check_no_nul(block, str(path), line)
+                line += block.count(b"\n")
+            parts.append(block)
+            read += len(block)
+            limits.check_stream(read, str(path))
+    return b"".join(parts)
 
 
 # What a damaged or not-gzip file raises while it is decompressed (gzip.BadGzipFile is an OSError).
@@ -263,9 +281,11 @@ def open_input(path: str | os.PathLike) -> BinaryIO:
     """An input file opened to read its bytes as they are needed (`iter_input_lines`); a name ending in
     .gz is decompressed as it is read, as `read_text` does for a whole file."""
     path = os.fspath(path)
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise TextnnError(f"{path}: input file not found; check the path")
-    try:
+    if os.path.isdir(path):
+        raise TextnnError(f"{path}: is a directory, expected a file of input lines")
+    try:  # a pipe or a device is read as it comes (`<(command)`); an endless line stops at the line limit
         return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
     except OSError as err:
         raise TextnnError(f"{path}: cannot read it ({err.strerror}); check its permissions") from None
@@ -279,6 +299,9 @@ def check_no_nul(raw: bytes, path: str, first_line: int = 1) -> None:
         return
     line = first_line + raw.count(b"\n", 0, offset)
     sample = raw[:2000]
+    if sample.count(b"\0") == len(sample):
+        raise TextnnError(f"{where(path, line)}: holds nothing but NUL bytes, which no text file has (is it /dev/zero, "
+                          f"or binary data?); give a text file")
     if sample[:2] in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE) or sample.count(b"\0") * 3 >= len(sample):
         raise TextnnError(f"{where(path, line)}: looks like UTF-16 text (a NUL in every other byte); re-encode "
                           f"it as UTF-8 (`iconv -f utf-16 -t utf-8`) or set data.encoding=utf-16")
@@ -294,6 +317,7 @@ def iter_input_lines(stream, source: str) -> Iterator[str]:
     for a data file. A UTF-8 byte-order mark at the start is dropped; line endings are kept.
     """
     for number, raw in enumerate(_checked_gzip(stream, source), start=1):
+        limits.check_line(len(raw), where(source, number))
         if number == 1 and raw.startswith(codecs.BOM_UTF8):
             raw = raw[len(codecs.BOM_UTF8):]
         check_no_nul(raw, source, number)
@@ -307,11 +331,15 @@ def iter_input_lines(stream, source: str) -> Iterator[str]:
 
 def _checked_gzip(stream, source: str) -> Iterator[bytes]:
     """The lines of `stream`; a gzip stream that turns out damaged or not gzip is a TextnnError."""
+    def lines():  # each read at most one byte past the line limit: an endless line never fills the memory
+        while line := stream.readline(limits.MAX_LINE_BYTES + 1):
+            yield line
+
     if not isinstance(stream, gzip.GzipFile):
-        yield from stream
+        yield from lines()
         return
     try:
-        yield from stream
+        yield from lines()
     except _GZIP_ERRORS as err:
         raise _not_gzip(source, err) from None
 

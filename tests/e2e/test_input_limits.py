@@ -1,0 +1,106 @@
+"""The input-size policy (textnn/limits.py) as a user meets it: an endless or huge input, or a model too
+large for the machine, is refused with one line and exit 2 before anything is written; never a hang, a
+traceback or a memory that fills until the kernel kills the process (docs/RELIABILITY.md, items 13, 17)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import write_sentiment_tsv
+from textnn import limits
+
+REPO = Path(__file__).resolve().parents[2]
+ZERO = Path("/dev/zero")
+CONFIGS = {
+    "classification": "task: classification\ndata: {format: tsv, train: TRAIN, dev: train.tsv}\n"
+                      "model: {name: dan, preset: tiny}\n",
+    "language_modeling": "task: language_modeling\ndata: {format: text, tokenizer: whitespace, bptt: 8, train: TRAIN, "
+                         "dev: train.tsv}\nmodel: {name: rnn_lm, preset: tiny}\n",
+}
+TRAIN = "train: {max_steps: 2, batch_size: 8, threads: 1, progress: false, bootstrap_samples: 0}\n"
+
+
+def textnn(*args: str, cwd: Path, input: bytes | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "textnn", *args], cwd=cwd, input=input, capture_output=True,
+                          timeout=300, env=env)
+
+
+def refused(done: subprocess.CompletedProcess, *expected: str) -> str:
+    stderr = done.stderr.decode("utf-8", "replace")
+    assert done.returncode == 2 and "Traceback" not in stderr, (done.returncode, stderr[-2000:])
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("error: "), stderr[-2000:]
+    for text in expected:
+        assert text in last, (text, last)
+    return last
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("limits")
+    write_sentiment_tsv(folder / "train.tsv", 40, seed=1)
+    (folder / "config.yaml").write_text(CONFIGS["classification"].replace("TRAIN", "train.tsv") + TRAIN,
+                                        encoding="utf-8")
+    done = textnn("train", "config.yaml", "--run-dir", "run", cwd=folder)
+    assert done.returncode == 0, done.stderr
+    return folder
+
+
+@pytest.mark.skipif(not ZERO.exists(), reason="no /dev/zero on this system")
+@pytest.mark.parametrize("task", sorted(CONFIGS))
+def test_dev_zero_as_training_data_is_refused_at_once(folder, tmp_path, task):
+    (tmp_path / "train.tsv").write_bytes((folder / "train.tsv").read_bytes())
+    (tmp_path / "zero.yaml").write_text(CONFIGS[task].replace("TRAIN", str(ZERO)) + TRAIN, encoding="utf-8")
+    refused(textnn("train", "zero.yaml", "--run-dir", "zero", cwd=tmp_path), str(ZERO), "NUL")
+    assert not (tmp_path / "zero").exists()
+
+
+@pytest.mark.skipif(not ZERO.exists(), reason="no /dev/zero on this system")
+@pytest.mark.parametrize("command", [["evaluate", "run", "--data", str(ZERO)], ["predict", "run", str(ZERO)]])
+def test_dev_zero_as_an_input_file_is_refused(folder, command):
+    refused(textnn(*command, cwd=folder), str(ZERO))
+
+
+def test_an_endless_line_on_standard_input_stops_at_the_line_limit(folder):
+    endless = b"good " * (limits.MAX_LINE_BYTES // 5 + 2)  # no line break in 64 MiB and more
+    refused(textnn("predict", "run", cwd=folder, input=endless), "<stdin>:1", "64 MiB")
+
+
+def test_a_pipe_is_read_as_an_input_file(folder):
+    """A source that is not a regular file but ends (a pipe: `predict RUN <(command)`) is read as a file."""
+    read, write = os.pipe()
+    os.write(write, b"good\nbad\n")
+    os.close(write)
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-m", "textnn", "predict", "run", f"/dev/fd/{read}"], cwd=folder,
+                          capture_output=True, text=True, timeout=300, env=env, pass_fds=(read,))
+    os.close(read)
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.splitlines()) == 2
+
+
+def test_a_model_larger_than_the_free_memory_is_refused_with_the_estimate(folder, tmp_path):
+    done = textnn("train", str(folder / "config.yaml"), "--run-dir", str(tmp_path / "big"),
+                  "model.embedding_dim=100000000", cwd=folder)
+    refused(done, "parameters", "GiB", "free")
+    assert not (tmp_path / "big").exists()
+
+
+def test_the_memory_check_counts_weights_gradients_and_two_moments():
+    limits.check_training_memory(1000, available=16_000)  # 1000 x 4 bytes x 4 copies: just fits
+    with pytest.raises(limits.TextnnError, match="1,001 parameters"):
+        limits.check_training_memory(1001, available=16_000)
+
+
+def test_explain_lists_the_limits(folder):
+    done = textnn("explain", "limits", cwd=folder)
+    assert done.returncode == 0, done.stderr
+    shown = done.stdout.decode()
+    for name, (value, _) in limits.TABLE.items():
+        assert name in shown and (value is None or f"{value:,}" in shown), (name, shown)

@@ -21,14 +21,15 @@ import torch
 from textnn import registry
 from textnn.config import Config, load_config, starts_with_head
 from textnn.errors import TextnnError
+from textnn.files import atomic_write_text, unwritable
 from textnn.limits import check_training_memory
 from textnn.generation.decoding import DecodingConfig
 from textnn.runs import FollowerRunDir, RunDir, human_size
 from textnn.training import distributed, precision
 from textnn.training.budget import check_resume_budget
-from textnn.training.checkpoint import (atomic_write_text, check_checkpoint, init_encoder_from, init_encoder_from_state,
-                                        load_weights, unwritable)
+from textnn.training.checkpoint import check_checkpoint, load_weights
 from textnn.training.trainer import TrainResult, TrainingInterrupted, finished_status, resolve_device
+from textnn.transfer import load_start_weights
 
 
 def seed_everything(seed: int) -> None:
@@ -148,12 +149,7 @@ def _start_encoder(model: torch.nn.Module, init_from: str, with_head: bool = Fal
     """Load the encoder weights of the run (or Hugging Face checkpoint) in model.init_from, and its head's
     `with_head` (a language model started from one), with `grown_rows` = (old, new) vocabulary rows when
     data.extend_vocab added words, and say what was loaded, new and left out."""
-    from textnn.interop import huggingface
-
-    if huggingface.is_checkpoint_dir(init_from):
-        loaded = init_encoder_from_state(model, huggingface.encoder_state(init_from), init_from)
-    else:
-        loaded = init_encoder_from(model, Path(init_from) / "model.safetensors", with_head, grown_rows)
+    loaded = load_start_weights(model, init_from, with_head, grown_rows)
     if grown_rows and distributed.is_main():
         print(f"init_from {init_from}: vocabulary extended from {grown_rows[0]} to {grown_rows[1]} entries "
               f"(data.extend_vocab); the new rows start at the mean of the old", file=sys.stderr)
@@ -269,10 +265,12 @@ def translate_run(run_dir: str | Path, lines: Iterable[str], source: str = "<std
 
 
 def export_run(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
-    """Write a bert or gpt run as a Hugging Face checkpoint directory (interop/huggingface.py)."""
-    from textnn.interop.huggingface import export_run as export
+    """Write a bert or gpt run as a Hugging Face checkpoint directory (interop/huggingface.py); the place is
+    checked before the run is loaded."""
+    from textnn.interop import huggingface
 
-    return export(run_dir, out_dir)
+    huggingface.check_export_place(Path(run_dir), Path(out_dir))
+    return huggingface.export_run(run_dir, load_run(run_dir), out_dir)
 
 
 def _load_decoder_run(run_dir: str | Path, command: str) -> tuple[Config, object, torch.nn.Module]:
@@ -362,7 +360,7 @@ def visualize_run(run_dir: str | Path, text: str, output_dir: str | Path | None 
         return write_attention_view(model, task, text, output, title=f"Attention of {Path(run_dir).name}")
     from textnn.viz.lstm_cells import write_cell_view  # refuses, by name, models without LSTM cells
 
-    return [write_cell_view(run_dir, text, output / "cells.html").path]
+    return [write_cell_view(run_dir, (config, task, model), text, output / "cells.html").path]
 
 
 PERCENT_METRICS = ("bleu", "chrf")  # reported on a 0-100 scale by their tasks

@@ -28,6 +28,7 @@ import json
 from pathlib import Path
 from typing import Callable, ClassVar, Iterable, Iterator
 
+from textnn import transfer
 from textnn.config import Config, DataConfig, NoHeadOptions
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import Vocab, read_run_json
@@ -124,7 +125,7 @@ class Task:
         """The starting run's vocabulary with the training words it lacks that occur at least `min_count`
         times appended, most frequent first (existing ids unchanged). Howard & Ruder's (2018) ULMFiT code
         builds the target task's vocabulary this way and starts the new words' rows at the mean of the
-        pretrained rows (`init_encoder_from_state(grown_rows=...)`)."""
+        pretrained rows (`transfer.load_start_weights(grown_rows=...)`)."""
         new = [word for word, count in counts.items() if count >= min_count and word not in vocab.stoi]
         return vocab.extend(sorted(new, key=lambda word: -counts[word]))  # stable: ties keep reading order
 
@@ -173,11 +174,9 @@ class Task:
         says the run saved is refused: the config.yaml beside it was edited, or one of the two files comes
         from another run.
         """
-        from textnn.interop import huggingface
-
-        if huggingface.is_checkpoint_dir(run_path):
-            return huggingface.text_pipeline(run_path)
-        tokenizer = Tokenizer.load(run_path / "tokenizer.json")
+        tokenizer, vocab = transfer.read_start_pipeline(run_path)
+        if transfer.start_kind(run_path) == transfer.HUGGING_FACE:
+            return tokenizer, vocab
         saved = cls.saved_tokenizer(data) if data is not None else None
         if saved is not None and (tokenizer.kind, tokenizer.lowercase) != saved:
             raise TextnnError(f"{run_path / 'tokenizer.json'}: holds a {tokenizer.kind} tokenizer with lowercase="
@@ -185,7 +184,7 @@ class Task:
                               f"data.lowercase={data.lowercase}) says the run saved a {saved[0]} tokenizer with "
                               f"lowercase={saved[1]}; the files do not belong together: put back the run's own "
                               f"config.yaml or re-train")
-        return tokenizer, Vocab.load(run_path / "vocab.json")
+        return tokenizer, vocab
 
     # --- training ------------------------------------------------------------------------------------
     def trainer(self, model, cfg, run):

@@ -30,7 +30,7 @@ def _new_figure(width: float, height: float):
 def _save(figure, path: str | Path) -> None:
     """Write `figure` as PNG at `path`, creating its folder: by replace (a temporary file renamed over it),
     so a symbolic link at `path` is replaced, never written through to a file outside the run."""
-    from textnn.training.checkpoint import temporary_beside
+    from textnn.files import temporary_beside
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

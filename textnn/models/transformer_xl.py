@@ -103,9 +103,10 @@ class TransformerXLConfig:
         return self.eval_mem_len or self.mem_len
 
 
-# The feed-forward layer was an nn.Sequential (Linear, ReLU, Dropout, Linear, Dropout) before it
-# became the shared FeedForward: its weights keep their old names in the state dict, so runs saved
-# since then and runs saved before load alike. Saved name prefix -> module attribute prefix.
+# The feed-forward layer was an nn.Sequential (Linear, ReLU, Dropout, Linear, Dropout) before it became
+# the shared FeedForward (fc, proj). Runs on disk name its weights feed_forward.net.0 / net.3, so the
+# layer's state_dict() keeps writing those names and load_state_dict() reads them: old and new runs
+# load alike. Saved name prefix -> attribute name prefix.
 _SAVED_NAMES = {"feed_forward.net.0.": "feed_forward.fc.", "feed_forward.net.3.": "feed_forward.proj."}
 
 

@@ -26,8 +26,9 @@ from textnn.errors import TextnnError
 from textnn.generation import DecodingConfig, LMDecoder, greedy
 from textnn.models.rnn_lm import RNNLMConfig
 from textnn.models.transformer_xl import PRESETS, TransformerXL, TransformerXLConfig
+from textnn.modules.positions import sinusoid_encoding
 from textnn.modules.relative_attention import (RelativeMultiHeadAttention, rel_shift, relative_causal_mask,
-                                               relative_distances, sinusoid_encoding)
+                                               relative_distances)
 from textnn.registry import model_entry
 from textnn.tasks.language_modeling import LanguageModel, LanguageModelingTask, language_model
 from tests.models.lm_checks import (assert_eval_deterministic_and_train_uses_dropout,
@@ -77,11 +78,11 @@ def test_every_weight_starts_from_the_authors_normal_init_the_heads_included():
     torch.manual_seed(0)
     model = language_model("transformer_xl", TransformerXLConfig(**{**PRESETS["tiny"], "tie_weights": False}), 2000)
     encoder, head = model.encoder, model.head.decoder
-    for weight in (head.weight, encoder.embedding.weight[1:], encoder.layers[0].feed_forward.net[0].weight,
+    for weight in (head.weight, encoder.embedding.weight[1:], encoder.layers[0].feed_forward.fc.weight,
                    torch.cat([encoder.biases.content, encoder.biases.position])):
         assert weight.std().item() == pytest.approx(0.02, rel=0.25)
     assert head.weight.std().item() == pytest.approx(0.02, rel=0.05)  # 32,000 draws
-    assert head.bias.abs().max() == 0 and encoder.layers[0].feed_forward.net[0].bias.abs().max() == 0
+    assert head.bias.abs().max() == 0 and encoder.layers[0].feed_forward.fc.bias.abs().max() == 0
 
 
 @pytest.mark.parametrize("overrides", VARIANTS)
@@ -91,6 +92,22 @@ def test_save_load_round_trip(tmp_path, overrides):
     assert_save_load_round_trip(model, other, x, tmp_path)
     if model.encoder.cfg.tie_weights:
         assert other.head.decoder.weight is other.encoder.embedding.weight
+
+
+def test_feed_forward_weights_keep_their_saved_names():
+    """The layers use the shared FeedForward (fc, proj), but runs on disk name its weights as the
+    nn.Sequential it replaced did (feed_forward.net.0 / net.3): state_dict() writes those names, in the
+    order of the parameters, and load_state_dict() reads them."""
+    model, other = build(seed=0).eval(), build(seed=1).eval()
+    state = model.state_dict()
+    layer = [name[len("encoder.layers.0."):] for name in state if name.startswith("encoder.layers.0.")]
+    assert [n for n in layer if n.startswith("feed_forward.")] == [
+        "feed_forward.net.0.weight", "feed_forward.net.0.bias", "feed_forward.net.3.weight", "feed_forward.net.3.bias"]
+    parameter_order = [name for name, _ in model.named_parameters(remove_duplicate=False)]
+    assert [n.replace(".net.0.", ".fc.").replace(".net.3.", ".proj.") for n in state] == parameter_order
+    other.load_state_dict(state)  # strict: every saved name finds its parameter
+    x = ids(2, 9)
+    torch.testing.assert_close(other(x).logits, model(x).logits, rtol=0, atol=0)
 
 
 def test_eval_is_deterministic_and_train_mode_uses_dropout():
@@ -161,7 +178,7 @@ def test_position_terms_equal_a_naive_loop():
     torch.manual_seed(0)
     d_model, heads, d_head, q_len, mem_len = 8, 2, 3, 4, 3
     key_len = mem_len + q_len
-    attention = RelativeMultiHeadAttention(d_model, heads, d_head, dropout=0.0, dropatt=0.0)
+    attention = RelativeMultiHeadAttention(d_model, heads, d_head, dropatt=0.0)
     x = torch.randn(1, q_len, d_model)
     v = torch.randn(heads, d_head)
     pos = sinusoid_encoding(relative_distances(key_len), d_model)  # [K, D], row c = distance K-1-c
@@ -202,7 +219,7 @@ def naive_attention(attention: RelativeMultiHeadAttention, x, memory, pos, u, v,
 def test_attention_equals_naive_scores_with_memory_and_mask(span):
     torch.manual_seed(1)
     d_model, heads, d_head, q_len, mem_len = 8, 2, 3, 5, 4
-    attention = RelativeMultiHeadAttention(d_model, heads, d_head, dropout=0.0, dropatt=0.0).eval()
+    attention = RelativeMultiHeadAttention(d_model, heads, d_head, dropatt=0.0).eval()
     x, memory = torch.randn(1, q_len, d_model), torch.randn(1, mem_len, d_model)
     u, v = torch.randn(heads, d_head), torch.randn(heads, d_head)
     pos = sinusoid_encoding(relative_distances(mem_len + q_len, clamp_len=6), d_model)

@@ -73,6 +73,47 @@ def test_static_masks_repeat_and_dynamic_masks_change_with_the_epoch():
     assert draw(0) != draw(1)
 
 
+def test_masks_are_fixed_by_seed_epoch_and_the_order_of_the_sequences():
+    """One generator per (seed, epoch), drawn sequence after sequence: the same seed, epoch and list give
+    the same masks; a sequence's mask depends on the sequences before it (not on those after it), so
+    moving it elsewhere in the list gives it another mask."""
+    instances = [Instance([CLS, *range(100 + 50 * i, 140 + 50 * i), SEP], [0] * 42, [-1, *range(40), -1], -1)
+                 for i in range(5)]
+
+    def targets(batch, seed=3, epoch=1):
+        return [t for _, t in mask_instances(batch, seed=seed, epoch=epoch, mask_id=MASK, random_ids=RANDOM_IDS)]
+
+    drawn = targets(instances)
+    assert targets(instances) == drawn
+    assert targets(instances, seed=4) != drawn and targets(instances, epoch=2) != drawn
+    assert targets(instances[:3]) == drawn[:3]  # what comes after a sequence does not change its mask
+    moved = targets(instances[::-1])
+    assert moved[-1] != drawn[0]  # the same first sequence, drawn last: another mask
+    assert moved[0] == targets(instances[4:])[0]  # drawn first: the mask a list starting with it gives
+
+
+# pieces per segment -> (ours: max(1, round(0.15 n)) over the n pieces, the reference's num_to_predict
+# max(1, int(round(0.15 * tokens))) over the tokens with [CLS] and [SEP]), worked by hand
+COUNTS = {(7, 7): (2, 3), (3, 4): (1, 2), (14,): (2, 2), (1,): (1, 1), (20,): (3, 3), (40, 25): (10, 10)}
+
+
+@pytest.mark.parametrize("pieces", list(COUNTS))
+def test_the_number_of_masked_positions_counts_the_pieces_not_cls_and_sep(pieces):
+    """The count is taken over the maskable pieces; create_pretraining_data.py counts [CLS] and [SEP] too,
+    so a pair of 7 + 7 pieces (17 tokens) gets 2 predictions here and 3 there (data/masking.py says why)."""
+    words, ids = [-1], [CLS]
+    for n in pieces:
+        words += list(range(len(words) - 1, len(words) - 1 + n)) + [-1]
+        ids += [100 + len(ids) + i for i in range(n)] + [SEP]
+    ours, reference = COUNTS[pieces]
+    assert len(ids) == sum(pieces) + 1 + len(pieces)
+    assert reference == max(1, int(round(len(ids) * 0.15)))  # min(max_predictions_per_seq = 20, ...) does not bind
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        _, targets = mask_tokens(ids, words, rng, MASK, RANDOM_IDS)
+        assert sum(t != IGNORE for t in targets) == ours
+
+
 def _documents(n_docs: int, n_sentences: int) -> list[list[Sentence]]:
     # token id = 1000 * (document + 1) + sentence: where a segment came from can be read off its ids
     return [[Sentence([1000 * (d + 1) + s] * 3, [0, 0, 1]) for s in range(n_sentences)] for d in range(n_docs)]

@@ -28,8 +28,26 @@ Masking (`mask_tokens`, Devlin et al. 2019 §3.1 Task #1 and Appendix A.1): 15% 
 (never [CLS]/[SEP]) are chosen, and of those 80% become [MASK], 10% a random token and 10% stay as
 they are, so the model cannot know which positions it is asked about and keeps a representation of
 every input token. With whole-word masking (the released code's `do_whole_word_mask`) the pieces of
-one word are chosen together. Masks are drawn from a generator seeded by (seed, epoch, example), so
-a run resumed at any epoch sees exactly the masks it would have seen: static masking (BERT) draws
+one word are chosen together.
+
+How many positions: max(1, round(rate * n)) with n the MASKABLE positions of the sequence (its
+pieces, [CLS] and [SEP] left out). The released create_pretraining_data.py computes
+num_to_predict = min(max_predictions_per_seq, max(1, int(round(len(tokens) * masked_lm_prob))))
+over all its tokens, [CLS] and the one or two [SEP] included, so for some lengths it predicts one
+position more (a pair of 14 pieces, 17 tokens: round(2.55) = 3 there, round(2.1) = 2 here). textnn
+keeps its count on purpose: the share of the text asked about is then the paper's 15% whatever the
+sequence length (counted with the 2-3 specials, which are never chosen, it is more, most so on short
+sequences), and changing it would change the masks, and so the results, of every pre-training run
+made so far. There is no max_predictions_per_seq cap; at the README's settings of the released code
+(max_seq_length 128, max_predictions_per_seq 20) it never binds: 15% of 128 is 19. Rounding is
+Python 3's `round` (halves to even).
+
+Which positions: all masks of one epoch come from ONE generator seeded by (seed, epoch), drawn
+sequence after sequence in the order of the list given to `mask_instances` (not one generator per
+sequence). The masks are therefore fixed by (seed, epoch) and the sequences in their order: a run
+resumed at any epoch sees exactly the masks it would have seen, and drawing them again gives the
+same masks; but a sequence's mask also depends on the sequences before it in the list, so adding,
+removing or reordering sequences changes the masks of those after it. Static masking (BERT) draws
 with epoch 0 for every epoch, dynamic masking (RoBERTa §4.1) with the epoch itself.
 """
 
@@ -212,14 +230,18 @@ def full_sentence_blocks(documents: list[list[Sentence]], max_length: int, cls_i
 
 def mask_tokens(ids: list[int], words: list[int], rng: np.random.Generator, mask_id: int, random_ids: np.ndarray,
                 rate: float = 0.15, whole_word: bool = False) -> tuple[list[int], list[int]]:
-    """(inputs, targets) of one sequence: round(rate * n) of its n maskable positions (word id >= 0) chosen
-    (whole words together when `whole_word`), each then [MASK] w.p. 0.8, a token drawn uniformly from
-    `random_ids` w.p. 0.1, or left as it is w.p. 0.1; targets hold the original id there, IGNORE elsewhere."""
+    """(inputs, targets) of one sequence: max(1, round(rate * n)) of its n maskable positions (word id >= 0;
+    [CLS]/[SEP] are not counted, unlike the released code: see the module docstring) chosen (whole words
+    together when `whole_word`), each then [MASK] w.p. 0.8, a token drawn uniformly from `random_ids`
+    w.p. 0.1, or left as it is w.p. 0.1; targets hold the original id there, IGNORE elsewhere.
+
+    Draws from `rng` and advances it: the caller's order of sequences is part of what the masks depend on."""
     positions = [p for p, w in enumerate(words) if w >= 0]
     inputs, targets = list(ids), [IGNORE] * len(ids)
     if not positions:
         return inputs, targets
-    wanted = max(1, int(round(len(positions) * rate)))  # create_pretraining_data.py's num_to_predict
+    # create_pretraining_data.py's num_to_predict, but over the maskable positions only (module docstring)
+    wanted = max(1, int(round(len(positions) * rate)))
     if whole_word:
         groups: dict[int, list[int]] = {}
         for p in positions:
@@ -247,7 +269,9 @@ def mask_tokens(ids: list[int], words: list[int], rng: np.random.Generator, mask
 
 def mask_instances(instances: list[Instance], seed: int, epoch: int, mask_id: int, random_ids: np.ndarray,
                    rate: float = 0.15, whole_word: bool = False) -> list[tuple[list[int], list[int]]]:
-    """Masked (inputs, targets) of every instance, drawn from a generator seeded by (seed, epoch): the
-    same for the same pair, whatever was drawn before (exact resume)."""
+    """Masked (inputs, targets) of every instance, in order, all drawn from one generator seeded by
+    (seed, epoch): the same (seed, epoch) and the same instances in the same order give the same masks,
+    whatever else the process drew before (exact resume); an instance's mask also depends on the
+    instances before it in the list (module docstring)."""
     rng = np.random.default_rng([seed, epoch, 11])
     return [mask_tokens(x.ids, x.words, rng, mask_id, random_ids, rate, whole_word) for x in instances]

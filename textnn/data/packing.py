@@ -5,9 +5,14 @@ Devlin et al. (2019) §3, "Input/Output Representations" and Figure 2: every inp
 marks tokens of the first sentence (0, with [CLS] and the first [SEP]) and of the second (1, with
 its [SEP]). Every task that feeds such an encoder packs its inputs here, so the frame is built once.
 
-Truncation to a maximum length is longest-first, as BERT's reference code (`_truncate_seq_pair` in
-run_classifier.py) and Hugging Face's `longest_first` do: one token at a time from the end of the
-longer sequence, so a short sentence is kept whole while a long one is cut.
+Truncation to a maximum length is longest-first exactly as BERT's reference code does it
+(`_truncate_seq_pair` in run_classifier.py and create_pretraining_data.py): one token at a time from
+the end of the longer sequence, from the second on a tie, so a short sentence is kept whole while a
+long one is cut. `transformers`' fast tokenizers (truncation="longest_first", from the `tokenizers`
+library) give the same lengths but for one case: when both sequences must be cut and the budget for
+their tokens is odd, they give the odd token to the longer sequence (to the second on a tie), while
+the reference, and so textnn, gives it to the first. Sequences of 6 and 6 tokens cut to 7: here 4 + 3,
+there 3 + 4; 5 and 8 cut to 7: here 4 + 3, there 3 + 4; 8 and 5 cut to 7: 4 + 3 in both.
 """
 
 from __future__ import annotations
@@ -26,8 +31,9 @@ class Packed:
 
 
 def truncate_longest_first(first: list, second: list | None, budget: int) -> tuple[list, list | None]:
-    """Cut tokens from the end of the longer sequence (the second on ties, as BERT's code) until both fit
-    in `budget`."""
+    """Cut tokens from the end of the longer sequence (the second on ties, as BERT's reference code) until
+    both fit in `budget`; where both are cut to an odd budget the first keeps one token more (see the
+    module docstring for where transformers' fast tokenizers differ)."""
     a, b = len(first), len(second) if second is not None else 0
     while a + b > budget:
         if a > b:

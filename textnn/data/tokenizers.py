@@ -115,7 +115,12 @@ class Tokenizer:
     @classmethod
     def load_wordpiece(cls, path: str | Path, lowercase: bool) -> "Tokenizer":
         """A checkpoint's WordPiece: a tokenizer.json (the library's own file) or a vocab.txt (one piece per
-        line, id = line number) with BERT's pipeline, uncased when `lowercase`."""
+        line, id = line number) with BERT's pipeline, uncased when `lowercase`.
+
+        Both read a special token written in the text ("a [SEP] b") as that one token, as `transformers`
+        does: a tokenizer.json lists them as special added tokens, and for a vocab.txt the specials it
+        holds (WORDPIECE_SPECIALS) are added the same way, matched in the raw text before lower-casing
+        and splitting, so they are never cut into "[", "sep", "]"."""
         from tokenizers import Tokenizer as HFTokenizer, models
 
         path = Path(path)
@@ -125,6 +130,7 @@ class Tokenizer:
                 for line in path.read_text(encoding="utf-8").splitlines():
                     vocab.setdefault(line, len(vocab))  # a repeated line keeps its first id, as BERT's reader
                 tokenizer = cls._wordpiece_pipeline(models.WordPiece(vocab, unk_token=UNK), lowercase)
+                tokenizer.add_special_tokens([special for special in WORDPIECE_SPECIALS if special in vocab])
             else:
                 tokenizer = HFTokenizer.from_file(str(path))
         except (OSError, UnicodeDecodeError, Exception) as err:  # the library raises its own types on bad JSON

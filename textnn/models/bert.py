@@ -35,6 +35,7 @@ from textnn.config import check_model_field as _check, is_int, opt
 from textnn.errors import TextnnError
 from textnn.models.base import Encoder, EncoderOutput, Head, InputSpec, LayerGroups, TokenFeatures
 from textnn.modules.init import init_normal
+from textnn.modules.positions import LearnedPositions
 from textnn.modules.transformer import TransformerBlock
 
 INIT_STD = 0.02
@@ -83,7 +84,7 @@ class Bert(Encoder):
         super().__init__()
         self.cfg = cfg
         self.token_embedding = nn.Embedding(spec.vocab_size, cfg.d_model, padding_idx=spec.pad_id)
-        self.position_embedding = nn.Embedding(cfg.max_positions, cfg.d_model)
+        self.position_embedding = LearnedPositions(cfg.max_positions, cfg.d_model)
         self.segment_embedding = nn.Embedding(cfg.segments, cfg.d_model) if cfg.segments else None
         self.ln_embedding = nn.LayerNorm(cfg.d_model, eps=cfg.eps)
         self.drop = nn.Dropout(cfg.dropout)
@@ -124,8 +125,7 @@ class Bert(Encoder):
         if ids.size(1) > self.cfg.max_positions:
             raise TextnnError(f"BERT reads at most model.max_positions = {self.cfg.max_positions} tokens, got "
                               f"{ids.size(1)}; lower data.max_length to <= {self.cfg.max_positions}")
-        positions = torch.arange(ids.size(1), device=ids.device)  # [T]
-        x = self.token_embedding(ids) + self.position_embedding(positions)  # [B, T, D]
+        x = self.token_embedding(ids) + self.position_embedding(0, ids.size(1))  # [B, T, D]
         if self.segment_embedding is not None:
             if segments is None:
                 segments = torch.zeros_like(ids)  # one sentence: every token in segment 0
@@ -136,40 +136,41 @@ class Bert(Encoder):
         first = tokens[:, 0]  # [B, T, D] -> [B, D]: the [CLS] position
         return torch.tanh(self.pooler(first)) if self.pooler is not None else first
 
+    def _run_blocks(self, ids: torch.Tensor, mask: torch.Tensor | None, segments: torch.Tensor | None,
+                    need_weights: bool = False) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """The one pass through the embeddings and blocks: ids [B, T], mask [B, T] bool or None (no
+        padding) -> (every block's output, L x [B, T, D]; their attention maps L x [B, H, T, T] (need_weights))."""
+        x = self._embed(ids, segments)  # [B, T, D]
+        # Without padding no mask is needed, and SDPA may take its fastest kernel.
+        key_mask = None if mask is None or bool(mask.all()) else mask
+        layers, maps = [], []
+        for block in self.blocks:
+            out = block(x, key_mask=key_mask, need_weights=need_weights)
+            x = out.hidden
+            layers.append(x)
+            if need_weights:
+                maps.append(out.weights)  # [B, H, T, T]
+        return layers, maps
+
     def forward(self, ids: torch.Tensor, mask: torch.Tensor, state: object = None,
                 features: TokenFeatures | None = None) -> EncoderOutput:
         """ids [B, T], mask [B, T] bool (True = real token) -> tokens [B, T, D], sentence [B, D]."""
-        x = self._embed(ids, features.segments if features is not None else None)
-        # Without padding no mask is needed, and SDPA may take its fastest kernel.
-        key_mask = None if bool(mask.all()) else mask
-        for block in self.blocks:
-            x = block(x, key_mask=key_mask).hidden
-        return EncoderOutput(tokens=x, sentence=self._sentence(x))
+        layers, _ = self._run_blocks(ids, mask, features.segments if features is not None else None)
+        return EncoderOutput(tokens=layers[-1], sentence=self._sentence(layers[-1]))
 
     def hidden_layers(self, ids: torch.Tensor, mask: torch.Tensor,
                       segments: torch.Tensor | None = None) -> list[torch.Tensor]:
         """The output of every block, L x [B, T, D] (the last is `forward`'s tokens): what feature-based
         use combines (modules/scalar_mix.py; Devlin et al. 2019 §5.3)."""
-        x = self._embed(ids, segments)
-        key_mask = None if bool(mask.all()) else mask
-        layers = []
-        for block in self.blocks:
-            x = block(x, key_mask=key_mask).hidden
-            layers.append(x)
-        return layers
+        return self._run_blocks(ids, mask, segments)[0]
 
     @torch.no_grad()
     def forward_with_attention(self, ids: torch.Tensor, mask: torch.Tensor | None = None,
                                segments: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """`forward`'s token states on the explicit attention path, plus every attention map
         [L, B, H, T, T] (for visualisation)."""
-        x = self._embed(ids, segments)
-        maps = []
-        for block in self.blocks:
-            out = block(x, key_mask=mask, need_weights=True)
-            x = out.hidden
-            maps.append(out.weights)  # [B, H, T, T]
-        return x, torch.stack(maps)  # [B, T, D], [L, B, H, T, T]
+        layers, maps = self._run_blocks(ids, mask, segments, need_weights=True)
+        return layers[-1], torch.stack(maps)  # [B, T, D], [L, B, H, T, T]
 
 
 # ------------------------------------------------------------------------------------------- presets

@@ -48,6 +48,7 @@ from textnn.errors import TextnnError
 from textnn.models.base import Encoder, EncoderOutput, Head, InputSpec, LayerGroups, TokenFeatures
 from textnn.modules.attention import KVCache
 from textnn.modules.init import init_normal
+from textnn.modules.positions import LearnedPositions
 from textnn.modules.transformer import TransformerBlock
 
 INIT_STD = 0.02
@@ -111,7 +112,7 @@ class GPT(Encoder):
         super().__init__()
         self.cfg = cfg
         self.token_embedding = nn.Embedding(spec.vocab_size, cfg.d_model)
-        self.position_embedding = nn.Embedding(cfg.context, cfg.d_model)
+        self.position_embedding = LearnedPositions(cfg.context, cfg.d_model)
         self.drop = nn.Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(
             TransformerBlock(cfg.d_model, cfg.n_heads, cfg.ff_size, dropout=cfg.dropout, bias=cfg.bias,
@@ -150,8 +151,24 @@ class GPT(Encoder):
 
     # ----------------------------------------------------------------------------------------------
     def _embed(self, ids: torch.Tensor, offset: int) -> torch.Tensor:
-        positions = torch.arange(offset, offset + ids.size(1), device=ids.device)  # [T]
-        return self.drop(self.token_embedding(ids) + self.position_embedding(positions))  # [B, T, D]
+        """ids [B, T] at positions offset .. offset + T - 1 -> [B, T, D]."""
+        return self.drop(self.token_embedding(ids) + self.position_embedding(offset, ids.size(1)))  # [B, T, D]
+
+    def _run_blocks(self, x: torch.Tensor, caches: list[KVCache] | None = None, use_cache: bool = False,
+                    need_weights: bool = False) -> tuple[torch.Tensor, list[KVCache], list[torch.Tensor]]:
+        """The one pass through the blocks (causal self-attention): x [B, T, D] after `caches` (one per
+        block, or None) -> (states [B, T, D] before the final LayerNorm, the blocks' new caches
+        (use_cache), their attention maps L x [B, H, T, S] (need_weights))."""
+        new_caches, maps = [], []
+        for index, block in enumerate(self.blocks):
+            out = block(x, causal=True, cache=caches[index] if caches is not None else None, use_cache=use_cache,
+                        need_weights=need_weights)
+            x = out.hidden
+            if use_cache:
+                new_caches.append(out.cache)
+            if need_weights:
+                maps.append(out.weights)  # [B, H, T, S]
+        return x, new_caches, maps
 
     def _check_length(self, length: int) -> None:
         if length > self.cfg.context:
@@ -162,9 +179,7 @@ class GPT(Encoder):
                 features: TokenFeatures | None = None) -> EncoderOutput:
         """Final states at every position: ids [B, T] -> tokens [B, T, D]; `state` is ignored."""
         self._check_length(ids.size(1))
-        x = self._embed(ids, 0)  # [B, T, D]
-        for block in self.blocks:
-            x = block(x, causal=True).hidden
+        x, _, _ = self._run_blocks(self._embed(ids, 0))  # [B, T, D]
         return EncoderOutput(tokens=self.ln_final(x), state=None)  # [B, T, D]
 
     @torch.no_grad()
@@ -176,11 +191,7 @@ class GPT(Encoder):
         states equal `forward`'s up to float rounding.
         """
         self._check_length(ids.size(1))
-        x, maps = self._embed(ids, 0), []  # [B, T, D]
-        for block in self.blocks:
-            out = block(x, causal=True, need_weights=True)
-            x = out.hidden
-            maps.append(out.weights)  # [B, H, T, T]
+        x, _, maps = self._run_blocks(self._embed(ids, 0), need_weights=True)  # [B, T, D], L x [B, H, T, T]
         return self.ln_final(x), torch.stack(maps)  # [B, T, D], [L, B, H, T, T]
 
     # ----------------------------------------------------------------------------------------------
@@ -196,12 +207,8 @@ class GPT(Encoder):
             ids = torch.cat([history, ids], dim=1)[:, -self.cfg.context:]  # [B, C] the window to recompute
             state = None
         offset = state.offset if state is not None else 0
-        x = self._embed(ids, offset)  # [B, T', D]
-        layers = []
-        for index, block in enumerate(self.blocks):
-            out = block(x, causal=True, cache=state.layers[index] if state is not None else None, use_cache=True)
-            x = out.hidden
-            layers.append(out.cache)
+        x, layers, _ = self._run_blocks(self._embed(ids, offset), state.layers if state is not None else None,
+                                        use_cache=True)  # [B, T', D]
         last = self.ln_final(x[:, -1])  # [B, D]: only the last position is needed
         tokens = torch.cat([history, ids], dim=1) if state is not None else ids  # [B, S + T']
         return last, GPTCache(layers=layers, tokens=tokens)

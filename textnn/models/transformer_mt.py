@@ -14,8 +14,8 @@ self-attention, attention over the encoder's output, feed-forward) -> the states
   embedding and the pre-softmax linear layer (§3.4) when both sides share one vocabulary (joint BPE):
   `share_embeddings`; `tie_output` alone shares the target embedding with the output layer (Press &
   Wolf 2017). The output layer has no bias (`lm_bias = False`): logits = h E^T.
-- Sinusoid positions (§3.5), sin(pos / 10000^(2i/d)) and cos(...) (`modules.relative_attention.
-  sinusoid_encoding`, which puts all sines before all cosines: a fixed permutation of the dimensions,
+- Sinusoid positions (§3.5), sin(pos / 10000^(2i/d)) and cos(...) (`modules.positions.
+  sinusoid_positions`, which puts all sines before all cosines: a fixed permutation of the dimensions,
   which the learned embeddings absorb); any length, so `max_length` is 0.
 - Dropout (§5.4) on the sums of embeddings and positions, on each sub-layer's output before the
   residual addition, and on the attention probabilities.
@@ -45,7 +45,7 @@ from textnn.models.base import DecoderOutput, EncoderDecoder, Head, InputSpec, L
 from textnn.modules.attention import KVCache
 from textnn.modules.embeddings import TokenEmbedding
 from textnn.modules.init import init_normal
-from textnn.modules.relative_attention import sinusoid_encoding
+from textnn.modules.positions import sinusoid_positions
 from textnn.modules.transformer import ACTIVATIONS, DecoderBlock, TransformerBlock
 
 
@@ -170,8 +170,7 @@ class TransformerMT(EncoderDecoder):
     # ----------------------------------------------------------------------------------------------
     def _embed(self, embedding: nn.Embedding, ids: torch.Tensor, offset: int) -> torch.Tensor:
         """Embeddings x sqrt(D) (§3.4) + sinusoids of positions offset .. offset + T - 1 (§3.5), dropped out."""
-        positions = torch.arange(offset, offset + ids.size(1), device=ids.device, dtype=torch.float32)  # [T]
-        pos = sinusoid_encoding(positions, self.cfg.d_model)  # [T, D]
+        pos = sinusoid_positions(offset, ids.size(1), self.cfg.d_model, ids.device)  # [T, D]
         x = embedding(ids) * math.sqrt(self.cfg.d_model) + pos.to(embedding.weight.dtype)  # [B, T, D]
         return self.drop(x)
 

@@ -51,8 +51,9 @@ from textnn.errors import TextnnError
 from textnn.models.base import Encoder, EncoderOutput, Head, InputSpec, LayerGroups, TokenFeatures
 from textnn.modules.embeddings import TokenEmbedding
 from textnn.modules.init import init_normal
-from textnn.modules.relative_attention import (RelativeMultiHeadAttention, relative_causal_mask,
-                                               relative_distances, sinusoid_encoding)
+from textnn.modules.positions import sinusoid_encoding
+from textnn.modules.relative_attention import RelativeMultiHeadAttention, relative_causal_mask, relative_distances
+from textnn.modules.transformer import FeedForward, residual
 
 Memory = list[torch.Tensor]  # N tensors [B, M, D]; None = no context yet
 INIT_STD = 0.02  # the authors' init_std
@@ -102,20 +103,42 @@ class TransformerXLConfig:
         return self.eval_mem_len or self.mem_len
 
 
-class FeedForward(nn.Module):
-    """Position-wise feed-forward layer: Linear(D, F) -> ReLU -> dropout -> Linear(F, D) -> dropout."""
+# The feed-forward layer was an nn.Sequential (Linear, ReLU, Dropout, Linear, Dropout) before it became
+# the shared FeedForward (fc, proj). Runs on disk name its weights feed_forward.net.0 / net.3, so the
+# layer's state_dict() keeps writing those names and load_state_dict() reads them: old and new runs
+# load alike. Saved name prefix -> attribute name prefix.
+_SAVED_NAMES = {"feed_forward.net.0.": "feed_forward.fc.", "feed_forward.net.3.": "feed_forward.proj."}
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float) -> None:
-        super().__init__()
-        self.net = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Dropout(dropout),
-                                 nn.Linear(d_ff, d_model), nn.Dropout(dropout))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)
+def _rename(state_dict: dict, prefix: str, names: dict[str, str]) -> None:
+    """Rename, in place and keeping their order, the entries of `state_dict` under `prefix` whose name
+    starts with a key of `names`."""
+
+    def renamed(key: str) -> str:
+        for old, new in names.items():
+            if key.startswith(prefix + old):
+                return prefix + new + key[len(prefix + old):]
+        return key
+
+    entries = list(state_dict.items())
+    state_dict.clear()
+    state_dict.update((renamed(key), value) for key, value in entries)
+
+
+def _to_saved_names(module: nn.Module, state_dict: dict, prefix: str, local_metadata: dict) -> None:
+    """state_dict() hook: the attribute names -> the saved names."""
+    _rename(state_dict, prefix, {attribute: saved for saved, attribute in _SAVED_NAMES.items()})
+
+
+def _from_saved_names(module: nn.Module, state_dict: dict, prefix: str, *load_arguments: object) -> None:
+    """load_state_dict() hook: the saved names -> the attribute names."""
+    _rename(state_dict, prefix, _SAVED_NAMES)
 
 
 class XLLayer(nn.Module):
-    """One Transformer-XL layer: relative attention over [memory; segment], then feed-forward.
+    """One Transformer-XL layer: relative attention over [memory; segment], then the feed-forward
+    network (ReLU, dropout inside as in the authors' code), each a residual sub-layer
+    (`modules.transformer.residual`).
 
     Post-LN: h = LN(x + Attn(x)); out = LN(h + FF(h)).  Pre-LN: h = x + Attn(LN(x)); out = h + FF(LN(h)),
     where the memory is normalised with the same LayerNorm as the segment (it is the same layer's input).
@@ -125,19 +148,25 @@ class XLLayer(nn.Module):
                  pre_ln: bool) -> None:
         super().__init__()
         self.pre_ln = pre_ln
-        self.attention = RelativeMultiHeadAttention(d_model, n_heads, d_head, dropout, dropatt)
+        self.attention = RelativeMultiHeadAttention(d_model, n_heads, d_head, dropatt)
         self.norm_attention = nn.LayerNorm(d_model)
-        self.feed_forward = FeedForward(d_model, d_ff, dropout)
+        self.feed_forward = FeedForward(d_model, d_ff, activation="relu", dropout=dropout)
         self.norm_feed_forward = nn.LayerNorm(d_model)
+        self.drop = nn.Dropout(dropout)
+        self.register_state_dict_post_hook(_to_saved_names)
+        self.register_load_state_dict_pre_hook(_from_saved_names)
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor | None, pos: torch.Tensor, u: torch.Tensor,
                 v: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-        if self.pre_ln:
-            memory = None if memory is None else self.norm_attention(memory)
-            x = x + self.attention(self.norm_attention(x), memory, pos, u, v, allowed)
-            return x + self.feed_forward(self.norm_feed_forward(x))
-        x = self.norm_attention(x + self.attention(x, memory, pos, u, v, allowed))
-        return self.norm_feed_forward(x + self.feed_forward(x))
+        """x [B, T, D], memory [B, M, D] or None -> [B, T, D]; the other arguments are RelativeMultiHeadAttention's."""
+        if self.pre_ln and memory is not None:
+            memory = self.norm_attention(memory)
+
+        def attend(h: torch.Tensor) -> torch.Tensor:
+            return self.attention(h, memory, pos, u, v, allowed)
+
+        x = residual(x, self.norm_attention, attend, self.drop, self.pre_ln)
+        return residual(x, self.norm_feed_forward, self.feed_forward, self.drop, self.pre_ln)
 
 
 def _newest(x: torch.Tensor, n: int) -> torch.Tensor:

@@ -101,6 +101,18 @@ def attention_mask(queries: int, keys: int, past: int = 0, causal: bool = False,
     return mask
 
 
+def split_heads(x: torch.Tensor, n_heads: int, head_dim: int) -> torch.Tensor:
+    """Read the last dimension as H heads of Dh: [B, L, H*Dh] -> [B, H, L, Dh] (a view, no copy)."""
+    batch, length, _ = x.shape
+    return x.view(batch, length, n_heads, head_dim).transpose(1, 2)  # [B, L, H, Dh] -> [B, H, L, Dh]
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """Put the heads side by side again: [B, H, L, Dh] -> [B, L, H*Dh]."""
+    batch, n_heads, length, head_dim = x.shape
+    return x.transpose(1, 2).reshape(batch, length, n_heads * head_dim)  # [B, L, H, Dh] -> [B, L, H*Dh]
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention: `forward(query, memory=None, ...)`; self-attention when `memory` is None."""
 
@@ -114,8 +126,7 @@ class MultiHeadAttention(nn.Module):
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
 
     def _split_heads(self, x: torch.Tensor) -> torch.Tensor:
-        batch, length, _ = x.shape
-        return x.view(batch, length, self.n_heads, self.head_dim).transpose(1, 2)  # [B, L, D] -> [B, H, L, Dh]
+        return split_heads(x, self.n_heads, self.head_dim)  # [B, L, D] -> [B, H, L, Dh]
 
     def _project(self, query: torch.Tensor, memory: torch.Tensor | None,
                  cache: KVCache | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -183,7 +194,7 @@ class MultiHeadAttention(nn.Module):
         else:
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout,
                                                  is_causal=fused_causal)  # [B, H, T, Dh]
-        out = out.transpose(1, 2).reshape(batch, queries, self.d_model)  # [B, H, T, Dh] -> [B, T, D]
+        out = merge_heads(out)  # [B, H, T, Dh] -> [B, T, D]
         return AttentionOutput(output=self.out_proj(out), cache=KVCache(k, v) if use_cache else None,
                                weights=weights)
 

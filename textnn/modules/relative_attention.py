@@ -6,7 +6,7 @@ al. (2019) eq. in §3.3 splits into four terms,
     A_ij = q_i·k_j  +  q_i·W_R R_{i-j}  +  u·k_j  +  v·W_R R_{i-j}
            (a) content  (b) position      (c) global content bias  (d) global position bias
 
-where R_{i-j} is a fixed sinusoid encoding of the distance i - j (never of absolute positions, so
+where R_{i-j} is a fixed sinusoid encoding of the distance i - j (`modules.positions`; never of absolute positions, so
 that hidden states computed for an earlier segment can be reused as they are), W_R projects it
 into key space, and u, v are learned vectors, one per head, that replace the query in terms (c)
 and (d) because the "query" of a global bias must not depend on the position. Grouped:
@@ -37,6 +37,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from textnn.modules.attention import merge_heads, split_heads
+
 
 def relative_distances(key_len: int, clamp_len: int = 0, device: torch.device | None = None) -> torch.Tensor:
     """Distances K-1, K-2, ..., 0 (float [K]): the order `rel_shift` expects.
@@ -47,17 +49,6 @@ def relative_distances(key_len: int, clamp_len: int = 0, device: torch.device | 
     """
     distances = torch.arange(key_len - 1, -1, -1, device=device, dtype=torch.float32)  # [K]
     return distances.clamp(max=clamp_len) if clamp_len > 0 else distances
-
-
-def sinusoid_encoding(distances: torch.Tensor, dim: int) -> torch.Tensor:
-    """Sinusoid encodings of (relative) positions: distances [K] -> [K, dim], dim even.
-
-    The frequencies of Vaswani et al. (2017, §3.5), 1 / 10000^(2k/dim); Dai et al. keep them but
-    place all sines before all cosines (the order does not matter to the learned W_R).
-    """
-    inv_freq = 1.0 / (10000 ** (torch.arange(0, dim, 2, device=distances.device, dtype=torch.float32) / dim))
-    angles = distances[:, None] * inv_freq[None, :]  # [K, 1] * [1, dim/2] -> [K, dim/2]
-    return torch.cat([angles.sin(), angles.cos()], dim=-1)  # [K, dim]
 
 
 def rel_shift(scores: torch.Tensor) -> torch.Tensor:
@@ -104,11 +95,12 @@ class RelativeMultiHeadAttention(nn.Module):
             position_bias v [H, Dh], allowed [T, K] bool) -> [B, T, D]
 
     `pos` holds the sinusoid encodings of distances K-1 .. 0 (`relative_distances` +
-    `sinusoid_encoding`, dropout already applied by the caller). Projections have no bias, as in
-    the authors' code: u and v are the only biases of the scores.
+    `modules.positions.sinusoid_encoding`, dropout already applied by the caller). Projections have
+    no bias, as in the authors' code: u and v are the only biases of the scores. The output is not
+    dropped out here: the residual sub-layer around it does that (`modules.transformer.residual`).
     """
 
-    def __init__(self, d_model: int, n_heads: int, d_head: int, dropout: float, dropatt: float) -> None:
+    def __init__(self, d_model: int, n_heads: int, d_head: int, dropatt: float) -> None:
         super().__init__()
         self.n_heads, self.d_head, self.dropatt = n_heads, d_head, dropatt
         inner = n_heads * d_head
@@ -116,23 +108,20 @@ class RelativeMultiHeadAttention(nn.Module):
         self.key_value = nn.Linear(d_model, 2 * inner, bias=False)  # keys and values for memory + segment
         self.position = nn.Linear(d_model, inner, bias=False)  # W_R of §3.3
         self.out = nn.Linear(inner, d_model, bias=False)
-        self.drop = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor | None, pos: torch.Tensor,
                 content_bias: torch.Tensor, position_bias: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-        batch, q_len, _ = x.shape
         heads, d_head = self.n_heads, self.d_head
         # SG(memory): the previous segment's states are context, never trained through (§3.2).
         context = x if memory is None else torch.cat([memory.detach(), x], dim=1)  # [B, K, D]
-        key_len = context.size(1)
-        q = self.query(x).view(batch, q_len, heads, d_head).transpose(1, 2)  # [B, T, H*Dh] -> [B, H, T, Dh]
-        k, v = self.key_value(context).view(batch, key_len, 2, heads, d_head).permute(2, 0, 3, 1, 4)
-        # k, v: [B, K, 2*H*Dh] -> [B, K, 2, H, Dh] -> [2, B, H, K, Dh], unpacked
-        r = self.position(pos).view(key_len, heads, d_head).transpose(0, 1)  # [K, H*Dh] -> [H, K, Dh]
+        q = split_heads(self.query(x), heads, d_head)  # [B, T, H*Dh] -> [B, H, T, Dh]
+        k, v = self.key_value(context).chunk(2, dim=-1)  # [B, K, 2*H*Dh] -> 2 x [B, K, H*Dh]
+        k, v = split_heads(k, heads, d_head), split_heads(v, heads, d_head)  # [B, H, K, Dh] each
+        r = split_heads(self.position(pos)[None], heads, d_head)  # [1, K, H*Dh] -> [1, H, K, Dh]
 
         # Terms b + d for every (query, distance) pair in one matmul, then re-indexed by key.
         q_pos = q + position_bias[None, :, None, :]  # [B, H, T, Dh] + [1, H, 1, Dh]
-        by_distance = torch.matmul(q_pos, r.transpose(1, 2))  # [B, H, T, Dh] @ [H, Dh, K] -> [B, H, T, K]
+        by_distance = torch.matmul(q_pos, r.transpose(-2, -1))  # [B, H, T, Dh] @ [1, H, Dh, K] -> [B, H, T, K]
         # SDPA adds the mask after scaling q·k by 1/sqrt(Dh); scale b + d the same way.
         bias = rel_shift(by_distance) * (1.0 / math.sqrt(d_head))  # [B, H, T, K]
         bias = bias.masked_fill(~allowed, float("-inf"))  # [T, K] broadcast over B, H
@@ -140,5 +129,4 @@ class RelativeMultiHeadAttention(nn.Module):
         q_content = q + content_bias[None, :, None, :]  # terms a + c: (q + u)·k
         attended = F.scaled_dot_product_attention(q_content, k, v, attn_mask=bias.to(q.dtype),
                                                   dropout_p=self.dropatt if self.training else 0.0)
-        attended = attended.transpose(1, 2).reshape(batch, q_len, heads * d_head)  # [B, H, T, Dh] -> [B, T, H*Dh]
-        return self.drop(self.out(attended))  # [B, T, D]
+        return self.out(merge_heads(attended))  # [B, H, T, Dh] -> [B, T, H*Dh] -> [B, T, D]

@@ -49,19 +49,27 @@ def residual(x: torch.Tensor, norm: nn.LayerNorm, branch: Callable[[torch.Tensor
 
 
 class FeedForward(nn.Module):
-    """Position-wise feed-forward network: Linear(D, F) -> GELU or ReLU -> Linear(F, D) (Vaswani et al. 2017, §3.3)."""
+    """Position-wise feed-forward network: Linear(D, F) -> GELU or ReLU -> dropout -> Linear(F, D)
+    (Vaswani et al. 2017, §3.3).
 
-    def __init__(self, d_model: int, d_ff: int, bias: bool = True, activation: str = "gelu_tanh") -> None:
+    `dropout` on the inner activations is Transformer-XL's (the authors' PositionwiseFF); the others
+    leave it at 0, where it is the identity. The dropout on the output belongs to the residual
+    sub-layer around it (`residual`).
+    """
+
+    def __init__(self, d_model: int, d_ff: int, bias: bool = True, activation: str = "gelu_tanh",
+                 dropout: float = 0.0) -> None:
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"unknown activation {activation!r}; valid: {', '.join(ACTIVATIONS)}")
         self.fc = nn.Linear(d_model, d_ff, bias=bias)
         self.act = nn.ReLU() if activation == "relu" else nn.GELU(approximate="tanh" if activation == "gelu_tanh" else "none")
+        self.drop = nn.Dropout(dropout)
         self.proj = nn.Linear(d_ff, d_model, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """[B, T, D] -> [B, T, D]."""
-        return self.proj(self.act(self.fc(x)))
+        return self.proj(self.drop(self.act(self.fc(x))))
 
 
 @dataclass

@@ -21,7 +21,7 @@ import torch
 from textnn import registry
 from textnn.config import Config, load_config, starts_with_head
 from textnn.errors import TextnnError
-from textnn.generation.decoding import DecodingConfig
+from textnn.generation.decoding import DecodingConfig, PromptDecoder
 from textnn.runs import FollowerRunDir, RunDir, human_size
 from textnn.training import distributed, precision
 from textnn.training.budget import check_resume_budget
@@ -251,7 +251,7 @@ def translate_run(run_dir: str | Path, lines: Iterable[str], source: str = "<std
     that reads text with it, instead of labelling the text and ignoring the decoding options."""
     config, task, model = load_run(run_dir)
     if not callable(getattr(task, "translate_lines", None)):
-        command = ("generate" if callable(getattr(model, "step", None))
+        command = ("generate" if isinstance(model, PromptDecoder)
                    else "neighbors" if callable(getattr(task, "word_vectors", None)) else "predict")
         raise TextnnError(f"{run_dir}: `translate` needs a translation run; this run is a {config.task} run "
                           f"(model {config.model_name}): use `textnn {command} {run_dir}`")
@@ -273,7 +273,7 @@ def _load_decoder_run(run_dir: str | Path, command: str) -> tuple[Config, object
 
 
 def _require_decoder(run_dir: str | Path, config: Config, model: torch.nn.Module, command: str) -> None:
-    if not callable(getattr(model, "step", None)):
+    if not isinstance(model, PromptDecoder):
         raise TextnnError(f"{run_dir}: `{command}` needs a language model run (a model that reads text token by "
                           f"token); this run is a {config.task} run (model {config.model_name})")
 

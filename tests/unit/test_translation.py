@@ -18,7 +18,7 @@ from textnn.data.parallel import detokenize_words, read_parallel
 from textnn.errors import TextnnError
 from textnn.generation.decoding import DecodingConfig, greedy
 from textnn.metrics.bleu import corpus_scores
-from textnn.tasks.translation import BOS, TranslationDecoder, TranslationTask, label_smoothed_nll
+from textnn.tasks.translation import BOS, TranslationTask, label_smoothed_nll
 from textnn.training.optim import lr_factor
 
 SOURCE = ["ein Hund läuft.", "eine Katze sitzt auf dem Tisch.", "zwei Männer spielen Fußball!", "der Ball ist rot."]
@@ -206,7 +206,7 @@ def test_step_by_step_feeding_matches_the_full_pass_and_greedy_matches_its_argma
 
     bos = task.target_vocab.stoi[BOS]
     prefix = torch.full((batch.src_ids.size(0), 1), bos)
-    found = greedy(TranslationDecoder(model), batch, prefix, DecodingConfig(max_tokens=6, stop_at_eos=False))
+    found = greedy(model, batch, prefix, DecodingConfig(max_tokens=6, stop_at_eos=False))
     tokens = torch.tensor([h[0].tokens for h in found])  # [B, 6]
     forced = model(batch.src_ids, batch.src_mask, torch.cat([prefix, tokens[:, :-1]], 1),
                    torch.ones_like(tokens, dtype=torch.bool)).logits

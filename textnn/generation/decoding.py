@@ -1,6 +1,7 @@
 """One decoding interface for every autoregressive model, and the searches on it: greedy, sampling, beam.
 
-A decoder (the `Decoder` protocol) is what a search drives:
+A decoder (the `Decoder` base class) is what a search drives; a model declares that it is one by
+subclassing it (a language model through `PromptDecoder`, a translator directly), and implements:
     start(batch) -> state                  encoder outputs travel in the state; a language model
                                            ignores the batch and starts from an empty state (None)
     step(tokens [B, T'], state) -> (logits [B, V] of the last position, state)
@@ -35,7 +36,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from abc import ABC, abstractmethod
+from typing import Sequence
 
 import torch
 
@@ -46,14 +48,30 @@ METHODS = ("greedy", "sample", "beam")
 PENALTIES = ("gnmt", "plain")
 
 
-class Decoder(Protocol):
-    """What every search drives; see the module docstring."""
+class Decoder(ABC):
+    """What every search drives (see the module docstring). A model with its output layer subclasses it,
+    so that "can this model be decoded?" is a declared fact (`isinstance(model, Decoder)`), not a probe."""
 
-    def start(self, batch: object) -> object: ...
+    @abstractmethod
+    def start(self, batch: object) -> object:
+        """The state before the first step: the batch's sources encoded (None for a language model)."""
 
-    def step(self, tokens: torch.Tensor, state: object) -> tuple[torch.Tensor, object]: ...
+    @abstractmethod
+    def step(self, tokens: torch.Tensor, state: object) -> tuple[torch.Tensor, object]:
+        """Read tokens [B, T'] after `state`: (logits [B, V] of the last position, the new state)."""
 
-    def reorder(self, state: object, indices: torch.Tensor) -> object: ...
+    @abstractmethod
+    def reorder(self, state: object, indices: torch.Tensor) -> object:
+        """The state of the rows `indices` [B'] in that order (rows may repeat): how beam search follows
+        its hypotheses."""
+
+
+class PromptDecoder(Decoder):
+    """A decoder that continues a prompt and reads no source (a language model): its state starts empty.
+    `textnn generate` takes the models that are one."""
+
+    def start(self, batch: object) -> None:
+        return None
 
 
 def _is_int(value: object) -> bool:

@@ -34,10 +34,10 @@ costs far more than scoring it, so BLEU/chrF are computed at every dev evaluatio
 perplexity, they are computed for the final evaluation of the best checkpoint (the trainer's pass
 with train.bootstrap_samples > 0) and by `textnn evaluate` (greedy, or beam search with --beam).
 
-Decoding (`translate`, `predict`, `evaluate --beam`) goes through generation/decoding.py on
-`TranslationDecoder`: start(batch) encodes the source, step feeds target tokens, reorder follows
-beam hypotheses. Outputs are at most min(max_tokens, head.max_len_a * S + head.max_len_b) tokens for
-a source of S tokens; `<pad>` and `<s>` are never emitted.
+Decoding (`translate`, `predict`, `evaluate --beam`) goes through generation/decoding.py on the
+`Translator` itself (a `Decoder`): start(batch) encodes the source, step feeds target tokens, reorder
+follows beam hypotheses. Outputs are at most min(max_tokens, head.max_len_a * S + head.max_len_b)
+tokens for a source of S tokens; `<pad>` and `<s>` are never emitted.
 """
 
 # B batch (sentence pairs), S source length, T target length, V target vocabulary, D decoder state size
@@ -61,7 +61,7 @@ from textnn.data.parallel import ParallelText, detokenize_words, read_parallel
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.errors import TextnnError
-from textnn.generation.decoding import DecodingConfig, Hypothesis, decode
+from textnn.generation.decoding import Decoder, DecodingConfig, Hypothesis, decode
 from textnn.metrics.bleu import corpus_scores
 from textnn.models.base import EncoderDecoder, EncoderWithHead, InputSpec
 from textnn.modules.heads import LMHead
@@ -139,10 +139,12 @@ class TranslationOutput:
     attention: dict[str, torch.Tensor] | None = None
 
 
-class Translator(EncoderWithHead):
+class Translator(EncoderWithHead, Decoder):
     """An encoder-decoder family (`encoder`, an EncoderDecoder) with an `LMHead` over the target vocabulary.
 
     forward(src_ids [B, S], src_mask, tgt_ids [B, T] (from <s>), tgt_mask, need_weights) -> logits [B, T, V]
+    As a `generation.decoding.Decoder`: start(batch) encodes the batch's sources once, each step scores
+    the next target token, reorder follows beam hypotheses.
     """
 
     def __init__(self, family: EncoderDecoder, head: LMHead, teacher_forcing: float = 1.0) -> None:
@@ -173,23 +175,15 @@ class Translator(EncoderWithHead):
             steps.append(self.head(last))  # [B, V]
         return torch.stack(steps, dim=1)  # T x [B, V] -> [B, T, V]
 
-
-class TranslationDecoder:
-    """A `Translator` on the `generation.decoding.Decoder` protocol: the batch's sources are encoded
-    once in `start`; each step scores the next target token."""
-
-    def __init__(self, model: Translator) -> None:
-        self.model = model
-
     def start(self, batch: "TranslationBatch") -> object:
-        return self.model.encoder.start(self.model.encoder.encode(batch.src_ids, batch.src_mask))
+        return self.encoder.start(self.encoder.encode(batch.src_ids, batch.src_mask))
 
     def step(self, tokens: torch.Tensor, state: object) -> tuple[torch.Tensor, object]:
-        last, state = self.model.encoder.step(tokens, state)  # [B, D]
-        return self.model.head(last), state  # [B, V]
+        last, state = self.encoder.step(tokens, state)  # [B, D]
+        return self.head(last), state  # [B, V]
 
     def reorder(self, state: object, indices: torch.Tensor) -> object:
-        return self.model.encoder.reorder(state, indices)
+        return self.encoder.reorder(state, indices)
 
 
 def label_smoothed_nll(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, epsilon: float
@@ -496,7 +490,7 @@ class TranslationTask(Task):
                                      index).to(device)
             prefix = torch.full((len(index), 1), bos, dtype=torch.long, device=device)  # [B, 1]
             lengths = src_mask.sum(dim=1)  # [B]
-            for i, hypotheses in zip(index, decode(TranslationDecoder(model), batch, prefix, decoding, stop_ids=[eos],
+            for i, hypotheses in zip(index, decode(model, batch, prefix, decoding, stop_ids=[eos],
                                                    source_lengths=lengths, banned_ids=banned)):
                 found[i] = hypotheses
         return found

@@ -72,10 +72,8 @@ class Run:
         if self.config.task != "translation":
             raise TextnnError(f"{self.path}: translate needs a translation run; this is a {self.config.task} run "
                               f"(use predict or generate)")
-        options = {"beam": beam_size} if beam_size > 1 else {}
-        if length_penalty is not None:
-            options["length_penalty"] = length_penalty  # the task refuses it without a beam
-        return self._lines(sentences, options)
+        decoding = DecodingConfig.from_flags(beam=beam_size if beam_size > 1 else None, length_penalty=length_penalty)
+        return self._lines(sentences, {"decoding": decoding})
 
 
 def _value(line: str):

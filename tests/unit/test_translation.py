@@ -214,15 +214,17 @@ def test_step_by_step_feeding_matches_the_full_pass_and_greedy_matches_its_argma
 
 
 def test_decoding_options_beam_length_penalty_and_nbest(tmp_path):
+    """The command's DecodingConfig (built once by from_flags) gets the head's length rule, nothing else."""
     task = _task(tmp_path)
-    greedy = task.decoding_config({})
+    greedy = task.decoding_config()
     assert greedy.method == "greedy" and greedy.max_len_a == task.config.head.max_len_a
-    beam = task.decoding_config({"beam": 3, "length_penalty": 1.0, "nbest": 2})
+    beam = task.decoding_config(DecodingConfig.from_flags(beam=3, length_penalty=1.0, n_best=2))
     assert (beam.method, beam.beam_size, beam.length_penalty, beam.n_best) == ("beam", 3, 1.0, 2)
+    assert (beam.max_len_a, beam.max_len_b) == (task.config.head.max_len_a, task.config.head.max_len_b)
     with pytest.raises(TextnnError, match="add --beam K"):
-        task.decoding_config({"nbest": 2})
+        DecodingConfig.from_flags(n_best=2)
     with pytest.raises(TextnnError, match="--streams: not an option of translation"):
-        task.decoding_config({"streams": 4})
+        task.evaluate_file(None, "unused", options={"streams": 4})
 
 
 def test_tied_output_layer_shares_the_target_embedding(tmp_path):

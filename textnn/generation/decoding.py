@@ -145,6 +145,28 @@ class DecodingConfig:
         check(self.method == "beam" or self.n_best == 1,
               f"n_best (--n-best) > 1 needs method beam (--beam K); method {self.method} finds one output")
 
+    @classmethod
+    def from_flags(cls, default_method: str = "greedy", greedy: bool = False, beam: int | None = None,
+                   length_penalty: float | None = None, n_best: int | None = None, temperature: float | None = None,
+                   top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
+                   max_tokens: int | None = None, stop_at_eos: bool | None = None) -> "DecodingConfig":
+        """The decoding a command's flags ask for (None = flag not given: the field's default).
+
+        Every command that decodes (`generate`, `translate`, `evaluate`) and the Python API build their
+        options here, once: the flags' combinations are checked in this place and their values in
+        `__post_init__`, so a task only adds its own length rule (`dataclasses.replace`).
+        `default_method`: the method without --beam or --greedy (generate samples, translation is greedy).
+        """
+        if beam is not None and greedy:
+            raise TextnnError("--beam and --greedy are two decoding methods: give one of them")
+        if beam is None and (length_penalty is not None or n_best is not None):
+            raise TextnnError("--length-penalty and --n-best apply to beam search: add --beam K")
+        method = "beam" if beam is not None else "greedy" if greedy else default_method
+        given = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "seed": seed, "beam_size": beam,
+                 "length_penalty": length_penalty, "n_best": n_best, "max_tokens": max_tokens,
+                 "stop_at_eos": stop_at_eos}
+        return cls(method=method, **{name: value for name, value in given.items() if value is not None})
+
 
 @dataclass
 class Hypothesis:

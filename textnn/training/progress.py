@@ -25,12 +25,12 @@ def progress_bar(desc: str, unit: str, total: int | None = None, enabled: bool =
 
 
 @contextlib.contextmanager
-def counting_batches(model: torch.nn.Module, desc: str, enabled: bool = True) -> Iterator[None]:
+def counting_batches(model: torch.nn.Module, desc: str, enabled: bool = True) -> Iterator[tqdm]:
     """A bar that counts the batches `model` computes in the block (one per call of the model itself), with
     their rate: progress for any task's evaluation without the task counting anything."""
     with progress_bar(desc, "batch", enabled=enabled, leave=False) as bar:
         handle = model.register_forward_hook(lambda module, inputs, output: bar.update(1))
         try:
-            yield
+            yield bar
         finally:
             handle.remove()

@@ -35,8 +35,8 @@ without stop ids) it returns exactly greedy's output.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Sequence
 
 import torch

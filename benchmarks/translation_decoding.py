@@ -103,9 +103,11 @@ def main() -> None:
         else:
             task, model, data = trained_here(args, Path(scratch))
             what = f"{args.model} (preset {args.preset}) trained {args.steps} steps on a generated corpus"
+        from textnn.generation.decoding import DecodingConfig
+
         sources = task.encode_file(data).source[:args.sentences]
         greedy = task.decoding_config()
-        beam = task.decoding_config({"beam": args.beam})
+        beam = task.decoding_config(DecodingConfig.from_flags(beam=args.beam))
         task.translate_ids(model, sources[:8], greedy)  # warm-up: first-call allocations are not decoding
         greedy_s = median_seconds(task, model, sources, greedy, args.repeats)
         beam_s = median_seconds(task, model, sources, beam, args.repeats)

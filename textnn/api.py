@@ -26,7 +26,7 @@ import torch
 
 from textnn.errors import TextnnError
 from textnn.experiment import each_in_run_precision, in_run_precision, load_run
-from textnn.generation.decoding import DecodingConfig
+from textnn.generation.decoding import DecodingConfig, PromptDecoder
 
 
 class Run:
@@ -61,7 +61,7 @@ class Run:
         beam_size, n_best). Several samples or hypotheses: a list, best first for beam search."""
         from textnn.generation.lm import generate_text
 
-        if not callable(getattr(self.model, "step", None)):
+        if not isinstance(self.model, PromptDecoder):
             raise TextnnError(f"{self.path}: generate needs a language model run; this is a {self.config.task} run")
         with in_run_precision(self.config, self.model):
             found = generate_text(self.model, self.task, prompt, DecodingConfig(**decoding), num_samples=num_samples)
@@ -72,10 +72,8 @@ class Run:
         if self.config.task != "translation":
             raise TextnnError(f"{self.path}: translate needs a translation run; this is a {self.config.task} run "
                               f"(use predict or generate)")
-        options = {"beam": beam_size} if beam_size > 1 else {}
-        if length_penalty is not None:
-            options["length_penalty"] = length_penalty  # the task refuses it without a beam
-        return self._lines(sentences, options)
+        decoding = DecodingConfig.from_flags(beam=beam_size if beam_size > 1 else None, length_penalty=length_penalty)
+        return self._lines(sentences, {"decoding": decoding})
 
 
 def _value(line: str):

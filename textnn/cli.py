@@ -41,6 +41,45 @@ def _integer(minimum: int, maximum: int | None = None):
 COUNT, OFF_OR_COUNT, SEED = _integer(1), _integer(0), _integer(0, 2 ** 32 - 1)
 
 
+def _renamed(new: str):
+    """argparse action of an old spelling of an option, accepted for one release: it stores where the new
+    spelling does and says so in one line on stderr."""
+    class Renamed(argparse.Action):
+        def __call__(self, parser, namespace, values, option_string=None):
+            print(f"note: {option_string} is deprecated and will be removed in the next release; use {new}",
+                  file=sys.stderr)
+            setattr(namespace, self.dest, values)
+    return Renamed
+
+
+def _decoding_options(command: argparse.ArgumentParser, sampling: bool, n_best: bool) -> None:
+    """The decoding flags, spelt the same in every command that decodes (generate, translate, evaluate);
+    `_decoding` turns them into one DecodingConfig. A command without some of them has them as not given."""
+    command.add_argument("--beam", type=COUNT, default=None, metavar="K",
+                         help="beam search keeping K live hypotheses (default: " +
+                              ("sampling)" if sampling else "greedy)"))
+    command.add_argument("--length-penalty", type=float, default=None, metavar="A",
+                         help="beam search: alpha of the GNMT length penalty ((5 + length) / 6) ** alpha "
+                              "(default 0.6; 0 = rank by log-probability)")
+    if n_best:
+        command.add_argument("--n-best", type=COUNT, default=None, metavar="N",
+                             help="beam search: the N best hypotheses of each input, best first, as one JSON line "
+                                  "{input, \"hypotheses\", \"scores\"} (default 1: the best alone, as plain output)")
+    else:
+        command.set_defaults(n_best=None)
+    if sampling:
+        command.add_argument("--greedy", action="store_true", help="always take the most likely token (no sampling)")
+        command.add_argument("--temperature", type=float, default=None,
+                             help="sampling: < 1 sharper, > 1 flatter than the model's distribution (default 1)")
+        command.add_argument("--top-k", type=OFF_OR_COUNT, default=None,
+                             help="sampling: draw only from the k most likely tokens (default 0 = off)")
+        command.add_argument("--top-p", type=float, default=None,
+                             help="sampling: draw only from the nucleus of mass p (default 1 = off)")
+    else:
+        command.set_defaults(greedy=False, temperature=None, top_k=None, top_p=None, seed=None, max_tokens=None,
+                             stop_at_eos=None)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="textnn", description="Neural networks for text: train, evaluate, "
                                      "predict, compare and look inside, from one config file.")
@@ -51,6 +90,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="train a model from a YAML config into a run directory")
     p.add_argument("config", help="YAML config file (see recipes/)")
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.lr=3e-4 model.preset=tiny")
+    _set_option(p)
     p.add_argument("--run-dir", help="where to write the run (default runs/<config name>)")
     p.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its checkpoint")
 
@@ -64,10 +104,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--top-n", type=COUNT, default=0,
                    help="word-embeddings runs, analogy files: only the N most frequent words are candidates "
                         "(default: the run's data.analogy_top_n, 30000)")
-    p.add_argument("--beam", type=COUNT, default=None, metavar="K",
-                   help="translation: score beam-search output (K live hypotheses) instead of greedy output")
-    p.add_argument("--length-penalty", type=float, default=None, metavar="A",
-                   help="translation with --beam: alpha of the GNMT length penalty (default 0.6)")
+    _decoding_options(p, sampling=False, n_best=False)  # translation: the search behind BLEU/chrF
     p.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
 
     p = sub.add_parser("predict", help="label text: one input per line (text, or text<TAB>pair), JSONL out; "
@@ -106,19 +143,15 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("translate", help="translate text with a trained translation run: one sentence per line")
     p.add_argument("run", help="run directory of a translation model")
     p.add_argument("input", nargs="?", default="-", help="input file, or - for standard input (default)")
-    p.add_argument("--beam", type=COUNT, default=None, metavar="K",
-                   help="beam search keeping K live hypotheses (default: greedy)")
-    p.add_argument("--length-penalty", type=float, default=None, metavar="A",
-                   help="beam search: alpha of the GNMT length penalty ((5 + length) / 6) ** alpha (default 0.6)")
-    p.add_argument("--nbest", type=COUNT, default=None, metavar="N",
-                   help="beam search: write the N best translations of each line as 'INDEX ||| TEXT ||| SCORE'")
+    _decoding_options(p, sampling=False, n_best=True)
+    p.add_argument("--nbest", dest="n_best", type=COUNT, action=_renamed("--n-best"), help=argparse.SUPPRESS)
     p.add_argument("--output", "-o", help="write the translations here instead of standard output")
     _threads_option(p)
 
     p = sub.add_parser("compare", help="train several configs on the same data and tabulate them")
-    p.add_argument("configs", nargs="+", help="YAML config files")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override applied to every config (repeatable), e.g. --set train.epochs=2")
+    p.add_argument("configs", nargs="+", help="YAML config files, then dotted overrides applied to every config "
+                   "(e.g. train.epochs=2)")
+    _set_option(p)
     p.add_argument("--runs-dir", default="runs/compare", help="parent directory of the runs (default runs/compare)")
     p.add_argument("--markdown", help="also write the table as markdown to this file")
 
@@ -138,26 +171,15 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("generate", help="continue a prompt with a trained language model")
     p.add_argument("run", help="run directory of a language model")
-    p.add_argument("--prompt", default=None, help="text to continue (default: empty = start of a new line)")
-    p.add_argument("--file", default=None, metavar="FILE",
-                   help="continue every line of FILE (- for standard input), one prompt per line, read and "
+    p.add_argument("input", nargs="?", default=None,
+                   help="input file (- for standard input): continue every line, one prompt per line, read and "
                         "answered part by part: one JSON line per prompt ({\"prompt\", \"text\"}); with "
                         "sampling, line i uses seed SEED + i - 1")
+    p.add_argument("--file", dest="input", action=_renamed("the input file as the argument after RUN"),
+                   help=argparse.SUPPRESS)
+    p.add_argument("--prompt", default=None, help="text to continue (default: empty = start of a new line)")
     p.add_argument("--max-tokens", type=COUNT, default=200, help="new tokens per sample (default 200)")
-    p.add_argument("--temperature", type=float, default=None,
-                   help="sampling: < 1 sharper, > 1 flatter than the model's distribution (default 1)")
-    p.add_argument("--top-k", type=OFF_OR_COUNT, default=None, help="sampling: draw only from the k most likely tokens "
-                   "(default 0 = off)")
-    p.add_argument("--top-p", type=float, default=None, help="sampling: draw only from the nucleus of mass p "
-                   "(default 1 = off)")
-    p.add_argument("--greedy", action="store_true", help="always take the most likely token (no sampling)")
-    p.add_argument("--beam", type=COUNT, default=None, metavar="K",
-                   help="beam search keeping K live hypotheses, instead of sampling")
-    p.add_argument("--length-penalty", type=float, default=None, metavar="A",
-                   help="beam search: alpha of the GNMT length penalty ((5 + length) / 6) ** alpha "
-                        "(default 0.6; 0 = rank by log-probability)")
-    p.add_argument("--n-best", type=COUNT, default=None, metavar="N",
-                   help="beam search: print the N best hypotheses with their scores (default 1)")
+    _decoding_options(p, sampling=True, n_best=True)
     p.add_argument("--seed", type=SEED, default=None, help="seed of the draws (default: random, printed)")
     p.add_argument("--num-samples", type=COUNT, default=1, help="independent samples of the prompt (default 1)")
     p.add_argument("--stop-at-eos", action="store_true",
@@ -167,12 +189,20 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("visualize", help="look inside a model: attention maps (GPT), LSTM cells, or a "
                        "translation's source x target attention")
     p.add_argument("run", help="run directory of a language model or a translation model")
-    source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--text", help="the text the model reads (translation: the source sentence)")
-    source.add_argument("--file", help="a UTF-8 file holding the text the model reads")
-    p.add_argument("--output", help="folder for the PNG/HTML files (default RUN/views)")
+    p.add_argument("input", nargs="?", default=None, help="a UTF-8 file (gzip too) holding the text the model reads")
+    p.add_argument("--file", dest="input", action=_renamed("the input file as the argument after RUN"),
+                   help=argparse.SUPPRESS)
+    p.add_argument("--text", help="the text the model reads (translation: the source sentence), instead of a file")
+    p.add_argument("--output-dir", help="folder for the PNG/HTML files (default RUN/views)")
+    p.add_argument("--output", dest="output_dir", action=_renamed("--output-dir"), help=argparse.SUPPRESS)
     _threads_option(p)
     return parser
+
+
+def _set_option(command: argparse.ArgumentParser) -> None:
+    """--set KEY=VALUE, the other spelling of a bare dotted override (train and compare take both)."""
+    command.add_argument("--set", dest="set_overrides", action="append", default=[], metavar="KEY=VALUE",
+                         help="a dotted override (repeatable), the same as a bare KEY=VALUE, e.g. --set train.epochs=2")
 
 
 def _threads_option(command: argparse.ArgumentParser) -> None:
@@ -196,7 +226,7 @@ def _train(args: argparse.Namespace) -> int:
     from textnn.experiment import train
     from textnn.training import distributed
 
-    config = load_config(args.config, args.overrides)
+    config = load_config(args.config, args.overrides + args.set_overrides)
     run, result = train(config, args.run_dir, resume=args.resume)
     if not distributed.is_main():  # torchrun: process 0 reports for all
         return 0
@@ -210,10 +240,9 @@ def _train(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     from textnn.experiment import evaluate_run, metric_lines
 
-    options = {key: value for key, value in (("beam", args.beam), ("length_penalty", args.length_penalty))
-               if value is not None}
+    given = args.beam is not None or args.length_penalty is not None  # else the task's own (translation: greedy)
     metrics = evaluate_run(args.run, args.data, bootstrap_samples=args.bootstrap, streams=args.streams,
-                           top_n=args.top_n, options=options)
+                           top_n=args.top_n, decoding=_decoding(args, "greedy") if given else None)
     print(json.dumps(metrics) if args.json else "\n".join(metric_lines(args.run, metrics)))
     return 0
 
@@ -221,22 +250,22 @@ def _evaluate(args: argparse.Namespace) -> int:
 def _predict(args: argparse.Namespace) -> int:
     from textnn.experiment import predict_run
 
-    return _write_predictions(args, predict_run,
-                              {"input_format": args.input_format, "output_format": args.output_format})
+    return _write_predictions(args, lambda run, lines, source: predict_run(
+        run, lines, source, {"input_format": args.input_format, "output_format": args.output_format}))
 
 
 def _translate(args: argparse.Namespace) -> int:
     from textnn.experiment import translate_run
 
-    return _write_predictions(args, translate_run,
-                              {"beam": args.beam, "length_penalty": args.length_penalty, "nbest": args.nbest})
+    decoding = _decoding(args, "greedy")
+    return _write_predictions(args, lambda run, lines, source: translate_run(run, lines, source, decoding))
 
 
-def _write_predictions(args: argparse.Namespace, run, options: dict) -> int:
-    """Read args.input (a file or - for stdin), write the output lines of `run` (predict_run or translate_run)
-    to args.output or stdout."""
+def _write_predictions(args: argparse.Namespace, run) -> int:
+    """Read args.input (a file or - for stdin), write the output lines of `run(run_dir, lines, source)`
+    (predict_run or translate_run) to args.output or stdout."""
     with _input_lines(args.input) as (lines, source):
-        write_lines(run(args.run, lines, source, options), args.output)
+        write_lines(run(args.run, lines, source), args.output)
     return 0
 
 
@@ -291,7 +320,9 @@ def _export(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     from textnn.experiment import compare, format_table
 
-    rows = compare(args.configs, args.overrides, args.runs_dir)
+    if not args.configs:
+        raise TextnnError("compare needs at least one YAML config file before its overrides")
+    rows = compare(args.configs, args.overrides + args.set_overrides, args.runs_dir)
     print(format_table(rows))
     if args.markdown:
         Path(args.markdown).write_text(format_table(rows, markdown=True) + "\n", encoding="utf-8")
@@ -349,26 +380,21 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _decoding_config(args: argparse.Namespace):
-    """The one DecodingConfig the `generate` options describe; it checks their values and combinations."""
+def _decoding(args: argparse.Namespace, default_method: str):
+    """The one DecodingConfig a command's decoding flags (`_decoding_options`) describe, checked once."""
     from textnn.generation.decoding import DecodingConfig
 
-    if args.beam is not None and args.greedy:
-        raise TextnnError("--beam and --greedy are two decoding methods: give one of them")
-    if args.beam is None and (args.length_penalty is not None or args.n_best is not None):
-        raise TextnnError("--length-penalty and --n-best apply to beam search: add --beam K")
-    given = {"temperature": args.temperature, "top_k": args.top_k, "top_p": args.top_p, "beam_size": args.beam,
-             "length_penalty": args.length_penalty, "n_best": args.n_best}
-    method = "beam" if args.beam is not None else "greedy" if args.greedy else "sample"
-    return DecodingConfig(method=method, max_tokens=args.max_tokens, stop_at_eos=args.stop_at_eos, seed=args.seed,
-                          **{name: value for name, value in given.items() if value is not None})
+    return DecodingConfig.from_flags(default_method, greedy=args.greedy, beam=args.beam,
+                                     length_penalty=args.length_penalty, n_best=args.n_best,
+                                     temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
+                                     max_tokens=args.max_tokens, stop_at_eos=args.stop_at_eos)
 
 
 def _generate(args: argparse.Namespace) -> int:
     from textnn.experiment import generate_run
 
-    decoding = _decoding_config(args)
-    if args.file is not None:
+    decoding = _decoding(args, "sample")
+    if args.input is not None:
         return _generate_file(args, decoding)
     result = generate_run(args.run, args.prompt or "", decoding, num_samples=args.num_samples)
     if args.seed is None and result.seed is not None:
@@ -376,29 +402,31 @@ def _generate(args: argparse.Namespace) -> int:
     if result.unknown_tokens:
         print(f"note: {result.unknown_tokens} of the prompt's {result.prompt_tokens} tokens are not in the "
               f"vocabulary and were read as <unk>", file=sys.stderr)
+    if decoding.n_best > 1:  # the n-best format of every command: one JSON line per input
+        print(json.dumps({"prompt": result.prompt, "hypotheses": result.samples,
+                          "scores": [round(score, 6) for score in result.scores]}, ensure_ascii=False))
+        return 0
     count = len(result.samples)
-    for number, (text, score) in enumerate(zip(result.samples, result.scores), start=1):
-        if count > 1 and decoding.method == "beam":
-            print(f"=== hypothesis {number} of {count} (score {score:.4f}) ===")
-        elif count > 1:
+    for number, text in enumerate(result.samples, start=1):
+        if count > 1:
             print(f"=== sample {number} of {count} ===")
         print(text)
     return 0
 
 
 def _generate_file(args: argparse.Namespace, decoding) -> int:
-    """`generate --file`: every line a prompt, read lazily, one JSON line out per line, written as done."""
+    """`generate RUN FILE`: every line a prompt, read lazily, one JSON line out per line, written as done."""
     from dataclasses import replace
 
     from textnn.experiment import generate_file_run
     from textnn.generation.lm import draw_seed
 
     if args.prompt is not None:
-        raise TextnnError("--prompt and --file both give prompts: use --prompt for one, --file for one per line")
+        raise TextnnError("--prompt and an input file both give prompts: use --prompt for one, a file for one per line")
     if decoding.method == "sample" and decoding.seed is None:
         decoding = replace(decoding, seed=draw_seed())
         print(f"seed {decoding.seed} (repeat these samples with --seed {decoding.seed})", file=sys.stderr)
-    with _input_lines(args.file) as (lines, source):
+    with _input_lines(args.input) as (lines, source):
         write_lines(generate_file_run(args.run, lines, source, decoding, num_samples=args.num_samples), None)
     return 0
 
@@ -408,8 +436,10 @@ def _visualize(args: argparse.Namespace) -> int:
 
     from textnn.data.readers import read_text
 
-    text = args.text if args.file is None else read_text(args.file)
-    for written in visualize_run(args.run, text, args.output):
+    if (args.text is None) == (args.input is None):
+        raise TextnnError("visualize reads one text: give an input file or --text (not both)")
+    text = args.text if args.input is None else read_text(args.input)
+    for written in visualize_run(args.run, text, args.output_dir):
         print(f"wrote {written}")
     return 0
 
@@ -419,14 +449,29 @@ COMMANDS = {"train": _train, "evaluate": _evaluate, "predict": _predict, "transl
             "analogy": _analogy, "demo": _demo, "generate": _generate, "visualize": _visualize}
 
 
-def main(argv: list[str] | None = None) -> int:
+def _is_override(item: str) -> bool:
+    """Whether a bare argument is a dotted override KEY=VALUE rather than a config file or an option."""
+    return "=" in item and not item.startswith("-") and not Path(item).is_file()
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line as arguments; `train` and `compare` take dotted overrides both bare (KEY=VALUE,
+    before or after the options) and as --set KEY=VALUE, gathered in `overrides` + `set_overrides`."""
     parser = _parser()
     args, extra = parser.parse_known_args(argv)
-    if args.command == "train":  # overrides may also follow the options: train CFG --resume train.lr=1
-        args.overrides += [item for item in extra if "=" in item and not item.startswith("-")]
-        extra = [item for item in extra if item not in args.overrides]
+    if args.command == "compare":  # bare overrides among the configs: compare A.yaml B.yaml train.epochs=2
+        args.overrides = [item for item in args.configs if _is_override(item)]
+        args.configs = [item for item in args.configs if not _is_override(item)]
+    if args.command in ("train", "compare"):  # overrides may also follow the options: train CFG --resume train.lr=1
+        args.overrides += [item for item in extra if _is_override(item)]
+        extra = [item for item in extra if not _is_override(item)]
     if extra:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
     if args.threads:  # the inference commands' --threads (train sets train.threads)
         import torch
 

@@ -22,12 +22,13 @@ from textnn import registry
 from textnn.config import Config, load_config, starts_with_head
 from textnn.errors import TextnnError
 from textnn.files import atomic_write_text, unwritable
+from textnn.generation.decoding import Decoder, DecodingConfig, PromptDecoder
 from textnn.limits import check_training_memory
-from textnn.generation.decoding import DecodingConfig
 from textnn.runs import FollowerRunDir, RunDir, human_size
 from textnn.training import distributed, precision
 from textnn.training.budget import check_resume_budget
 from textnn.training.checkpoint import check_checkpoint, load_weights
+from textnn.training.progress import counting_batches
 from textnn.training.trainer import TrainResult, TrainingInterrupted, finished_status, resolve_device
 from textnn.transfer import load_start_weights
 
@@ -201,17 +202,22 @@ def each_in_run_precision(config: Config, model: torch.nn.Module, outputs: Itera
 
 
 def evaluate_run(run_dir: str | Path, data_path: str, bootstrap_samples: int = 1000, streams: int = 0,
-                 top_n: int = 0, options: dict | None = None) -> dict:
+                 top_n: int = 0, decoding: DecodingConfig | None = None) -> dict:
     """Metrics of a trained run on a labelled file read with the run's own data settings.
 
     `streams` (language models only): how many contiguous parts of the file are read side by side,
     each from a zero state; 0 = the task's default (one sequential stream; GPT: overlapping windows).
     `top_n` (word embeddings only): analogy candidates are the N most frequent words (0 = the run's default).
-    `options`: the task's other evaluation options (translation: beam, length_penalty).
+    `decoding` (runs that decode to be scored: translation): the search behind BLEU/chrF instead of greedy.
     """
     config, task, model = load_run(run_dir)
-    options = {**({"streams": streams} if streams else {}), **({"top_n": top_n} if top_n else {}), **(options or {})}
-    with torch.no_grad(), in_run_precision(config, model):
+    if decoding is not None and (not isinstance(model, Decoder) or isinstance(model, PromptDecoder)):
+        raise TextnnError(f"--beam and --length-penalty choose how a translation run decodes to be scored; this "
+                          f"is a {config.task} run, scored without decoding")
+    options = {**({"streams": streams} if streams else {}), **({"top_n": top_n} if top_n else {}),
+               **({"decoding": decoding} if decoding is not None else {})}
+    with torch.no_grad(), in_run_precision(config, model), \
+            counting_batches(model, f"evaluate {Path(run_dir).name}", enabled=config.train.progress):
         return task.evaluate_file(model, data_path, bootstrap_samples=bootstrap_samples, options=options)
 
 
@@ -252,16 +258,18 @@ def predict_run(run_dir: str | Path, lines: Iterable[str], source: str = "<stdin
 
 
 def translate_run(run_dir: str | Path, lines: Iterable[str], source: str = "<stdin>",
-                  options: dict | None = None) -> Iterator[str]:
-    """`predict_run` for `textnn translate`: a run whose task does not translate is refused, with the command
-    that reads text with it, instead of labelling the text and ignoring the decoding options."""
+                  decoding: DecodingConfig | None = None) -> Iterator[str]:
+    """`predict_run` for `textnn translate`, decoded as `decoding` says (None: greedy): a run whose task
+    does not translate is refused, with the command that reads text with it, instead of labelling the
+    text and ignoring the decoding options."""
     config, task, model = load_run(run_dir)
     if not callable(getattr(task, "translate_lines", None)):
-        command = ("generate" if callable(getattr(model, "step", None))
+        command = ("generate" if isinstance(model, PromptDecoder)
                    else "neighbors" if callable(getattr(task, "word_vectors", None)) else "predict")
         raise TextnnError(f"{run_dir}: `translate` needs a translation run; this run is a {config.task} run "
                           f"(model {config.model_name}): use `textnn {command} {run_dir}`")
-    return each_in_run_precision(config, model, task.predict(model, lines, source, options or {}))
+    options = {"decoding": decoding} if decoding is not None else {}
+    return each_in_run_precision(config, model, task.predict(model, lines, source, options))
 
 
 def export_run(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
@@ -281,7 +289,7 @@ def _load_decoder_run(run_dir: str | Path, command: str) -> tuple[Config, object
 
 
 def _require_decoder(run_dir: str | Path, config: Config, model: torch.nn.Module, command: str) -> None:
-    if not callable(getattr(model, "step", None)):
+    if not isinstance(model, PromptDecoder):
         raise TextnnError(f"{run_dir}: `{command}` needs a language model run (a model that reads text token by "
                           f"token); this run is a {config.task} run (model {config.model_name})")
 
@@ -298,7 +306,7 @@ def generate_run(run_dir: str | Path, prompt: str, decoding: DecodingConfig, num
         return generate_text(model, task, prompt, decoding, num_samples=num_samples)
 
 
-# Prompts `generate --file` reads and answers at a time. Each prompt is decoded on its own (its own
+# Prompts `generate RUN FILE` reads and answers at a time. Each prompt is decoded on its own (its own
 # seed), so a part is only how often output is flushed: small, since one prompt may take seconds.
 GENERATE_CHUNK_LINES = 16
 
@@ -310,8 +318,9 @@ def generate_file_run(run_dir: str | Path, lines: Iterable[str], source: str, de
 
     With sampling, line i is drawn with seed `decoding.seed + i - 1`: line 1 is what `generate --prompt
     LINE --seed SEED` prints, and equal lines (`yes the | ...`) still get different samples.
-    Each line: {"prompt", "text"}, or {"prompt", "samples"} for several samples or hypotheses; beam
-    search adds "score" / "scores"; "unknown_tokens" when some prompt tokens are not in the vocabulary.
+    Each line: {"prompt", "text"}, or {"prompt", "samples"} for several samples; beam search adds "score",
+    or gives its n-best list as {"prompt", "hypotheses", "scores"} (best first, the n-best format of every
+    command); "unknown_tokens" when some prompt tokens are not in the vocabulary.
     """
     from textnn.generation.lm import draw_seed, generate_text
     from textnn.tasks.base import line_chunks
@@ -330,13 +339,15 @@ def generate_file_run(run_dir: str | Path, lines: Iterable[str], source: str, de
             except TextnnError as err:
                 raise TextnnError(f"{source}:{number}: {err}") from None
             row: dict = {"prompt": prompt}
+            scores = [round(score, 6) for score in found.scores]
             if len(found.samples) == 1:
                 row["text"] = found.samples[0]
+                if decoding.method == "beam":
+                    row["score"] = scores[0]
+            elif decoding.method == "beam":
+                row.update(hypotheses=found.samples, scores=scores)
             else:
                 row["samples"] = found.samples
-            if decoding.method == "beam":
-                scores = [round(score, 6) for score in found.scores]
-                row.update({"score": scores[0]} if len(scores) == 1 else {"scores": scores})
             if found.unknown_tokens:
                 row["unknown_tokens"] = found.unknown_tokens
             rows.append(json.dumps(row, ensure_ascii=False))

@@ -87,12 +87,16 @@ def test_predict_translate_generate_and_visualize_read_gzip_as_the_file_itself(w
     plain = ws.ok("translate", "runs/mt", "sentences.de").stdout
     assert ws.ok("translate", "runs/mt", ws.gzipped("sentences.de")).stdout == plain
     ws.write("prompts.txt", "the cat\nthe dog\n")
-    plain = ws.ok("generate", "runs/lm", "--file", "prompts.txt", "--max-tokens", "5", "--seed", "1").stdout
-    assert ws.ok("generate", "runs/lm", "--file", ws.gzipped("prompts.txt"), "--max-tokens", "5",
+    plain = ws.ok("generate", "runs/lm", "prompts.txt", "--max-tokens", "5", "--seed", "1").stdout
+    assert ws.ok("generate", "runs/lm", ws.gzipped("prompts.txt"), "--max-tokens", "5",
                  "--seed", "1").stdout == plain
+    old = ws.ok("generate", "runs/lm", "--file", "prompts.txt", "--max-tokens", "5", "--seed", "1")
+    assert old.stdout == plain and old.stderr.startswith("note: --file is deprecated")  # for one release
     ws.write("view.txt", "the cat sat")
-    ws.ok("visualize", "runs/lm", "--file", ws.gzipped("view.txt"), "--output", "views")
+    ws.ok("visualize", "runs/lm", ws.gzipped("view.txt"), "--output-dir", "views")
     assert "cat sat" in (ws.root / "views" / "cells.html").read_text(encoding="utf-8")
+    old = ws.ok("visualize", "runs/lm", "--file", "view.txt", "--output-dir", "views-old")
+    assert old.stderr.startswith("note: --file is deprecated") and (ws.root / "views-old" / "cells.html").is_file()
 
 
 def test_a_damaged_gzip_input_is_one_line(ws):

@@ -199,7 +199,7 @@ INTEGER_OPTIONS = [
     (["evaluate", "RUN", "--data", "d.txt"], "--bootstrap", 0), (["evaluate", "RUN", "--data", "d.txt"], "--streams", 1),
     (["evaluate", "RUN", "--data", "d.txt"], "--top-n", 1), (["evaluate", "RUN", "--data", "d.txt"], "--beam", 1),
     (["neighbors", "RUN", "cat"], "-k", 1), (["analogy", "RUN", "a", "b", "c"], "-k", 1),
-    (["translate", "RUN"], "--beam", 1), (["translate", "RUN", "--beam", "4"], "--nbest", 1),
+    (["translate", "RUN"], "--beam", 1), (["translate", "RUN", "--beam", "4"], "--n-best", 1),
     (["generate", "RUN"], "--max-tokens", 1), (["generate", "RUN"], "--top-k", 0), (["generate", "RUN"], "--beam", 1),
     (["generate", "RUN", "--beam", "4"], "--n-best", 1), (["generate", "RUN"], "--num-samples", 1),
     (["generate", "RUN"], "--seed", 0), (["demo"], "--seed", 0),

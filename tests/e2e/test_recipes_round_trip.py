@@ -252,7 +252,9 @@ def use_run(config, run: Path, work: Path, capsys, process: bool = False) -> Non
     elif task == "translation":
         inputs.write_text(f"{GERMAN}\nZwei Männer spielen Fußball .\n", encoding="utf-8")
         assert len(textnn(capsys, "translate", run, inputs).splitlines()) == 2
-        assert len(textnn(capsys, "translate", run, inputs, "--beam", "2", "--nbest", "2").splitlines()) == 4
+        n_best = [json.loads(line) for line in textnn(capsys, "translate", run, inputs, "--beam", "2", "--n-best", "2")
+                  .splitlines()]
+        assert [len(row["hypotheses"]) for row in n_best] == [2, 2]
         source = Path(f"{data.dev}.{data.source}.gz")  # as the README translates ../shared/data/multi30k/val.de.gz
         assert len(textnn(capsys, "translate", run, source).splitlines()) == len(gzip.open(source).readlines())
     elif task in ("classification", "tagging", "qa"):

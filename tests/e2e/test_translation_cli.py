@@ -83,13 +83,16 @@ def test_translate_a_file_greedily_and_stdin_with_beam_nbest(trained):
     assert len(greedy) == len(sources)
     assert not any("Ġ" in line or "<s>" in line or "</s>" in line for line in greedy)  # plain text out
 
-    proc = textnn("translate", "run", "--beam", "3", "--nbest", "2", cwd=folder, stdin="\n".join(sources) + "\n")
+    proc = textnn("translate", "run", "--beam", "3", "--n-best", "2", cwd=folder, stdin="\n".join(sources) + "\n")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    rows = [re.fullmatch(r"(\d+) \|\|\| (.*) \|\|\| (-?[0-9.]+)", line) for line in proc.stdout.splitlines()]
-    assert all(rows) and len(rows) == 2 * len(sources)
-    for index in range(len(sources)):
-        mine = [row for row in rows if int(row.group(1)) == index]
-        assert len(mine) == 2 and float(mine[0].group(3)) >= float(mine[1].group(3))  # best first
+    rows = [json.loads(line) for line in proc.stdout.splitlines()]  # the n-best format `generate` writes too
+    assert [row["source"] for row in rows] == sources
+    for row in rows:
+        assert len(row["hypotheses"]) == 2 and row["scores"][0] >= row["scores"][1]  # best first
+
+    old = textnn("translate", "run", "--beam", "3", "--nbest", "2", cwd=folder, stdin="\n".join(sources) + "\n")
+    assert old.returncode == 0 and old.stdout == proc.stdout  # the old spelling, for one release
+    assert old.stderr.startswith("note: --nbest is deprecated") and "use --n-best" in old.stderr
 
 
 def test_evaluate_a_pair_of_files_prints_bleu_chrf_perplexity_and_signature(trained):
@@ -108,7 +111,7 @@ def test_evaluate_a_pair_of_files_prints_bleu_chrf_perplexity_and_signature(trai
 
 def test_visualize_draws_the_source_attention(trained):
     folder, _ = trained
-    proc = textnn("visualize", "run", "--text", "ein hund sitzt auf dem tisch", "--output", "views", cwd=folder)
+    proc = textnn("visualize", "run", "--text", "ein hund sitzt auf dem tisch", "--output-dir", "views", cwd=folder)
     assert proc.returncode == 0, proc.stderr[-2000:]
     written = [Path(folder, line.removeprefix("wrote ")) for line in proc.stdout.splitlines()]
     assert written and all(path.suffix == ".png" and path.read_bytes()[:4] == b"\x89PNG" for path in written)

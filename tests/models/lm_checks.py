@@ -44,13 +44,13 @@ def assert_eval_deterministic_and_train_uses_dropout(model: torch.nn.Module, x: 
 def assert_reordered_state_continues_like_reordered_prompts(model: LanguageModel, prompts: torch.Tensor,
                                                             more: torch.Tensor, indices: torch.Tensor) -> None:
     """Beam search's contract: decode `prompts` [B, T], keep the rows `indices` [B'] of the state with
-    `reorder_state`, continue with `more` [B', K] one token at a time; every step's logits equal those
+    `reorder`, continue with `more` [B', K] one token at a time; every step's logits equal those
     of decoding prompts[indices] from scratch and continuing the same way. As a control, continuing
     from the state as it was (not reordered) gives other logits in the rows that moved."""
     model.eval()
     with torch.no_grad():
         _, state = model.step(prompts, None)
-        kept = model.reorder_state(state, indices)
+        kept = model.reorder(state, indices)
         _, fresh = model.step(prompts[indices], None)
         for t in range(more.size(1)):
             logits, kept = model.step(more[:, t:t + 1], kept)  # [B', V]
@@ -60,14 +60,14 @@ def assert_reordered_state_continues_like_reordered_prompts(model: LanguageModel
             moved = indices != torch.arange(len(indices))  # rows whose state came from another row
             assert moved.any()
             unordered, _ = model.step(more[:, :1], state)
-            first, _ = model.step(more[:, :1], model.reorder_state(state, indices))
+            first, _ = model.step(more[:, :1], model.reorder(state, indices))
             assert not torch.allclose(unordered[moved], first[moved], atol=1e-4)
 
 
 class FullRecomputation:
     """A decoder without a cache, on the protocol of generation/decoding.py: every step reruns the
     model's forward on all tokens so far (on the last `window` of them, when given). Cached decoding
-    through the model's `step` and `reorder_state` must give the same outputs."""
+    through the model's `step` and `reorder` must give the same outputs."""
 
     def __init__(self, model: torch.nn.Module, window: int | None = None) -> None:
         self.model, self.window = model, window

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 from textnn.config import config_from_dict
 from textnn.errors import TextnnError
-from textnn.generation import DecodingConfig, LMDecoder, decode
+from textnn.generation import DecodingConfig, decode
 from textnn.models.gpt import GPT, PRESETS, GPTConfig
 from textnn.models.rnn_lm import PRESETS as RNN_PRESETS, RNNLMConfig
 from textnn.registry import model_entry
@@ -136,12 +136,12 @@ def test_cached_generation_equals_full_recomputation_past_the_context(decoding):
     context = model.encoder.cfg.context
     prompt = ids(3, 5, seed=2)
     cfg = DecodingConfig(max_tokens=3 * context, **decoding)  # well past the learned positions: the cache is rebuilt
-    cached = [[h.tokens for h in row] for row in decode(LMDecoder(model), None, prompt, cfg)]
+    cached = [[h.tokens for h in row] for row in decode(model, None, prompt, cfg)]
     reference = [[h.tokens for h in row] for row in decode(FullRecomputation(model, context), None, prompt, cfg)]
     assert all(len(tokens) == 3 * context for row in cached for tokens in row)
     assert cached == reference
     if decoding["method"] == "sample":  # the seed matters: another one gives other text
-        other = decode(LMDecoder(model), None, prompt, dataclasses.replace(cfg, seed=cfg.seed + 1))
+        other = decode(model, None, prompt, dataclasses.replace(cfg, seed=cfg.seed + 1))
         assert [[h.tokens for h in row] for row in other] != cached
 
 

@@ -1,4 +1,4 @@
-"""Every language model decoded through `LMDecoder` (its `step` and `reorder_state`) on its tiny preset.
+"""Every language model decoded as itself (a `PromptDecoder`: its `step` and `reorder`) on its tiny preset.
 
 Cached decoding (greedy, seeded sampling, beam search, which reorders the cache) == decoding by full
 recomputation of every prefix; beam size 1 == greedy; a batch of prompts == each prompt alone.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from textnn.generation import DecodingConfig, LMDecoder, decode
+from textnn.generation import DecodingConfig, decode
 from tests.models.lm_checks import FullRecomputation, build_lm
 
 VOCAB, PAD, STOP = 23, 0, 3
@@ -45,7 +45,7 @@ def test_cached_decoding_equals_full_recomputation(name, decoding):
     model = build(name)
     cfg = DecodingConfig(max_tokens=10, length_penalty=0.6, **decoding)
     options = {"stop_ids": [STOP], "banned_ids": [PAD]}
-    cached = decode(LMDecoder(model), None, prompts(), cfg, **options)
+    cached = decode(model, None, prompts(), cfg, **options)
     reference = decode(FullRecomputation(model), None, prompts(), cfg, **options)
     assert outputs(cached) == outputs(reference)
     assert [h.score for row in cached for h in row] == pytest.approx([h.score for row in reference for h in row],
@@ -56,8 +56,8 @@ def test_cached_decoding_equals_full_recomputation(name, decoding):
 def test_beam_size_1_equals_greedy(name):
     model = build(name)
     options = {"stop_ids": [STOP], "banned_ids": [PAD]}
-    greedy = decode(LMDecoder(model), None, prompts(6), DecodingConfig(max_tokens=10, length_penalty=0.0), **options)
-    beam = decode(LMDecoder(model), None, prompts(6), DecodingConfig(method="beam", beam_size=1, max_tokens=10,
+    greedy = decode(model, None, prompts(6), DecodingConfig(max_tokens=10, length_penalty=0.0), **options)
+    beam = decode(model, None, prompts(6), DecodingConfig(method="beam", beam_size=1, max_tokens=10,
                                                                      length_penalty=0.0), **options)
     assert outputs(beam) == outputs(greedy)
     assert [row[0].log_prob for row in beam] == pytest.approx([row[0].log_prob for row in greedy], abs=1e-5)
@@ -69,8 +69,8 @@ def test_a_batch_equals_each_prompt_alone(name, decoding):
     model = build(name)
     cfg = DecodingConfig(max_tokens=10, **decoding)
     options = {"stop_ids": [STOP], "banned_ids": [PAD]}
-    together = decode(LMDecoder(model), None, prompts(), cfg, **options)
-    alone = [decode(LMDecoder(model), None, prompt[None], cfg, **options)[0] for prompt in prompts()]
+    together = decode(model, None, prompts(), cfg, **options)
+    alone = [decode(model, None, prompt[None], cfg, **options)[0] for prompt in prompts()]
     assert outputs(together) == outputs(alone)
     scores = [h.score for row in together for h in row]
     assert scores == pytest.approx([h.score for row in alone for h in row], abs=1e-5)

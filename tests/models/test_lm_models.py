@@ -5,7 +5,7 @@ Shapes, finite loss, a gradient for every parameter, a safetensors round trip, e
 dropout in training, two windows with the carried state == one pass over both, `step` decoding ==
 the full forward's logits, preset resolution and config errors naming the field. For all five
 families (gpt and transformer_xl too): the model is the registered encoder with an LMHead over its
-states, a tied head shares the embedding parameter, `reorder_state` continues like decoding the
+states, a tied head shares the embedding parameter, `reorder` continues like decoding the
 reordered prompts from scratch, and the layer groups hold every parameter once, input first.
 """
 
@@ -86,13 +86,13 @@ def test_a_tied_head_shares_the_embedding_parameter_counted_once(name, overrides
 
 @pytest.mark.parametrize("name,overrides", FAMILIES)
 @pytest.mark.parametrize("indices", [[2, 0, 1], [1, 1, 2], [2, 0]], ids=["permuted", "repeated", "fewer"])
-def test_reorder_state_continues_like_decoding_the_reordered_prompts(name, overrides, indices):
+def test_reorder_continues_like_decoding_the_reordered_prompts(name, overrides, indices):
     """14 more tokens after a 5-token prompt: past GPT's 16 learned positions (its cache is rebuilt
     from the reordered tokens) and past the NPLM's context."""
     model = build(name, overrides)
     assert_reordered_state_continues_like_reordered_prompts(
         model, ids(3, 5, seed=1), ids(len(indices), 14, seed=2), torch.tensor(indices))
-    assert model.reorder_state(None, torch.tensor(indices)) is None
+    assert model.reorder(None, torch.tensor(indices)) is None
 
 
 @pytest.mark.parametrize("name,overrides", FAMILIES)

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from textnn.config import config_from_dict
 from textnn.errors import TextnnError
-from textnn.generation import DecodingConfig, LMDecoder, greedy
+from textnn.generation import DecodingConfig, greedy
 from textnn.models.rnn_lm import RNNLMConfig
 from textnn.models.transformer_xl import PRESETS, TransformerXL, TransformerXLConfig
 from textnn.modules.positions import sinusoid_encoding
@@ -312,7 +312,7 @@ def test_step_decoding_equals_full_forward():
 def test_greedy_sampling_through_step_matches_argmax_of_full_passes():
     model = build().eval()
     prompt = ids(1, 3)[0]
-    [[generated]] = greedy(LMDecoder(model), None, prompt[None], DecodingConfig(max_tokens=6))
+    [[generated]] = greedy(model, None, prompt[None], DecodingConfig(max_tokens=6))
     expected = prompt.clone()
     for _ in range(6):
         next_id = model(expected[None]).logits[0, -1].argmax()

@@ -21,7 +21,7 @@ from textnn.config import config_from_dict
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.errors import TextnnError
-from textnn.generation import DecodingConfig, filter_logits, generate_text
+from textnn.generation import DecodingConfig, PromptDecoder, filter_logits, generate_text
 from textnn.models.gpt import PRESETS, GPTConfig
 from textnn.models.rnn_lm import PRESETS as RNN_PRESETS, RNNLMConfig
 from textnn.tasks.language_modeling import EOS, LanguageModel, LanguageModelingTask, language_model
@@ -104,7 +104,7 @@ def test_greedy_is_the_argmax_chain_of_full_forwards():
     assert result.samples == [task.decode(expected)] * 2
 
 
-class Favouring(torch.nn.Module):
+class Favouring(torch.nn.Module, PromptDecoder):
     """Wraps a model so that `token` gets `bonus` more logit at every step."""
 
     def __init__(self, inner: torch.nn.Module, token: int, bonus: float):
@@ -117,8 +117,8 @@ class Favouring(torch.nn.Module):
         logits[:, self.token] += self.bonus
         return logits, state
 
-    def reorder_state(self, state, indices: torch.Tensor):
-        return self.inner.reorder_state(state, indices)
+    def reorder(self, state, indices: torch.Tensor):
+        return self.inner.reorder(state, indices)
 
 
 def test_padding_is_never_drawn():
@@ -184,10 +184,27 @@ def test_bad_arguments_raise(kwargs, message):
         generate(gpt(len(task.vocab)), task, "ab", **kwargs)
 
 
-def test_a_model_without_step_is_refused():
+def test_a_model_that_is_not_a_prompt_decoder_is_refused():
+    """Whether a model can generate is declared (it subclasses PromptDecoder), not guessed from its methods:
+    a module with a `step` of the right shape but no declaration is refused too."""
     task = char_task()
-    with pytest.raises(TextnnError, match="step"):
-        generate(torch.nn.Linear(2, 2), task, "ab")
+
+    class Undeclared(torch.nn.Module):
+        def step(self, ids, state):
+            return torch.zeros(ids.size(0), len(task.vocab)), state
+
+    for model in (torch.nn.Linear(2, 2), Undeclared()):
+        with pytest.raises(TextnnError, match="not a language model"):
+            generate(model, task, "ab")
+
+
+def test_a_decoder_must_implement_every_method_of_the_protocol():
+    class NoReorder(torch.nn.Module, PromptDecoder):
+        def step(self, ids, state):
+            return ids, state
+
+    with pytest.raises(TypeError, match="reorder"):
+        NoReorder()
 
 
 @pytest.mark.parametrize("make_model", [gpt, lstm], ids=["gpt", "lstm"])
@@ -205,17 +222,10 @@ def test_beam_search_returns_its_n_best_lines_sorted_and_the_best_scores_at_leas
     assert all("\n" not in text and text.startswith("ab") for text in beam.samples)
 
 
-def test_beam_search_refuses_several_samples_and_models_that_cannot_reorder_their_state():
+def test_beam_search_refuses_several_samples():
     task = char_task()
     with pytest.raises(TextnnError, match="--n-best"):
         generate(gpt(len(task.vocab)), task, "ab", method="beam", num_samples=2)
-
-    class NoReorder(torch.nn.Module):
-        def step(self, ids, state):
-            return torch.zeros(ids.size(0), len(task.vocab)), state
-
-    with pytest.raises(TextnnError, match="reorder_state"):
-        generate(NoReorder(), task, "ab", method="beam")
 
 
 def test_the_generation_module_imports_no_task():

@@ -18,7 +18,7 @@ from textnn.data.parallel import detokenize_words, read_parallel
 from textnn.errors import TextnnError
 from textnn.generation.decoding import DecodingConfig, greedy
 from textnn.metrics.bleu import corpus_scores
-from textnn.tasks.translation import BOS, TranslationDecoder, TranslationTask, label_smoothed_nll
+from textnn.tasks.translation import BOS, TranslationTask, label_smoothed_nll
 from textnn.training.optim import lr_factor
 
 SOURCE = ["ein Hund läuft.", "eine Katze sitzt auf dem Tisch.", "zwei Männer spielen Fußball!", "der Ball ist rot."]
@@ -206,7 +206,7 @@ def test_step_by_step_feeding_matches_the_full_pass_and_greedy_matches_its_argma
 
     bos = task.target_vocab.stoi[BOS]
     prefix = torch.full((batch.src_ids.size(0), 1), bos)
-    found = greedy(TranslationDecoder(model), batch, prefix, DecodingConfig(max_tokens=6, stop_at_eos=False))
+    found = greedy(model, batch, prefix, DecodingConfig(max_tokens=6, stop_at_eos=False))
     tokens = torch.tensor([h[0].tokens for h in found])  # [B, 6]
     forced = model(batch.src_ids, batch.src_mask, torch.cat([prefix, tokens[:, :-1]], 1),
                    torch.ones_like(tokens, dtype=torch.bool)).logits
@@ -214,15 +214,17 @@ def test_step_by_step_feeding_matches_the_full_pass_and_greedy_matches_its_argma
 
 
 def test_decoding_options_beam_length_penalty_and_nbest(tmp_path):
+    """The command's DecodingConfig (built once by from_flags) gets the head's length rule, nothing else."""
     task = _task(tmp_path)
-    greedy = task.decoding_config({})
+    greedy = task.decoding_config()
     assert greedy.method == "greedy" and greedy.max_len_a == task.config.head.max_len_a
-    beam = task.decoding_config({"beam": 3, "length_penalty": 1.0, "nbest": 2})
+    beam = task.decoding_config(DecodingConfig.from_flags(beam=3, length_penalty=1.0, n_best=2))
     assert (beam.method, beam.beam_size, beam.length_penalty, beam.n_best) == ("beam", 3, 1.0, 2)
+    assert (beam.max_len_a, beam.max_len_b) == (task.config.head.max_len_a, task.config.head.max_len_b)
     with pytest.raises(TextnnError, match="add --beam K"):
-        task.decoding_config({"nbest": 2})
+        DecodingConfig.from_flags(n_best=2)
     with pytest.raises(TextnnError, match="--streams: not an option of translation"):
-        task.decoding_config({"streams": 4})
+        task.evaluate_file(None, "unused", options={"streams": 4})
 
 
 def test_tied_output_layer_shares_the_target_embedding(tmp_path):

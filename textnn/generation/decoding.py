@@ -1,6 +1,7 @@
 """One decoding interface for every autoregressive model, and the searches on it: greedy, sampling, beam.
 
-A decoder (the `Decoder` protocol) is what a search drives:
+A decoder (the `Decoder` base class) is what a search drives; a model declares that it is one by
+subclassing it (a language model through `PromptDecoder`, a translator directly), and implements:
     start(batch) -> state                  encoder outputs travel in the state; a language model
                                            ignores the batch and starts from an empty state (None)
     step(tokens [B, T'], state) -> (logits [B, V] of the last position, state)
@@ -34,8 +35,9 @@ without stop ids) it returns exactly greedy's output.
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Sequence
 
 import torch
 
@@ -46,14 +48,30 @@ METHODS = ("greedy", "sample", "beam")
 PENALTIES = ("gnmt", "plain")
 
 
-class Decoder(Protocol):
-    """What every search drives; see the module docstring."""
+class Decoder(ABC):
+    """What every search drives (see the module docstring). A model with its output layer subclasses it,
+    so that "can this model be decoded?" is a declared fact (`isinstance(model, Decoder)`), not a probe."""
 
-    def start(self, batch: object) -> object: ...
+    @abstractmethod
+    def start(self, batch: object) -> object:
+        """The state before the first step: the batch's sources encoded (None for a language model)."""
 
-    def step(self, tokens: torch.Tensor, state: object) -> tuple[torch.Tensor, object]: ...
+    @abstractmethod
+    def step(self, tokens: torch.Tensor, state: object) -> tuple[torch.Tensor, object]:
+        """Read tokens [B, T'] after `state`: (logits [B, V] of the last position, the new state)."""
 
-    def reorder(self, state: object, indices: torch.Tensor) -> object: ...
+    @abstractmethod
+    def reorder(self, state: object, indices: torch.Tensor) -> object:
+        """The state of the rows `indices` [B'] in that order (rows may repeat): how beam search follows
+        its hypotheses."""
+
+
+class PromptDecoder(Decoder):
+    """A decoder that continues a prompt and reads no source (a language model): its state starts empty.
+    `textnn generate` takes the models that are one."""
+
+    def start(self, batch: object) -> None:
+        return None
 
 
 def _is_int(value: object) -> bool:
@@ -126,6 +144,28 @@ class DecodingConfig:
                               f"{self.method} does not draw: leave them out, or use method sample")
         check(self.method == "beam" or self.n_best == 1,
               f"n_best (--n-best) > 1 needs method beam (--beam K); method {self.method} finds one output")
+
+    @classmethod
+    def from_flags(cls, default_method: str = "greedy", greedy: bool = False, beam: int | None = None,
+                   length_penalty: float | None = None, n_best: int | None = None, temperature: float | None = None,
+                   top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
+                   max_tokens: int | None = None, stop_at_eos: bool | None = None) -> "DecodingConfig":
+        """The decoding a command's flags ask for (None = flag not given: the field's default).
+
+        Every command that decodes (`generate`, `translate`, `evaluate`) and the Python API build their
+        options here, once: the flags' combinations are checked in this place and their values in
+        `__post_init__`, so a task only adds its own length rule (`dataclasses.replace`).
+        `default_method`: the method without --beam or --greedy (generate samples, translation is greedy).
+        """
+        if beam is not None and greedy:
+            raise TextnnError("--beam and --greedy are two decoding methods: give one of them")
+        if beam is None and (length_penalty is not None or n_best is not None):
+            raise TextnnError("--length-penalty and --n-best apply to beam search: add --beam K")
+        method = "beam" if beam is not None else "greedy" if greedy else default_method
+        given = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "seed": seed, "beam_size": beam,
+                 "length_penalty": length_penalty, "n_best": n_best, "max_tokens": max_tokens,
+                 "stop_at_eos": stop_at_eos}
+        return cls(method=method, **{name: value for name, value in given.items() if value is not None})
 
 
 @dataclass

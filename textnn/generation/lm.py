@@ -1,8 +1,8 @@
 """Text in, text out: continue a prompt with any trained language model through the decoding interface.
 
 `generate_text` turns a prompt into token ids with the run's own tokenizer and vocabulary, decodes it
-through `LMDecoder` (the model's `step` and `reorder_state` on the `decoding.Decoder` protocol) with
-the search its `DecodingConfig` names (greedy, sampling, beam search), and turns the ids back into
+with the model itself (a language model is a `decoding.PromptDecoder`) by the search its
+`DecodingConfig` names (greedy, sampling, beam search), and turns the ids back into
 text: `num_samples` draws in one batch when sampling, the `n_best` hypotheses with beam search.
 
 Decisions:
@@ -28,7 +28,7 @@ import torch
 from textnn.data.streams import EOS
 from textnn.data.vocab import PAD
 from textnn.errors import TextnnError, short
-from textnn.generation.decoding import DecodingConfig, decode
+from textnn.generation.decoding import DecodingConfig, PromptDecoder, decode
 
 
 @dataclass
@@ -45,26 +45,6 @@ class Generation:
     scores: list[float] = field(default_factory=list)  # per sample: log-probability / length penalty
 
 
-class LMDecoder:
-    """A language model on the `decoding.Decoder` protocol: it reads no source, so the state starts empty.
-
-    `model` has `step(ids [B, T], state) -> (logits [B, V], state)` and, for beam search,
-    `reorder_state(state, indices [B']) -> state`.
-    """
-
-    def __init__(self, model: torch.nn.Module) -> None:
-        self.model = model
-
-    def start(self, batch: object) -> None:
-        return None
-
-    def step(self, tokens: torch.Tensor, state: object) -> tuple[torch.Tensor, object]:
-        return self.model.step(tokens, state)
-
-    def reorder(self, state: object, indices: torch.Tensor) -> object:
-        return self.model.reorder_state(state, indices)
-
-
 def line_end_token(vocab) -> str | None:
     """The token that ends a line in the model's stream: `<eos>` (word models) or a newline (characters)."""
     for token in (EOS, "\n"):
@@ -78,19 +58,17 @@ def draw_seed() -> int:
     return int.from_bytes(os.urandom(4), "little") >> 1
 
 
-def generate_text(model: torch.nn.Module, task, prompt: str, decoding: DecodingConfig,
+def generate_text(model: PromptDecoder, task, prompt: str, decoding: DecodingConfig,
                   num_samples: int = 1) -> Generation:
     """Continue `prompt` as `decoding` says: `num_samples` samples (sampling, greedy) or n_best hypotheses (beam).
 
     `task` is the run's language-modelling task (tokenizer, vocabulary, `encode_text`, `decode`);
-    `model` any language model with `step` (and `reorder_state` for beam search), see `LMDecoder`.
+    `model` any language model: a `PromptDecoder` module (step and reorder on the decoding interface).
     decoding.stop_at_eos: end each output at the end of its first line (the line-end token is not returned).
     """
-    if not callable(getattr(model, "step", None)):
-        raise TextnnError(f"model {type(model).__name__} has no `step` decoding interface; it cannot generate")
-    if decoding.method == "beam" and not callable(getattr(model, "reorder_state", None)):
-        raise TextnnError(f"model {type(model).__name__} has no `reorder_state`; beam search needs it to follow "
-                          f"its hypotheses: use greedy decoding or sampling")
+    if not isinstance(model, PromptDecoder):
+        raise TextnnError(f"model {type(model).__name__} is not a language model (a PromptDecoder, which reads a "
+                          f"prompt token by token); it cannot generate")
     if not isinstance(num_samples, int) or num_samples < 1:
         raise TextnnError(f"num_samples must be an integer >= 1, got {num_samples!r}")
     if decoding.method == "beam" and num_samples != 1:
@@ -121,7 +99,7 @@ def generate_text(model: torch.nn.Module, task, prompt: str, decoding: DecodingC
     device = next(model.parameters()).device
     rows = num_samples if decoding.method == "sample" else 1  # greedy: every sample is the same
     prefix = torch.tensor([ids] * rows, dtype=torch.long, device=device)  # [N, T]
-    found = decode(LMDecoder(model), None, prefix, decoding, stop_ids=stop_ids, banned_ids=banned_ids)
+    found = decode(model, None, prefix, decoding, stop_ids=stop_ids, banned_ids=banned_ids)
     hypotheses = [hypothesis for row in found for hypothesis in row]
     if decoding.method == "greedy":
         hypotheses = hypotheses * num_samples

@@ -23,7 +23,7 @@ the authors' code: embeddings uniform in [-0.1, 0.1], PyTorch's default LSTM ini
 """
 
 # B batch, T window length, V vocabulary size, E embedding dim, H hidden size, L layers,
-# H_l the size of layer l (H, and E for the last layer when tied), B' batch rows kept by reorder_state
+# H_l the size of layer l (H, and E for the last layer when tied), B' batch rows kept by reorder
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ class AWDLSTM(Encoder):
 
     forward(ids [B, T], mask, state) -> EncoderOutput(tokens [B, T, H_L], state, regularizer (training only))
     step(ids [B, T], state)          -> (tokens of the last position [B, H_L], state)
-    reorder_state(state, indices)    -> the state of the batch rows `indices`   (beam search)
+    reorder(state, indices)          -> the state of the batch rows `indices`   (beam search)
     memory_cells(ids [1, T])         -> L tensors [T, H_l]: every layer's memory cells c_t (for the cell view)
 
     `mask` is not read: the LSTMs run left to right and stream padding only ever follows the real tokens.
@@ -132,7 +132,7 @@ class AWDLSTM(Encoder):
         return EncoderOutput(tokens=x, state=new_state, regularizer=regularizer)  # tokens [B, T, H_L]
 
     @staticmethod
-    def reorder_state(state: State, indices: torch.Tensor) -> State:
+    def reorder(state: State, indices: torch.Tensor) -> State:
         """The state of the batch rows `indices` [B']: each layer's (h, c) [1, B, H_l] -> [1, B', H_l]."""
         if state is None:
             return None

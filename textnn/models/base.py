@@ -144,6 +144,11 @@ class Encoder(nn.Module):
         out = self(ids, torch.ones_like(ids, dtype=torch.bool), state)
         return out.tokens[:, -1], out.state
 
+    def reorder(self, state: object, indices: torch.Tensor) -> object:
+        """Decoding with a causal encoder: the state of the batch rows `indices` [B'] (beam search
+        follows its hypotheses with it). Every causal family implements it."""
+        raise NotImplementedError(f"{type(self).__name__} is not a causal encoder: it has no decoding state")
+
     @classmethod
     def max_length(cls, cfg: object) -> int:
         """The longest input (tokens per window) encoders built from `cfg` can read; 0 = no limit.

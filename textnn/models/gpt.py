@@ -33,7 +33,7 @@ then on each step costs one forward over `context` tokens.
 
 # B batch, T tokens in the window, T' new tokens of a step, S cached positions, V vocabulary size,
 # D model dim (d_model), H heads, F feed-forward dim (d_ff), L layers, C context (max positions),
-# B' batch rows kept by reorder_state
+# B' batch rows kept by reorder
 
 from __future__ import annotations
 
@@ -214,7 +214,7 @@ class GPT(Encoder):
         return last, GPTCache(layers=layers, tokens=tokens)
 
     @staticmethod
-    def reorder_state(state: GPTCache | None, indices: torch.Tensor) -> GPTCache | None:
+    def reorder(state: GPTCache | None, indices: torch.Tensor) -> GPTCache | None:
         """The cache of the batch rows `indices` [B']: keys/values [B, H, S, Dh] -> [B', H, S, Dh], tokens [B', S]."""
         if state is None:
             return None

@@ -106,7 +106,7 @@ class NPLM(Encoder):
         return EncoderOutput(tokens=tokens, state=seq[:, -context:])  # state: [B, C]
 
     @staticmethod
-    def reorder_state(state: torch.Tensor | None, indices: torch.Tensor) -> torch.Tensor | None:
+    def reorder(state: torch.Tensor | None, indices: torch.Tensor) -> torch.Tensor | None:
         """The state of the batch rows `indices` [B'] (beam search): [B, C] -> [B', C]."""
         return None if state is None else state.index_select(0, indices)
 

@@ -29,7 +29,7 @@ continues the sequence exactly where the previous window stopped.
 
 # B batch, T time steps (window length), V vocabulary size, E embedding dim, H hidden size,
 # L layers, G gates (4 for LSTM, 3 for GRU, 1 for the Elman RNN), O output features (E if tied, else H),
-# B' batch rows kept by reorder_state
+# B' batch rows kept by reorder
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ class RNNLM(Encoder):
 
     forward(ids [B, T], mask, state) -> EncoderOutput(tokens [B, T, O], state)
     step(ids [B, T], state)          -> (tokens of the last position [B, O], state)   (generation)
-    reorder_state(state, indices)    -> the state of the batch rows `indices`          (beam search)
+    reorder(state, indices)          -> the state of the batch rows `indices`          (beam search)
     cell_trace(ids [1, T])           -> [T, L, H] memory cells c_t (LSTM) or hidden states h_t (GRU, RNN)
 
     `mask` is not read: the recurrence runs left to right and stream padding only ever follows the
@@ -132,7 +132,7 @@ class RNNLM(Encoder):
         return EncoderOutput(tokens=out, state=state)  # [B, T, O]
 
     @staticmethod
-    def reorder_state(state: RNNState, indices: torch.Tensor) -> RNNState:
+    def reorder(state: RNNState, indices: torch.Tensor) -> RNNState:
         """The state of the batch rows `indices` [B']: (h, c) or h, [L, B, H] -> [L, B', H]."""
         if state is None:
             return None

@@ -37,7 +37,7 @@ Choices, and why:
 """
 
 # B batch (parallel streams), T segment length, M memory length, K = M + T keys, D d_model,
-# H heads, Dh head dim, F feed-forward dim, V vocabulary size, N layers, B' batch rows kept by reorder_state
+# H heads, Dh head dim, F feed-forward dim, V vocabulary size, N layers, B' batch rows kept by reorder
 
 from __future__ import annotations
 
@@ -189,7 +189,7 @@ class TransformerXL(Encoder):
 
     forward(ids [B, T], mask, state) -> EncoderOutput(tokens [B, T, D], state = memory, N x [B, M, D])
     step(ids [B, T'], state)         -> (states of the last position [B, D], memory)  (generation)
-    reorder_state(memory, indices)   -> the memory of the batch rows `indices`        (beam search)
+    reorder(memory, indices)         -> the memory of the batch rows `indices`        (beam search)
 
     `mask` is not read: attention is causal, and stream padding only ever follows the real tokens.
     `step` (the Encoder's) reads the new tokens with the memory as its cache: each call attends to at
@@ -285,7 +285,7 @@ class TransformerXL(Encoder):
         return EncoderOutput(tokens=self.drop(self.final_norm(x)), state=new_memory or None)
 
     @staticmethod
-    def reorder_state(state: Memory | None, indices: torch.Tensor) -> Memory | None:
+    def reorder(state: Memory | None, indices: torch.Tensor) -> Memory | None:
         """The memory of the batch rows `indices` [B']: each layer's [B, M, D] -> [B', M, D]."""
         if state is None:
             return None

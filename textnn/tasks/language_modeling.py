@@ -85,13 +85,14 @@ from textnn.data.streams import (EOS, LMBatch, SlidingWindows, StreamBatches, Wi
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.errors import TextnnError
+from textnn.generation.decoding import PromptDecoder
 from textnn.models.base import EncoderWithHead, InputSpec, ModelOutput, detach_state
 from textnn.modules.heads import AdaptiveLMHead, LMHead
 from textnn.tasks.base import Task
 from textnn.training import distributed
 
 # B batch (parallel windows or rows), T window length (data.bptt), V vocabulary size, N stream length,
-# D encoder state size, B' batch rows kept by reorder_state, L layers, H heads
+# D encoder state size, B' batch rows kept by reorder, L layers, H heads
 
 __all__ = ["EOS", "AttentionLanguageModel", "BidirectionalLanguageModel", "EncodedStream", "LMBatch", "LanguageModel",
            "LanguageModelingData", "LanguageModelingTask", "WindowBatches", "language_model"]
@@ -150,14 +151,15 @@ class LanguageModelingHead:
         check_key(self.div_value >= 1.0, "head.div_value", self.div_value, "a number >= 1")
 
 
-class LanguageModel(EncoderWithHead):
+class LanguageModel(EncoderWithHead, PromptDecoder):
     """A causal encoder with an `LMHead` or `AdaptiveLMHead`: logits[b, t] scores the token that follows ids[b, t].
 
     forward(ids [B, T], state, mask) -> ModelOutput(logits [B, T, V], state, regularizer (training only))
     forward(ids, state, mask, targets [B, T]) -> ModelOutput(loss = summed nll of the masked targets,
                                      no logits: an adaptive head never scores the whole vocabulary)
     step(ids [B, T], state)          -> (logits [B, V] of the last position, state)   (generation)
-    reorder_state(state, indices)    -> the state of the batch rows `indices` [B']   (beam search)
+    reorder(state, indices)          -> the state of the batch rows `indices` [B']   (beam search)
+    As a `PromptDecoder` it is what every search of generation/decoding.py drives.
 
     `mask` (True = real token) is handed to the encoder as it comes; a causal encoder needs none,
     since the stream padding of the last row only ever follows real tokens (None is fine).
@@ -176,13 +178,13 @@ class LanguageModel(EncoderWithHead):
         return ModelOutput(logits=None, state=out.state, regularizer=out.regularizer, loss=nll.sum())
 
     def step(self, ids: torch.Tensor, state: object = None) -> tuple[torch.Tensor, object]:
-        """One decoding step (`generation.decoding`, through `LMDecoder`): logits of the last position [B, V];
+        """One decoding step (`generation.decoding`): logits of the last position [B, V];
         the state is the encoder's cache or recurrent state."""
         last, state = self.encoder.step(ids, state)  # [B, D]
         return self.head(last), state  # [B, V]
 
-    def reorder_state(self, state: object, indices: torch.Tensor) -> object:
-        return self.encoder.reorder_state(state, indices)
+    def reorder(self, state: object, indices: torch.Tensor) -> object:
+        return self.encoder.reorder(state, indices)
 
 
 class AttentionLanguageModel(LanguageModel):

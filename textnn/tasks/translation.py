@@ -34,10 +34,10 @@ costs far more than scoring it, so BLEU/chrF are computed at every dev evaluatio
 perplexity, they are computed for the final evaluation of the best checkpoint (the trainer's pass
 with train.bootstrap_samples > 0) and by `textnn evaluate` (greedy, or beam search with --beam).
 
-Decoding (`translate`, `predict`, `evaluate --beam`) goes through generation/decoding.py on
-`TranslationDecoder`: start(batch) encodes the source, step feeds target tokens, reorder follows
-beam hypotheses. Outputs are at most min(max_tokens, head.max_len_a * S + head.max_len_b) tokens for
-a source of S tokens; `<pad>` and `<s>` are never emitted.
+Decoding (`translate`, `predict`, `evaluate --beam`) goes through generation/decoding.py on the
+`Translator` itself (a `Decoder`): start(batch) encodes the source, step feeds target tokens, reorder
+follows beam hypotheses. Outputs are at most min(max_tokens, head.max_len_a * S + head.max_len_b)
+tokens for a source of S tokens; `<pad>` and `<s>` are never emitted.
 """
 
 # B batch (sentence pairs), S source length, T target length, V target vocabulary, D decoder state size
@@ -61,11 +61,12 @@ from textnn.data.parallel import ParallelText, detokenize_words, read_parallel
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.errors import TextnnError
-from textnn.generation.decoding import DecodingConfig, Hypothesis, decode
+from textnn.generation.decoding import Decoder, DecodingConfig, Hypothesis, decode
 from textnn.metrics.bleu import corpus_scores
 from textnn.models.base import EncoderDecoder, EncoderWithHead, InputSpec
 from textnn.modules.heads import LMHead
 from textnn.tasks.base import Task, line_chunks
+from textnn.training.progress import progress_bar
 
 BOS, EOS = "<s>", "</s>"
 SPECIALS = (PAD, UNK, BOS, EOS)
@@ -139,10 +140,12 @@ class TranslationOutput:
     attention: dict[str, torch.Tensor] | None = None
 
 
-class Translator(EncoderWithHead):
+class Translator(EncoderWithHead, Decoder):
     """An encoder-decoder family (`encoder`, an EncoderDecoder) with an `LMHead` over the target vocabulary.
 
     forward(src_ids [B, S], src_mask, tgt_ids [B, T] (from <s>), tgt_mask, need_weights) -> logits [B, T, V]
+    As a `generation.decoding.Decoder`: start(batch) encodes the batch's sources once, each step scores
+    the next target token, reorder follows beam hypotheses.
     """
 
     def __init__(self, family: EncoderDecoder, head: LMHead, teacher_forcing: float = 1.0) -> None:
@@ -173,23 +176,15 @@ class Translator(EncoderWithHead):
             steps.append(self.head(last))  # [B, V]
         return torch.stack(steps, dim=1)  # T x [B, V] -> [B, T, V]
 
-
-class TranslationDecoder:
-    """A `Translator` on the `generation.decoding.Decoder` protocol: the batch's sources are encoded
-    once in `start`; each step scores the next target token."""
-
-    def __init__(self, model: Translator) -> None:
-        self.model = model
-
     def start(self, batch: "TranslationBatch") -> object:
-        return self.model.encoder.start(self.model.encoder.encode(batch.src_ids, batch.src_mask))
+        return self.encoder.start(self.encoder.encode(batch.src_ids, batch.src_mask))
 
     def step(self, tokens: torch.Tensor, state: object) -> tuple[torch.Tensor, object]:
-        last, state = self.model.encoder.step(tokens, state)  # [B, D]
-        return self.model.head(last), state  # [B, V]
+        last, state = self.encoder.step(tokens, state)  # [B, D]
+        return self.head(last), state  # [B, V]
 
     def reorder(self, state: object, indices: torch.Tensor) -> object:
-        return self.model.encoder.reorder(state, indices)
+        return self.encoder.reorder(state, indices)
 
 
 def label_smoothed_nll(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, epsilon: float
@@ -464,25 +459,26 @@ class TranslationTask(Task):
         logits = model(batch.src_ids, batch.src_mask, batch.tgt_in, batch.tgt_mask).logits
         return label_smoothed_nll(logits, batch.tgt_out, batch.tgt_mask, self.config.head.label_smoothing)[0]
 
-    def decoding_config(self, options: dict | None = None) -> DecodingConfig:
-        """Greedy, or beam search with options beam / length_penalty / nbest, under the head's length rule."""
-        options = dict(options or {})
+    def decoding_config(self, requested: DecodingConfig | None = None) -> DecodingConfig:
+        """The decoding a command asked for (built and checked by `DecodingConfig.from_flags`; default
+        greedy) under the head's length rule: at most min(MAX_OUTPUT_TOKENS, a * S + b) tokens."""
         head = self.config.head
-        common = {"max_tokens": MAX_OUTPUT_TOKENS, "max_len_a": float(head.max_len_a), "max_len_b": head.max_len_b}
-        beam, alpha, nbest = options.pop("beam", None), options.pop("length_penalty", None), options.pop("nbest", None)
-        if options:
-            raise TextnnError(f"{', '.join('--' + k.replace('_', '-') for k in options)}: not an option of translation")
-        if beam is None:
-            if alpha is not None or (nbest or 1) > 1:
-                raise TextnnError("--length-penalty and --nbest apply to beam search: add --beam K")
-            return DecodingConfig(method="greedy", **common)
-        extra = {k: v for k, v in (("length_penalty", alpha), ("n_best", nbest)) if v is not None}
-        return DecodingConfig(method="beam", beam_size=beam, **common, **extra)
+        return replace(requested or DecodingConfig(), max_tokens=MAX_OUTPUT_TOKENS, max_len_a=float(head.max_len_a),
+                       max_len_b=head.max_len_b)
+
+    def _requested_decoding(self, options: dict) -> DecodingConfig:
+        """options["decoding"] (a DecodingConfig, or absent: greedy) under the head's length rule; any other
+        option is not one of translation."""
+        unknown = [key for key in options if key != "decoding"]
+        if unknown:
+            raise TextnnError(f"{', '.join('--' + k.replace('_', '-') for k in unknown)}: not an option of translation")
+        return self.decoding_config(options.get("decoding"))
 
     @torch.no_grad()
-    def translate_ids(self, model: Translator, sources: list[list[int]], decoding: DecodingConfig
-                      ) -> list[list[Hypothesis]]:
-        """Hypotheses (best first) for each source id list, decoded in batches of similar length."""
+    def translate_ids(self, model: Translator, sources: list[list[int]], decoding: DecodingConfig,
+                      progress: bool = False) -> list[list[Hypothesis]]:
+        """Hypotheses (best first) for each source id list, decoded in batches of similar length; with
+        `progress`, a bar counts the sentences (a dev set under beam search takes minutes)."""
         model.eval()
         device = next(model.parameters()).device
         size = BEAM_SENTENCES if decoding.method == "beam" else GREEDY_SENTENCES
@@ -490,15 +486,17 @@ class TranslationTask(Task):
         bos, eos = self.target_vocab.stoi[BOS], self.target_vocab.stoi[EOS]
         banned = [self.target_vocab.pad_id, bos]
         found: list[list[Hypothesis]] = [[] for _ in sources]
-        for index in order:
-            src_ids, src_mask = pad([sources[i] for i in index], self.source_vocab.pad_id)
-            batch = TranslationBatch(src_ids, src_mask, src_ids[:, :0], src_ids[:, :0], src_mask[:, :0],
-                                     index).to(device)
-            prefix = torch.full((len(index), 1), bos, dtype=torch.long, device=device)  # [B, 1]
-            lengths = src_mask.sum(dim=1)  # [B]
-            for i, hypotheses in zip(index, decode(TranslationDecoder(model), batch, prefix, decoding, stop_ids=[eos],
-                                                   source_lengths=lengths, banned_ids=banned)):
-                found[i] = hypotheses
+        with progress_bar("decode", "sentence", total=len(sources), enabled=progress, leave=False) as bar:
+            for index in order:
+                src_ids, src_mask = pad([sources[i] for i in index], self.source_vocab.pad_id)
+                batch = TranslationBatch(src_ids, src_mask, src_ids[:, :0], src_ids[:, :0], src_mask[:, :0],
+                                         index).to(device)
+                prefix = torch.full((len(index), 1), bos, dtype=torch.long, device=device)  # [B, 1]
+                lengths = src_mask.sum(dim=1)  # [B]
+                for i, hypotheses in zip(index, decode(model, batch, prefix, decoding, stop_ids=[eos],
+                                                       source_lengths=lengths, banned_ids=banned)):
+                    found[i] = hypotheses
+                bar.update(len(index))
         return found
 
     def translate_lines(self, model: Translator, lines: list[str], decoding: DecodingConfig) -> list[list[tuple[str, float]]]:
@@ -537,7 +535,7 @@ class TranslationTask(Task):
         if decoding is None and (self.config.train.metric in DECODE_METRICS or bootstrap_samples > 0):
             decoding = self.decoding_config()
         if decoding is not None:
-            hypotheses = self.translate_ids(model, data.source, decoding)
+            hypotheses = self.translate_ids(model, data.source, decoding, progress=self.config.train.progress)
             results.update(corpus_scores([self.detokenize(h[0].tokens) for h in hypotheses], data.references))
             results["decoding"] = "greedy" if decoding.method == "greedy" else \
                 f"beam {decoding.beam_size}, length penalty {decoding.length_penalty:g}"
@@ -546,30 +544,32 @@ class TranslationTask(Task):
 
     def evaluate_file(self, model: torch.nn.Module, path: str, bootstrap_samples: int = 0,
                       options: dict | None = None) -> dict:
-        """`textnn evaluate`: always decodes (greedy, or beam search with options beam / length_penalty)."""
-        decoding = self.decoding_config(options)
+        """`textnn evaluate`: always decodes (greedy, or the DecodingConfig in options["decoding"])."""
+        decoding = self._requested_decoding(options or {})
         return self.evaluate(model, self.encode_file(path), bootstrap_samples=bootstrap_samples, decoding=decoding)
 
     # --- commands -----------------------------------------------------------------------------------
     def predict(self, model: torch.nn.Module, lines: Iterable[str], source: str, options: dict) -> Iterator[str]:
         """One translation per input line (`textnn translate`, `textnn predict`), written as the input
-        arrives, a batch of lines at a time. With nbest N > 1: N lines per input,
-        `INDEX ||| TRANSLATION ||| SCORE` (Moses n-best style; INDEX counts input lines from 0)."""
+        arrives, a batch of lines at a time, decoded as options["decoding"] says (default greedy). With
+        n_best N > 1: one JSON line per input, {"source", "hypotheses" (N, best first), "scores"}, as
+        `generate` writes its n-best lists."""
         options = {k: v for k, v in options.items() if v is not None}
         for key in ("input_format", "output_format"):
             if key in options:
                 raise TextnnError(f"--{key.replace('_', '-')} applies to tagging runs only; a translation run reads "
                                   f"one sentence per line and writes one per line")
-        decoding = self.decoding_config(options)
-        for first, chunk in line_chunks((line.rstrip("\n") for line in lines), GREEDY_SENTENCES):
-            yield from self._predict_chunk(model, chunk, first - 1, decoding)  # first counts from 1
+        decoding = self._requested_decoding(options)
+        for _, chunk in line_chunks((line.rstrip("\n") for line in lines), GREEDY_SENTENCES):
+            yield from self._predict_chunk(model, chunk, decoding)
 
-    def _predict_chunk(self, model, chunk: list[str], first: int, decoding: DecodingConfig) -> Iterator[str]:
-        for number, hypotheses in enumerate(self.translate_lines(model, chunk, decoding), start=first):
+    def _predict_chunk(self, model, chunk: list[str], decoding: DecodingConfig) -> Iterator[str]:
+        for line, hypotheses in zip(chunk, self.translate_lines(model, chunk, decoding)):
             if decoding.n_best == 1:
                 yield hypotheses[0][0]
             else:
-                yield from (f"{number} ||| {text} ||| {score:.4f}" for text, score in hypotheses)
+                yield json.dumps({"source": line, "hypotheses": [text for text, _ in hypotheses],
+                                  "scores": [round(score, 6) for _, score in hypotheses]}, ensure_ascii=False)
 
     def report_sections(self, metrics: dict, split: str, run_path: Path) -> list[str]:
         """The sacreBLEU signatures behind the split's BLEU and chrF."""
@@ -585,7 +585,7 @@ class TranslationTask(Task):
 
         line = next((line.strip() for line in text.splitlines() if line.strip()), "")
         if not line:
-            raise TextnnError("no text to translate: give a source sentence with --text or --file")
+            raise TextnnError("no text to translate: give a source sentence with --text or a file")
         source = self.encode_sources([line])[0]
         hypothesis = self.translate_ids(model, [source], self.decoding_config())[0][0]
         bos, eos = self.target_vocab.stoi[BOS], self.target_vocab.stoi[EOS]

@@ -50,6 +50,7 @@ from textnn.training.checkpoint import (load_carried_state, load_checkpoint, loa
                                         save_weights)
 from textnn.training.optim import (after_evaluation, build_optimizer, evaluation_weights, freeze_layers, lr_factor,
                                    set_lr)
+from textnn.training.progress import progress_bar
 
 
 
@@ -325,9 +326,8 @@ class Trainer:
             self._tensorboard = TensorBoardLog(run.path / "tensorboard", purge_step=state["step"] + 1 if resume else None)
             run.on_record = self._tensorboard
         previous_handlers = {signum: signal.signal(signum, self._on_signal) for signum in STOP_SIGNALS}
-        bar = tqdm(total=self.total_steps, initial=state["step"], disable=not cfg.progress or not distributed.is_main(),
-                   desc=f"train {run.path.name}", unit="step", file=sys.stderr, dynamic_ncols=True,
-                   mininterval=0.2 if sys.stderr.isatty() else 10.0)
+        bar = progress_bar(f"train {run.path.name}", "step", total=self.total_steps, enabled=cfg.progress,
+                           initial=state["step"])
         started = time.perf_counter() - state["seconds"]
         try:
             if state.pop("pending_evaluation", False):  # Ctrl-C cut it short: it is still owed

@@ -55,6 +55,8 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
         if config.train.threads:
             torch.set_num_threads(config.train.threads)
         seed_everything(config.train.seed)
+        if resume and not run.starts_over():  # before the data is read: an edited file is named as such
+            run.check_data_files(config)
         task = registry.task_class(config.task).from_data(config)
         model = task.build_model()
         with _one_writer(run) as created:

@@ -71,7 +71,7 @@ class TrainingSession:
         self._resumed_at: int | None = None  # the checkpoint's step after `resume`
         self._tensorboard = None  # training/tensorboard.TensorBoardLog between `begin` and `close`
 
-    # --- start and end --------------------------------------------------------------------------------
+    # --- around the steps --------------------------------------------------------------------------------
     def resume(self) -> dict:
         """Restore the model, optimizer and random states of the run's checkpoint; return the loop's state.
 

@@ -459,7 +459,9 @@ class Word2VecTrainer:
         corpus_words = self.task.corpus_words
         planned_words = corpus_words * cfg.epochs
         alpha, min_alpha = mcfg.start_alpha, mcfg.min_alpha
-        stopped = None
+        # a resumed run may have nothing left to do (it stopped on this budget before)
+        stopped = ("max_steps" if cfg.max_steps and state["step"] >= cfg.max_steps else
+                   "max_minutes" if cfg.max_minutes and state["seconds"] >= 60 * cfg.max_minutes else None)
         log_loss, log_predictions = torch.zeros((), device=self.device), 0
         # steps given out (here or to the workers) and not yet reported back; a checkpoint is only
         # written when none is, so that it holds every step before state["batch_in_epoch"] and no other

@@ -93,6 +93,10 @@ def _parser() -> argparse.ArgumentParser:
     _set_option(p)
     p.add_argument("--run-dir", help="where to write the run (default runs/<config name>)")
     p.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its checkpoint")
+    p.add_argument("--extend", action="store_true",
+                   help="with --resume and a larger budget: continue a run that stopped off its evaluation schedule "
+                        "(max_steps or max_minutes between two evaluations), keeping the extra dev evaluation it "
+                        "made there")
 
     p = sub.add_parser("evaluate", help="metrics of a trained run on a labelled file")
     p.add_argument("run", help="run directory written by `textnn train`")
@@ -227,7 +231,10 @@ def _train(args: argparse.Namespace) -> int:
     from textnn.training import distributed
 
     config = load_config(args.config, args.overrides + args.set_overrides)
-    run, result = train(config, args.run_dir, resume=args.resume)
+    if args.extend and not args.resume:
+        raise TextnnError("--extend continues a run: pass --resume (and the larger train.max_steps, epochs or "
+                          "max_minutes) too")
+    run, result = train(config, args.run_dir, resume=args.resume, extend=args.extend)
     if not distributed.is_main():  # torchrun: process 0 reports for all
         return 0
     for split, metrics in (("dev", result.dev), ("test", result.test)):

@@ -39,8 +39,12 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def train(config: Config, run_dir: str | Path | None = None, resume: bool = False) -> tuple[RunDir, TrainResult]:
+def train(config: Config, run_dir: str | Path | None = None, resume: bool = False,
+          extend: bool = False) -> tuple[RunDir, TrainResult]:
     """Train `config` into a run directory (default runs/<config name>) and write its report.
+
+    `extend` (with `resume`): a larger budget may continue a run that ended with an evaluation outside its
+    schedule (training/budget.check_resume_budget).
 
     All data is read and checked, and the device found, before the run directory is made, so a bad
     file, config or device never leaves behind a directory that looks like a run.
@@ -58,6 +62,8 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
         if config.train.threads:
             torch.set_num_threads(config.train.threads)
         seed_everything(config.train.seed)
+        if resume and not run.starts_over():  # before the data is read: an edited file is named as such
+            run.check_data_files(config)
         task = registry.task_class(config.task).from_data(config)
         check_model_fits(task)
         model = task.build_model()
@@ -72,7 +78,7 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
             if resume:  # before run.create rewrites config.yaml: a refused resume changes nothing
                 run.check_resume(config)
                 check_checkpoint(run.checkpoint_file, model)  # a damaged one is refused here, not mid-run
-                check_resume_budget(run, config, task)
+                check_resume_budget(run, config, task, extend)
             if config.init_from and not resume:
                 _start_encoder(model, config.init_from, with_head=starts_with_head(config),
                                grown_rows=(task.start_vocab_size, len(task.vocab)) if task.start_vocab_size else None)

@@ -5,7 +5,9 @@
       run.json               status (running / finished / interrupted / failed) and summary numbers;
                              while running also the pid and host of the training process and a
                              heartbeat (the time of the last sign of life, rewritten every
-                             HEARTBEAT_SECONDS), so that a run whose process died shows as `died`
+                             HEARTBEAT_SECONDS), so that a run whose process died shows as `died`;
+                             and the fingerprints of its data files, which --resume checks
+                             (data/fingerprint.py)
       model.safetensors      best weights (by the dev metric), written atomically
       vocab.json, labels.json, tokenizer.json   whatever the task needs to rebuild its inputs
       checkpoint/last.safetensors              resumable state (training/checkpoint.py); removed once the
@@ -31,7 +33,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from textnn.config import Config, config_from_dict
+from textnn.config import Config, WordVectorData, config_from_dict
+from textnn.data import fingerprint as fingerprints
 from textnn.errors import TextnnError, clip
 from textnn.files import atomic_write_text, process_alive, read_yaml, remove_stale_temporaries, unwritable
 
@@ -130,6 +133,20 @@ class RunDir:
             if not (section == "train" and name in RESUMABLE_CHANGES):
                 raise TextnnError(f"{self.config_file}: cannot resume with {key}={wanted!r} "
                                   f"(the run was started with {saved!r}); use a new --run-dir")
+        self.check_data_files(config)
+
+    def check_data_files(self, config: Config) -> None:
+        """Refuse to continue the run on data files other than those it started with (their fingerprints in
+        run.json; a run started before they were recorded is not checked)."""
+        recorded = self.status().get("data_files", {})
+        for key, path in data_files(config).items():
+            if key not in recorded:
+                continue
+            what = fingerprints.change(path, recorded[key])
+            if what:
+                raise TextnnError(f"{path} ({key}) changed since the run started: {what}; the resumed steps "
+                                  f"would train on other data than the checkpoint's. Put the file back as it was, "
+                                  f"or train a new run from these weights (model.init_from={self.path})")
 
     def changed_options(self, config: Config) -> list[tuple[str, object, object]]:
         """(dotted key, the run's value, config's value) of every option but the name where `config`
@@ -171,6 +188,8 @@ class RunDir:
             remove_stale_temporaries(folder)
         self.path.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.config_file, config.to_yaml())
+        if "data_files" not in self.status():  # a new run (or one started before they were recorded)
+            self.record(data_files={key: fingerprints.fingerprint(path) for key, path in data_files(config).items()})
 
     def remove_checkpoint(self) -> int:
         """Delete checkpoint/ (train.keep_checkpoint=none, once the run has finished); returns the bytes freed."""
@@ -212,6 +231,11 @@ class RunDir:
         with self._lock:
             data = {**self.status(), **info, "status": status}
             atomic_write_text(self.status_file, json.dumps(data, indent=2))
+
+    def record(self, **info: object) -> None:
+        """Add `info` to run.json, the status unchanged."""
+        with self._lock:
+            atomic_write_text(self.status_file, json.dumps({**self.status(), **info}, indent=2))
 
     def beat(self) -> None:
         """Renew the heartbeat of a running run (nothing once it is no longer running)."""
@@ -324,6 +348,16 @@ class FollowerRunDir(RunDir):
 
     def truncate_metrics(self, after_step: int) -> None:
         pass
+
+
+def data_files(config: Config) -> dict[str, str]:
+    """The data files that a run's steps depend on, by config key: the training data, the dev data (which
+    picks the best weights) and the pretrained vectors (which may shape the vocabulary). Not data.test,
+    which is read once, at the end, as it is then."""
+    named = {"data.train": config.data.train, "data.dev": config.data.dev}
+    if isinstance(config.data, WordVectorData):
+        named["data.vectors"] = config.data.vectors
+    return {key: path for key, path in named.items() if path and fingerprints.data_files(path)}
 
 
 def summaries(root: str | Path) -> list[dict]:

@@ -82,3 +82,23 @@ def test_a_budget_the_run_cannot_honour_exactly_is_refused_and_nothing_changes(f
     key, value = resumed[0].split("=")
     assert f"cannot resume with {key}={value}" in err[0] and reason in err[0] and "--run-dir" in err[0]
     assert {p: p.read_bytes() for p in (root / "run").rglob("*") if p.is_file()} == before
+
+
+def test_extend_continues_a_run_stopped_off_its_schedule_and_says_so(files, capsys):
+    """A run stopped by max_steps mid-epoch was evaluated there, outside its schedule; plain --resume
+    refuses a larger budget (above), --extend goes on with that evaluation kept and says so."""
+    root, config = files
+    path = config()
+    assert train(path, root / "run", "train.epochs=3", "train.max_steps=9") == 0
+    capsys.readouterr()
+    assert main(["train", path, "--run-dir", str(root / "run"), "--extend", "train.epochs=3",
+                 "train.max_steps=15"]) == 2
+    assert "--extend continues a run: pass --resume" in capsys.readouterr().err
+    assert main(["train", path, "--run-dir", str(root / "run"), "--resume", "--extend", "train.epochs=3",
+                 "train.max_steps=15"]) == 0
+    err = capsys.readouterr().err
+    assert "extending with train.max_steps=15 (was 9)" in err and "dev evaluation outside its schedule" in err
+    status = json.loads((root / "run" / "run.json").read_text())
+    assert status["status"] == "finished" and status["steps"] == 15 and status["stopped"] == "max_steps"
+    dev_steps = [step for split, step, *_ in records(root / "run") if split == "dev"]
+    assert dev_steps == [6, 9, 12, 15]  # epoch ends (6 steps an epoch), the kept one at 9, the new end at 15

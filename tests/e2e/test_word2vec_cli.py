@@ -110,3 +110,21 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     (tmp_path / "bad.txt").write_text(": s\na b c d\nx y\n", encoding="utf-8")
     result = ws.cli("train", "w2v.yaml", "data.dev=bad.txt", "--run-dir", "bad_run")
     assert result.returncode == 2 and "bad.txt:3" in result.stderr
+
+
+def test_a_run_stopped_by_max_steps_goes_on_with_a_larger_one_to_the_same_vectors(tmp_path: Path) -> None:
+    """word2vec evaluates only at the end and its learning rate decays over the corpus words, not the
+    steps: a run stopped by train.max_steps continues with a larger one (--resume) exactly as a run
+    given that budget from the start; resumed again with the same budget, it trains no further step."""
+    ws = Workspace(tmp_path)
+    keep = "train.keep_checkpoint=last"
+    for args in (["--run-dir", "short", "train.max_steps=4", keep],
+                 ["--run-dir", "short", "--resume", "train.max_steps=9", keep],
+                 ["--run-dir", "long", "train.max_steps=9", keep]):
+        result = ws.cli("train", "w2v.yaml", *args)
+        assert result.returncode == 0, result.stderr
+    again = ws.cli("train", "w2v.yaml", "--run-dir", "short", "--resume", "train.max_steps=9", keep)
+    assert again.returncode == 0 and "resuming short at step 9" in again.stderr  # with nothing left to do
+    status = json.loads((tmp_path / "short" / "run.json").read_text())
+    assert status["steps"] == 9 and status["stopped"] == "max_steps"
+    assert (tmp_path / "short" / "vectors.bin").read_bytes() == (tmp_path / "long" / "vectors.bin").read_bytes()

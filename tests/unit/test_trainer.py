@@ -353,7 +353,7 @@ def test_a_ctrl_c_that_arrives_while_processes_agree_is_acted_on_at_the_next_ste
     def any_process(*flags):  # a second process that never saw a Ctrl-C
         agreements.append(flags[0])
         if len(agreements) == 2:
-            trainer._on_signal(signal.SIGINT, None)  # handled while the others answer
+            trainer.session.on_signal(signal.SIGINT, None)  # handled while the others answer
         return flags
 
     monkeypatch.setattr("textnn.training.distributed.world", lambda: 2)

@@ -8,6 +8,7 @@ lets it through only when the run then goes on exactly as if it had been started
 from __future__ import annotations
 
 import math
+import sys
 
 from textnn.config import Config, TrainConfig
 from textnn.errors import TextnnError
@@ -34,7 +35,7 @@ def planned_steps(task, cfg: TrainConfig, processes: int = 1) -> int:
 BUDGET = ("epochs", "max_steps", "max_minutes")
 
 
-def check_resume_budget(run: RunDir, config: Config, task) -> None:
+def check_resume_budget(run: RunDir, config: Config, task, extend: bool = False) -> None:
     """Refuse a --resume with a new budget (train.epochs, max_steps, max_minutes) unless the run can go
     on exactly as if it had been started with it. Call it after `run.check_resume(config)` (every
     other option is the run's own) and before `run.create` rewrites config.yaml.
@@ -42,7 +43,8 @@ def check_resume_budget(run: RunDir, config: Config, task) -> None:
     Refused: a budget the run is already past; a schedule that spans the planned steps (linear,
     triangular) when their number changes, since every later step's learning rate would change; and
     more training for a run that ended with an evaluation outside its schedule (stopped by
-    max_steps or max_minutes between evaluations), which a longer run would not have made.
+    max_steps or max_minutes between evaluations), which a longer run would not have made, unless
+    `extend` (--extend) accepts that evaluation: the run goes on with it in its history, and says so.
     """
     saved, wanted = run.load_config().train, config.train
     changed = [key for key in BUDGET if getattr(saved, key) != getattr(wanted, key)]
@@ -62,5 +64,11 @@ def check_resume_budget(run: RunDir, config: Config, task) -> None:
         raise TextnnError(f"{prefix} the {wanted.scheduler} schedule spans the planned steps ({before} -> {after}), "
                           f"so the learning rate of every later step would change; {remedy}")
     if state.get("unscheduled_evaluation") and after > state["step"]:
-        raise TextnnError(f"{prefix} the run ended at step {state['step']} with a dev evaluation outside its "
-                          f"schedule, which a run given this budget from the start would not have made; {remedy}")
+        unscheduled = (f"the run ended at step {state['step']} with a dev evaluation outside its schedule, which a "
+                       f"run given this budget from the start would not have made")
+        if not extend:
+            raise TextnnError(f"{prefix} {unscheduled}; {remedy}, or pass --extend to go on with that evaluation "
+                              f"kept")
+        if distributed.is_main():
+            print(f"{run.path}: extending with {change}: {unscheduled}; it stays in the run's history (it may have "
+                  f"picked the best weights so far), so the result is not bit for bit that run's", file=sys.stderr)

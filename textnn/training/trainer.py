@@ -32,39 +32,22 @@ SIGTERM (what `docker stop`, Slurm and Kubernetes send before they kill) is hand
 from __future__ import annotations
 
 import math
-import signal
-import sys
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import torch
-from tqdm import tqdm
 
 from textnn.config import TrainConfig
 from textnn.errors import TextnnError
 from textnn.runs import RunDir
 from textnn.training import distributed, precision
 from textnn.training.budget import planned_steps
-from textnn.training.checkpoint import (load_carried_state, load_checkpoint, load_weights, save_checkpoint,
-                                        save_weights)
+from textnn.training.checkpoint import load_carried_state, load_weights, save_weights
 from textnn.training.optim import (after_evaluation, build_optimizer, evaluation_weights, freeze_layers, lr_factor,
                                    set_lr)
-from textnn.training.progress import progress_bar
-
-
-
-# Signals that stop training cleanly: Ctrl-C, and SIGTERM, which `docker stop`, Slurm, Kubernetes and
-# torchrun send before they kill.
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-class TrainingInterrupted(Exception):
-    """Raised after Ctrl-C or SIGTERM once the checkpoint is safely written."""
-
-    def __init__(self, message: str, signal_number: int = signal.SIGINT):
-        super().__init__(message)
-        self.signal_number = signal_number  # the command exits with 128 + this, as a process killed by it
+# TrainingInterrupted: experiment.py and cli.py import it from here
+from textnn.training.session import TrainingInterrupted, TrainingSession, say, scalars  # noqa: F401
 
 
 class EvaluationInterrupted(Exception):
@@ -114,12 +97,6 @@ def is_better(value: float, best: float | None, higher_is_better: bool) -> bool:
     return value > best if higher_is_better else value < best
 
 
-def say(message: str) -> None:
-    """Status lines go to stderr, around the progress bar (from process 0 alone under torchrun)."""
-    if distributed.is_main():
-        tqdm.write(message, file=sys.stderr)
-
-
 class Trainer:
     def __init__(self, task, model: torch.nn.Module, cfg: TrainConfig, run: RunDir):
         self.task, self.cfg, self.run = task, cfg, run
@@ -130,18 +107,18 @@ class Trainer:
         self._ddp = distributed.wrap(self.model, self.device)
         self._gradients_checked = False
         self._logged_frozen: tuple | None = None  # frozen flags of the groups when last logged (_log_groups)
-        self._tensorboard = None  # training/tensorboard.TensorBoardLog while fit runs with train.tensorboard
         wrapped = self._ddp if self._ddp is not None else self.model
         self.forward_model = torch.compile(wrapped) if cfg.compile else wrapped
         self.optimizer = build_optimizer(self.model, cfg, self.device)
         self.metric = cfg.metric or task.default_metric
         self.higher_is_better = task.higher_is_better(self.metric)
-        self._interrupted = False
-        self._signal = signal.SIGINT  # the signal that interrupted training (Ctrl-C or SIGTERM)
         self._best_dev: dict | None = None  # dev metrics of the saved best weights, from this process
         self.base_lr = cfg.lr  # of the last step, before each parameter group's own scale
         self.batches_per_step = cfg.grad_accum * distributed.world()  # micro-batches, over all processes
         self.total_steps = planned_steps(task, cfg, distributed.world())
+        # run.json, Ctrl-C and SIGTERM, checkpoints, the progress bar, TensorBoard (training/session.py)
+        self.session = TrainingSession(run, cfg, self.model, self.optimizer, self.total_steps,
+                                       unit="step or evaluation")
 
     # ----------------------------------------------------------------------------------------------
     def _autocast(self):
@@ -224,13 +201,12 @@ class Trainer:
     def _save_checkpoint(self, state: dict) -> None:
         """Process 0 writes the checkpoint; the others reseed where a resume from it will (distributed.reseed)."""
         carried = distributed.gather_states(self.task.carried_state())  # a stateful stream's, per process
-        if distributed.is_main():
-            save_checkpoint(self.run.checkpoint_file, self.model, self.optimizer, state, carried)
+        self.session.save_checkpoint(state, carried)
         distributed.reseed(self.cfg.seed, state["step"])
 
     def _evaluate(self, split: str, bootstrap: int = 0) -> dict:
         self.model.eval()
-        # Ctrl-C only sets a flag (`_on_signal`); this hook runs before every forward pass of the
+        # Ctrl-C only sets a flag (`TrainingSession.on_signal`); this hook runs before every forward pass of the
         # model, so an evaluation notices it between two batches instead of after the whole split,
         # and no task needs to know about signals. Several processes: the others wait for process 0's
         # evaluation (distributed.on_main), so it finishes and the Ctrl-C is acted on after it.
@@ -243,27 +219,12 @@ class Trainer:
                 hook.remove()
 
     def _stop_if_interrupted(self, module, args) -> None:
-        if self._interrupted:
+        if self.session.interrupted:
             raise EvaluationInterrupted
-
-    def _on_signal(self, signum, frame) -> None:
-        # Ctrl-C and SIGTERM alike: finish the step (or abandon the evaluation), checkpoint, stop. A second
-        # one stops at once. Not under torchrun: it passes a signal on to every process (which may already
-        # have it from the terminal), and kills them itself if they have not stopped in 30 s.
-        if self._interrupted and distributed.world() == 1:
-            raise KeyboardInterrupt
-        self._interrupted = True
-        self._signal = signum
-        again = "Ctrl-C" if signum == signal.SIGINT else "the signal"
-        say(f"interrupt ({signal.Signals(signum).name}): finishing this step or evaluation, then saving a "
-            f"checkpoint" + (f" ({again} again to abort)" if distributed.world() == 1 else ""))
 
     def _stop_interrupted(self, state: dict) -> None:
         self._save_checkpoint(state)
-        self.run.set_status("interrupted", step=state["step"])
-        raise TrainingInterrupted(f"interrupted at step {state['step']}; checkpoint saved. Continue with "
-                                  f"`{distributed.command()} train CONFIG --run-dir {self.run.path} --resume`",
-                                  self._signal)
+        self.session.stop_interrupted(state)
 
     def _stop_reason(self, state: dict) -> str | None:
         """Why training must stop before its next step, if it must (also checked on resume)."""
@@ -296,9 +257,7 @@ class Trainer:
         try:
             return self._fit(resume)
         finally:
-            if self._tensorboard is not None:  # its last events flushed, however training ended
-                self._tensorboard.close()
-                self.run.on_record = self._tensorboard = None
+            self.session.close()
 
     def _fit(self, resume: bool) -> TrainResult:
         cfg, run = self.cfg, self.run
@@ -306,30 +265,16 @@ class Trainer:
                  "bad_evals": 0, "seconds": 0.0, "step_seconds": 0.0, "examples": 0, "tokens": 0,
                  "skipped_steps": 0, "bad_in_a_row": 0, "processes": distributed.world()}
         if resume:
-            state = load_checkpoint(run.checkpoint_file, self.model, self.optimizer)
+            state = self.session.resume()
             self._logged_frozen = tuple(group["frozen"] for group in self.optimizer.param_groups)
-            if state.get("processes", 1) != distributed.world():  # checkpoints before torchrun support: 1
-                raise TextnnError(f"{run.path}: the run was trained by {state.get('processes', 1)} process(es) "
-                                  f"and cannot continue with {distributed.world()}: a step's batches depend on "
-                                  f"the number; resume it with as many")
             self.task.restore_carried_state(load_carried_state(run.checkpoint_file, distributed.rank(), self.device))
-            run.truncate_metrics(state["step"])
-            say(f"resuming {run.path} at step {state['step']} (epoch {state['epoch'] + 1})")
         distributed.reseed(cfg.seed, state["step"])
         has_dev = self.task.has_split("dev")
-        run.set_status("running", total_steps=self.total_steps)
+        self.session.begin()
         say(self.precision.describe())
 
-        if cfg.tensorboard and distributed.is_main():
-            from textnn.training.tensorboard import TensorBoardLog
-
-            self._tensorboard = TensorBoardLog(run.path / "tensorboard", purge_step=state["step"] + 1 if resume else None)
-            run.on_record = self._tensorboard
-        previous_handlers = {signum: signal.signal(signum, self._on_signal) for signum in STOP_SIGNALS}
-        bar = progress_bar(f"train {run.path.name}", "step", total=self.total_steps, enabled=cfg.progress,
-                           initial=state["step"])
         started = time.perf_counter() - state["seconds"]
-        try:
+        with self.session.steps(state["step"]) as bar:
             if state.pop("pending_evaluation", False):  # Ctrl-C cut it short: it is still owed
                 self._scheduled_evaluation(state)
                 if self._agree(state):
@@ -384,10 +329,6 @@ class Trainer:
                     stopped = self._stop_reason(state)
                     if interrupted:
                         self._stop_interrupted(state)
-        finally:
-            bar.close()
-            for signum, handler in previous_handlers.items():
-                signal.signal(signum, handler)
 
         stopped = stopped or "completed"
         if has_dev and state.get("evaluated_step") != state["step"]:
@@ -406,9 +347,7 @@ class Trainer:
             else:
                 dev = self._evaluate("dev", cfg.bootstrap_samples) if has_dev else {}
             test = self._evaluate("test", cfg.bootstrap_samples) if self.task.has_split("test") else {}
-        for split, metrics in (("dev_final", dev), ("test", test)):
-            if metrics:
-                run.append_metrics({"split": split, "step": state["best_step"] or state["step"], **metrics})
+        self.session.record_final(dev, test, state["best_step"] or state["step"])
         seconds = max(state["step_seconds"], 1e-9)
         result = TrainResult(steps=state["step"], epochs_completed=state["epoch"], train_seconds=state["seconds"],
                              examples_per_second=state["examples"] / seconds,
@@ -442,13 +381,13 @@ class Trainer:
         """Whether to stop for a Ctrl-C now: the same answer on every process.
 
         Several processes: a Ctrl-C or the clock may reach one process first; all act on it together.
-        The answer is returned, never written back to `_interrupted`: a Ctrl-C handled while the
+        The answer is returned, never written back to `session.interrupted`: a Ctrl-C handled while the
         processes agree would be overwritten and lost; kept, it is acted on after the next step.
         """
         if distributed.world() == 1:
-            return self._interrupted
+            return self.session.interrupted
         interrupted, out_of_time = distributed.any_process(
-            self._interrupted, bool(self.cfg.max_minutes) and state["seconds"] >= 60 * self.cfg.max_minutes)
+            self.session.interrupted, bool(self.cfg.max_minutes) and state["seconds"] >= 60 * self.cfg.max_minutes)
         if out_of_time:
             state["seconds"] = max(state["seconds"], 60 * self.cfg.max_minutes)
         return interrupted
@@ -458,7 +397,7 @@ class Trainer:
         # from which every process takes the same decisions below (best step, patience, NT-ASGD's switch).
         metrics = distributed.on_main(self._dev_metrics)
         state["evaluated_step"] = state["step"]
-        self.run.append_metrics({"split": "dev", "step": state["step"], "epoch": state["epoch"], **_scalars(metrics)})
+        self.run.append_metrics({"split": "dev", "step": state["step"], "epoch": state["epoch"], **scalars(metrics)})
         value = metrics[self.metric]
         note = None if math.isnan(value) else after_evaluation(self.optimizer, value, self.higher_is_better)
         if note:
@@ -491,10 +430,6 @@ def finished_status(result: TrainResult) -> dict:
     return dict(steps=result.steps, train_seconds=round(result.train_seconds, 2),
                 examples_per_second=round(result.examples_per_second, 1),
                 tokens_per_second=round(result.tokens_per_second, 1), metric=result.metric_name,
-                best=result.best_metric, best_step=result.best_step, dev=_scalars(result.dev),
-                test=_scalars(result.test), stopped=result.stopped, skipped_steps=result.skipped_steps,
+                best=result.best_metric, best_step=result.best_step, dev=scalars(result.dev),
+                test=scalars(result.test), stopped=result.stopped, skipped_steps=result.skipped_steps,
                 precision=result.precision)
-
-
-def _scalars(metrics: dict) -> dict:
-    return {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}

@@ -4,11 +4,12 @@ Why not `Trainer`: word2vec's speed comes from touching only the rows of the wor
 a learning rate decaying linearly over the words read (Mikolov et al. 2013a; word2vec.c). A dense
 optimizer step over the [V, D] tables would cost the whole vocabulary per step. So this loop
 computes the gradient of the sigmoid losses by hand and adds it into the rows with `index_add_`,
-for `model.batch_words` centre words at once (no Python loop per word or per pair). It keeps every
-promise of `Trainer` about the run directory: run.json status, metrics.jsonl, a resumable
-checkpoint at each epoch end (and every train.checkpoint_every steps), a progress bar, and Ctrl-C
-finishing the step, saving the checkpoint and exiting. With train.threads > 1 on the CPU the steps
-are trained by that many worker processes on shared tables (`_Workers`).
+for `model.batch_words` centre words at once (no Python loop per word or per pair). The shell
+around the loop is `Trainer`'s own (training/session.py): run.json status, Ctrl-C and SIGTERM
+finishing the step, saving the checkpoint and exiting, `--resume`, the progress bar, TensorBoard
+and the final metrics records; the loop adds a resumable checkpoint at each epoch end (and every
+train.checkpoint_every steps). With train.threads > 1 on the CPU the steps are trained by that
+many worker processes on shared tables (`_Workers`).
 
 One step, skip-gram (each word predicted from every word of its window): all the window's words
 share the word's noise words (or its Huffman path), so the scores of a window are one small
@@ -29,20 +30,19 @@ import math
 import os
 import queue
 import signal
-import sys
 import time
 
 import torch
 import torch.nn.functional as F
-from tqdm import tqdm
 
 from textnn.config import TrainConfig
 from textnn.errors import TextnnError
 from textnn.models.word2vec import seed_of
 from textnn.runs import RunDir
 from textnn.training import distributed, word2vec_cpu
-from textnn.training.checkpoint import load_checkpoint, save_checkpoint, save_weights
-from textnn.training.trainer import STOP_SIGNALS, TrainingInterrupted, TrainResult, resolve_device, say
+from textnn.training.checkpoint import save_weights
+from textnn.training.session import STOP_SIGNALS, TrainingSession, scalars
+from textnn.training.trainer import TrainResult, resolve_device
 
 
 @torch.no_grad()
@@ -292,7 +292,6 @@ class Word2VecTrainer:
         self.mcfg = task.config.model
         # Only a holder for the checkpoint format (training/checkpoint.py); the updates are by hand.
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=self.mcfg.start_alpha)
-        self._interrupted = 0  # the stop signal received (SIGINT or SIGTERM), 0 = none
         self.data = task.device_arrays(self.device)
         # train.threads > 1 on the CPU: that many worker processes (`_Workers`) train whole steps on
         # one core each; 0 = the steps run here, one after the other.
@@ -306,6 +305,8 @@ class Word2VecTrainer:
         self.total_steps = sum(task.num_train_batches(epoch) for epoch in range(cfg.epochs))
         if cfg.max_steps:
             self.total_steps = min(self.total_steps, cfg.max_steps)
+        # run.json, Ctrl-C and SIGTERM, checkpoints, the progress bar, TensorBoard (training/session.py)
+        self.session = TrainingSession(run, cfg, self.model, self.optimizer, self.total_steps)
 
     # ----------------------------------------------------------------------------------------------
     def _generator(self, *key: int) -> torch.Generator:
@@ -403,108 +404,27 @@ class Word2VecTrainer:
         return self.task.subsample(epoch, self.cfg.seed, self.data)
 
     # ----------------------------------------------------------------------------------------------
-    def _on_signal(self, signum, frame) -> None:
-        """Ctrl-C or SIGTERM: finish the step, checkpoint, stop (as the generic trainer); a second one stops at once."""
-        if self._interrupted:
-            raise KeyboardInterrupt
-        self._interrupted = signum
-        say(f"interrupt ({signal.Signals(signum).name}): finishing this step, then saving a checkpoint "
-            f"(again to abort)")
-
-    def _save_checkpoint(self, state: dict) -> None:
-        save_checkpoint(self.run.checkpoint_file, self.model, self.optimizer, state)
-
     def fit(self, resume: bool = False) -> TrainResult:
-        cfg, run, mcfg = self.cfg, self.run, self.mcfg
+        try:
+            return self._fit(resume)
+        finally:
+            self.session.close()
+
+    def _fit(self, resume: bool) -> TrainResult:
+        run, session = self.run, self.session
         # words: corpus words of the finished epochs; epoch_words: read so far in the current one
         state = {"step": 0, "epoch": 0, "batch_in_epoch": 0, "seconds": 0.0, "words": 0, "epoch_words": 0}
         if resume:
-            state = load_checkpoint(run.checkpoint_file, self.model, self.optimizer)
-            run.truncate_metrics(state["step"])
-            say(f"resuming {run.path} at step {state['step']} (epoch {state['epoch'] + 1})")
-        run.set_status("running", total_steps=self.total_steps, vocabulary=len(self.task.vocab),
-                       corpus_words=self.task.corpus_words, dropped_words=self.task.dropped)
-        corpus_words = self.task.corpus_words
-        planned_words = corpus_words * cfg.epochs
-        alpha, min_alpha = mcfg.start_alpha, mcfg.min_alpha
+            state = session.resume()
+        session.begin(vocabulary=len(self.task.vocab), corpus_words=self.task.corpus_words,
+                      dropped_words=self.task.dropped)
         # Workers are forked before the progress bar and the signal handlers: they inherit neither.
         workers = _Workers(self, self.processes) if self.processes else None
-        previous_handlers = {signum: signal.signal(signum, self._on_signal) for signum in STOP_SIGNALS}
-        bar = tqdm(total=self.total_steps, initial=state["step"], disable=not cfg.progress,
-                   desc=f"train {run.path.name}", unit="step", file=sys.stderr, dynamic_ncols=True,
-                   mininterval=0.2 if sys.stderr.isatty() else 10.0)
         started = time.perf_counter() - state["seconds"]
-        stopped = None
-        log_loss, log_predictions = torch.zeros((), device=self.device), 0
-        # steps given out (here or to the workers) and not yet reported back; a checkpoint is only
-        # written when none is, so that it holds every step before state["batch_in_epoch"] and no other
-        in_flight, ready = 0, []
-        dispatched = state["step"]
         try:
-            while state["epoch"] < cfg.epochs and not stopped:
-                epoch = state["epoch"]
-                stream, sentence, raw_position = self._epoch_stream(epoch)
-                starts = range(0, len(stream), mcfg.batch_words)
-                ends = [min(start + mcfg.batch_words, len(stream)) for start in starts]
-                # corpus words read by the end of each step (one transfer per epoch, not one per step)
-                read = (raw_position[torch.tensor(ends, dtype=torch.long, device=self.device) - 1] + 1).tolist()
-                index, checkpoint_due = state["batch_in_epoch"], False
-                while True:
-                    while (index < len(starts) and in_flight < (2 * self.processes or 1) and not checkpoint_due
-                           and not stopped and not self._interrupted):
-                        # Linear decay over the words read, as word2vec.c and gensim do (2013a section 4.2).
-                        done = (epoch * corpus_words + read[index]) / planned_words
-                        lr = max(min_alpha, alpha - (alpha - min_alpha) * done)
-                        if workers is None:
-                            ready.append((index, lr, self._train_step(stream, sentence, starts[index], ends[index],
-                                                                      (epoch, index), lr)))
-                        else:
-                            workers.submit(epoch, index, starts[index], ends[index], lr)
-                        index, in_flight, dispatched = index + 1, in_flight + 1, dispatched + 1
-                        checkpoint_due = bool(cfg.checkpoint_every and dispatched % cfg.checkpoint_every == 0)
-                        if cfg.max_steps and dispatched >= cfg.max_steps:
-                            stopped = "max_steps"
-                    if not in_flight:
-                        break  # the epoch's steps are done, or the run stops
-                    done_index, lr, loss = ready.pop() if ready else workers.receive()
-                    in_flight -= 1
-                    log_loss += loss
-                    log_predictions += ends[done_index] - starts[done_index]
-                    state["step"] += 1
-                    state["seconds"] = time.perf_counter() - started
-                    bar.update(1)
-                    if state["step"] % cfg.log_every == 0:
-                        loss = float(log_loss) / max(log_predictions, 1)
-                        if not math.isfinite(loss):
-                            self._diverged(state, loss)
-                        words = state["words"] + read[done_index]
-                        speed = words / max(state["seconds"], 1e-9)
-                        bar.set_postfix(loss=f"{loss:.4f}", words_s=f"{speed:,.0f}", lr=f"{lr:.5f}",
-                                        epoch=epoch + 1, refresh=False)
-                        run.append_metrics({"split": "train", "step": state["step"], "epoch": epoch,
-                                            "loss": loss, "lr": lr, "words_per_s": speed,
-                                            "seconds": round(state["seconds"], 2)})
-                        log_loss, log_predictions = torch.zeros((), device=self.device), 0
-                    if not stopped and cfg.max_minutes and state["seconds"] >= 60 * cfg.max_minutes:
-                        stopped = "max_minutes"
-                    if not in_flight:  # every step given out is done: the state is whole
-                        state["batch_in_epoch"] = index
-                        state["epoch_words"] = read[index - 1]
-                        if checkpoint_due:
-                            self._save_checkpoint(state)
-                            checkpoint_due = False
-                if index == len(starts):
-                    state["words"] += corpus_words
-                    state["epoch_words"] = 0
-                    state["epoch"] += 1
-                    state["batch_in_epoch"] = 0
-                    self._save_checkpoint(state)
-                if self._interrupted:
-                    self._stop_interrupted(state)
+            with session.steps(state["step"]) as bar:
+                stopped = self._train_epochs(state, started, bar, workers)
         finally:
-            bar.close()
-            for signum, handler in previous_handlers.items():
-                signal.signal(signum, handler)
             if workers is not None:
                 workers.close()
         if self.device.type == "cuda":
@@ -513,14 +433,12 @@ class Word2VecTrainer:
         stopped = stopped or "completed"
         if not (torch.isfinite(self.model.input).all() and torch.isfinite(self.model.output).all()):
             self._diverged(state, float("nan"))
-        self._save_checkpoint(state)
+        session.save_checkpoint(state)
         save_weights(self.model, run.weights_file)
         self.task.write_vectors(self.model, run.path)
         dev = self.task.evaluate_split(self.model, "dev")
         test = self.task.evaluate_split(self.model, "test")
-        for split, metrics in (("dev_final", dev), ("test", test)):
-            if metrics:
-                run.append_metrics({"split": split, "step": state["step"], **_scalars(metrics)})
+        session.record_final(scalars(dev), scalars(test), state["step"])
         seconds = max(state["seconds"], 1e-9)
         words = state["words"] + state["epoch_words"]
         metric = self.task.default_metric
@@ -532,16 +450,86 @@ class Word2VecTrainer:
                              dev=dev, test=test, stopped=stopped)
         return result  # the run is marked finished once its report is written (experiment.train)
 
+    def _train_epochs(self, state: dict, started: float, bar, workers: "_Workers | None") -> str | None:
+        """Train from `state` (updated step by step, checkpointed at each epoch end and every
+        train.checkpoint_every steps) until the epochs are done or the run stops; returns why it
+        stopped early (max_steps, max_minutes), None if it did not. `started`: the clock's start,
+        less the seconds trained before a resume."""
+        cfg, run, mcfg, session = self.cfg, self.run, self.mcfg, self.session
+        corpus_words = self.task.corpus_words
+        planned_words = corpus_words * cfg.epochs
+        alpha, min_alpha = mcfg.start_alpha, mcfg.min_alpha
+        # a resumed run may have nothing left to do (it stopped on this budget before)
+        stopped = ("max_steps" if cfg.max_steps and state["step"] >= cfg.max_steps else
+                   "max_minutes" if cfg.max_minutes and state["seconds"] >= 60 * cfg.max_minutes else None)
+        log_loss, log_predictions = torch.zeros((), device=self.device), 0
+        # steps given out (here or to the workers) and not yet reported back; a checkpoint is only
+        # written when none is, so that it holds every step before state["batch_in_epoch"] and no other
+        in_flight, ready = 0, []
+        dispatched = state["step"]
+        while state["epoch"] < cfg.epochs and not stopped:
+            epoch = state["epoch"]
+            stream, sentence, raw_position = self._epoch_stream(epoch)
+            starts = range(0, len(stream), mcfg.batch_words)
+            ends = [min(start + mcfg.batch_words, len(stream)) for start in starts]
+            # corpus words read by the end of each step (one transfer per epoch, not one per step)
+            read = (raw_position[torch.tensor(ends, dtype=torch.long, device=self.device) - 1] + 1).tolist()
+            index, checkpoint_due = state["batch_in_epoch"], False
+            while True:
+                while (index < len(starts) and in_flight < (2 * self.processes or 1) and not checkpoint_due
+                       and not stopped and not session.interrupted):
+                    # Linear decay over the words read, as word2vec.c and gensim do (2013a section 4.2).
+                    done = (epoch * corpus_words + read[index]) / planned_words
+                    lr = max(min_alpha, alpha - (alpha - min_alpha) * done)
+                    if workers is None:
+                        ready.append((index, lr, self._train_step(stream, sentence, starts[index], ends[index],
+                                                                  (epoch, index), lr)))
+                    else:
+                        workers.submit(epoch, index, starts[index], ends[index], lr)
+                    index, in_flight, dispatched = index + 1, in_flight + 1, dispatched + 1
+                    checkpoint_due = bool(cfg.checkpoint_every and dispatched % cfg.checkpoint_every == 0)
+                    if cfg.max_steps and dispatched >= cfg.max_steps:
+                        stopped = "max_steps"
+                if not in_flight:
+                    break  # the epoch's steps are done, or the run stops
+                done_index, lr, loss = ready.pop() if ready else workers.receive()
+                in_flight -= 1
+                log_loss += loss
+                log_predictions += ends[done_index] - starts[done_index]
+                state["step"] += 1
+                state["seconds"] = time.perf_counter() - started
+                bar.update(1)
+                if state["step"] % cfg.log_every == 0:
+                    loss = float(log_loss) / max(log_predictions, 1)
+                    if not math.isfinite(loss):
+                        self._diverged(state, loss)
+                    words = state["words"] + read[done_index]
+                    speed = words / max(state["seconds"], 1e-9)
+                    bar.set_postfix(loss=f"{loss:.4f}", words_s=f"{speed:,.0f}", lr=f"{lr:.5f}",
+                                    epoch=epoch + 1, refresh=False)
+                    run.append_metrics({"split": "train", "step": state["step"], "epoch": epoch,
+                                        "loss": loss, "lr": lr, "words_per_s": speed,
+                                        "seconds": round(state["seconds"], 2)})
+                    log_loss, log_predictions = torch.zeros((), device=self.device), 0
+                if not stopped and cfg.max_minutes and state["seconds"] >= 60 * cfg.max_minutes:
+                    stopped = "max_minutes"
+                if not in_flight:  # every step given out is done: the state is whole
+                    state["batch_in_epoch"] = index
+                    state["epoch_words"] = read[index - 1]
+                    if checkpoint_due:
+                        session.save_checkpoint(state)
+                        checkpoint_due = False
+            if index == len(starts):
+                state["words"] += corpus_words
+                state["epoch_words"] = 0
+                state["epoch"] += 1
+                state["batch_in_epoch"] = 0
+                session.save_checkpoint(state)
+            if session.interrupted:
+                session.save_checkpoint(state)
+                session.stop_interrupted(state)
+        return stopped
+
     def _diverged(self, state: dict, loss: float) -> None:
         raise TextnnError(f"training diverged at step {state['step']} (loss {loss}): the vectors are no longer "
                           f"finite; start a new run with a lower model.alpha or model.batch_words")
-
-    def _stop_interrupted(self, state: dict) -> None:
-        self._save_checkpoint(state)
-        self.run.set_status("interrupted", step=state["step"])
-        raise TrainingInterrupted(f"interrupted at step {state['step']}; checkpoint saved. Continue with "
-                                  f"`textnn train CONFIG --run-dir {self.run.path} --resume`", self._interrupted)
-
-
-def _scalars(metrics: dict) -> dict:
-    return {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}

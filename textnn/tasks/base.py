@@ -1,30 +1,28 @@
-"""What every task is: its options, which encoders it can use, its metrics, and the run files it keeps.
+"""What every task is: the protocol the trainer and the commands rely on, declared as abstract classes.
 
 A task turns data into batches, puts its head on an encoder, computes the loss and the metrics,
 writes predictions and the task's part of the report. The trainer and the commands call only the
-methods below, so `experiment.py` and `cli.py` never ask which task a run is.
+methods declared here, so `experiment.py` and `cli.py` never ask which task a run is.
+
+`Task` is what every task gives: building (`from_data`, `from_run`, `save`, `build_model`), its
+splits, its trainer, the commands' methods. `BatchTask` adds what the generic trainer
+(training/trainer.py) reads: `train_batches`, `num_train_batches`, `loss`, `evaluate`, `encode_file`.
+Every task but word embeddings (word2vec's own sparse loop) is a `BatchTask`. A batch is a
+`data.batching.Batch`.
 
 Class attributes:
     data_config        the task's DataConfig subclass: `data:` options are checked by it
     head_config        the dataclass of its `head:` options
     metric_directions  every metric it reports that a run may select on -> True when higher is better
     intervals          whether `evaluate` gives a bootstrap interval when asked (bootstrap_samples > 0)
-
-Building: `from_data(config)` reads the files (or, with model.init_from, takes the tokenizer and
-vocabulary from the starting run), `from_run(path, config)` rebuilds from a run directory,
-`save(path)` writes what `from_run` reads, `build_model()` returns an `EncoderWithHead`.
-Training (see training/trainer.py): `trainer(model, cfg, run)`, `train_batches(epoch)`, `loss(model, batch)`,
-`evaluate(model, split, bootstrap_samples)`, `has_split(split)`, `default_metric`, and
-`carried_state()` / `restore_carried_state(state)` for a task whose next batch starts from what the
-last one left (the checkpoint keeps it, so that a resume is exact).
-Commands: `encode_file(path)`, `evaluate_file(model, path, bootstrap_samples, options)`,
-`predict(model, lines, source, options)` -> output lines,
-`report_sections(metrics, split, run_path)` -> markdown lines, `format_metrics(metrics)` -> text lines.
+    capabilities       what the task offers beyond the protocol, by name (CAPABILITIES): the commands
+                       read this set instead of probing for methods
 """
 
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Callable, ClassVar, Iterable, Iterator
 
@@ -72,7 +70,15 @@ def empty_answer(keys: dict) -> str:
     return json.dumps({**keys, "empty": True})
 
 
-class Task:
+# Capabilities a task may declare (Task.capabilities), each with the method it then has:
+#   word_vectors     word_vectors(model) -> WordVectors            (`neighbors`, `analogy`)
+#   translate_lines  translate_lines(model, lines, decoding)        (`translate`)
+#   write_views      write_views(model, text, output, title) -> paths  (`visualize`: the task's own view)
+CAPABILITIES = frozenset({"word_vectors", "translate_lines", "write_views"})
+
+
+class Task(ABC):
+    capabilities: ClassVar[frozenset[str]] = frozenset()
     data_config: ClassVar[type] = DataConfig
     head_config: ClassVar[type] = NoHeadOptions
     metric_directions: ClassVar[dict[str, bool]] = {"loss": False}
@@ -88,11 +94,47 @@ class Task:
     # With data.extend_vocab: the size of the starting run's vocabulary; ids from it on are words added here.
     start_vocab_size: int | None = None
 
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        unknown = cls.capabilities - CAPABILITIES
+        if unknown:
+            raise TypeError(f"{cls.__name__}.capabilities: unknown {sorted(unknown)}; known: {sorted(CAPABILITIES)}")
+
     # --- what the task can use ----------------------------------------------------------------------
     @classmethod
+    @abstractmethod
     def unusable_reason(cls, encoder_cls: type) -> str | None:
         """Why this task cannot put its head on encoders of `encoder_cls` (None when it can)."""
-        raise NotImplementedError
+
+    # --- building -----------------------------------------------------------------------------------
+    @classmethod
+    @abstractmethod
+    def from_data(cls, config: Config) -> "Task":
+        """The task with its text pipeline (tasks/pipeline.py) and splits read from the data files; with
+        model.init_from, the pipeline comes from the starting run."""
+
+    @classmethod
+    @abstractmethod
+    def from_run(cls, run_path: Path, config: Config) -> "Task":
+        """The task as a run saved it (`save`), without reading any data file."""
+
+    @abstractmethod
+    def save(self, run_path: Path) -> None:
+        """Write what `from_run` reads (tokenizer, vocabulary, labels: JSON files)."""
+
+    @abstractmethod
+    def build_model(self):
+        """The model to train: an encoder with this task's head (`EncoderWithHead`, or an `EncoderDecoder`)."""
+
+    @abstractmethod
+    def has_split(self, split: str) -> bool:
+        """Whether the run has data for `split` (train, dev, test)."""
+
+    @property
+    @abstractmethod
+    def default_metric(self) -> str:
+        """The metric a run selects its best weights on unless train.metric names another (a class attribute
+        or a property)."""
 
     @classmethod
     def check_config(cls, config: Config) -> None:
@@ -188,23 +230,14 @@ class Task:
         return tokenizer, Vocab.load(run_path / "vocab.json")
 
     # --- training ------------------------------------------------------------------------------------
+    @abstractmethod
     def trainer(self, model, cfg, run):
-        """What trains this task's model into `run` (an object with `fit(resume) -> TrainResult`).
-
-        The generic `Trainer` for every task that learns by gradient steps of an optimizer; a task
-        whose method needs its own loop (word2vec's sparse SGD) returns that instead.
-        """
-        from textnn.training.trainer import Trainer
-
-        return Trainer(self, model, cfg, run)
+        """What trains this task's model into `run` (an object with `fit(resume) -> TrainResult`)."""
 
     # --- commands -----------------------------------------------------------------------------------
+    @abstractmethod
     def evaluate_file(self, model, path: str, bootstrap_samples: int = 0, options: dict | None = None) -> dict:
         """Metrics on a labelled file (`textnn evaluate`); `options` are the task's own evaluation options."""
-        if options:
-            raise TextnnError(f"{', '.join('--' + key for key in options)}: does not apply to task "
-                              f"{self.config.task}")  # type: ignore[attr-defined]
-        return self.evaluate(model, self.encode_file(path), bootstrap_samples=bootstrap_samples)  # type: ignore[attr-defined]
 
     def predict(self, model, lines: Iterable[str], source: str, options: dict) -> Iterator[str]:
         """Output lines for input lines (`textnn predict`); `options` are the command's task options."""
@@ -218,3 +251,41 @@ class Task:
         """Lines `textnn evaluate` prints for the metrics of `evaluate`."""
         return [f"{key:>18}: {value:.4f}" if isinstance(value, float) else f"{key:>18}: {value}"
                 for key, value in metrics.items()]
+
+
+class BatchTask(Task):
+    """A task the generic trainer trains by gradient steps over its batches (training/trainer.py)."""
+
+    @abstractmethod
+    def train_batches(self, epoch: int) -> Iterable:
+        """The epoch's training batches (`data.batching.Batch`): the same for the same epoch and seed, which is
+        what makes a resume exact."""
+
+    @abstractmethod
+    def num_train_batches(self, epoch: int) -> int:
+        """len(train_batches(epoch)) without building them (the trainer plans every epoch)."""
+
+    @abstractmethod
+    def loss(self, model, batch):
+        """The SUM of the loss over the batch's `count` terms (a scalar tensor): the trainer divides by the
+        count of the whole step, so accumulated micro-batches give the gradient of one big batch."""
+
+    @abstractmethod
+    def evaluate(self, model, split, bootstrap_samples: int = 0) -> dict:
+        """Metrics (with "loss") on a split name or on what `encode_file` returned."""
+
+    @abstractmethod
+    def encode_file(self, path: str, require_labels: bool = True):
+        """A data file read as `evaluate` takes it."""
+
+    def trainer(self, model, cfg, run):
+        """The generic `Trainer`."""
+        from textnn.training.trainer import Trainer
+
+        return Trainer(self, model, cfg, run)
+
+    def evaluate_file(self, model, path: str, bootstrap_samples: int = 0, options: dict | None = None) -> dict:
+        if options:
+            raise TextnnError(f"{', '.join('--' + key for key in options)}: does not apply to task "
+                              f"{self.config.task}")  # type: ignore[attr-defined]
+        return self.evaluate(model, self.encode_file(path), bootstrap_samples=bootstrap_samples)

@@ -34,7 +34,7 @@ import csv
 import json
 import sys
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -44,7 +44,7 @@ import torch.nn.functional as F
 
 from textnn import registry
 from textnn.config import Config, WordVectorData, check_key, is_int, opt
-from textnn.data.batching import bucket_batches, pad
+from textnn.data.batching import Batch, bucket_batches, pad
 from textnn.data.cache import cached
 from textnn.data.packing import pack
 from textnn.data.readers import Record, Records, line_list, read_classification, stratified_kfold_splits
@@ -56,7 +56,7 @@ from textnn.metrics import CLASSIFICATION_METRICS, REGRESSION_METRICS, bootstrap
 from textnn.models.base import Encoder, EncoderWithHead, InputSpec, ModelOutput, TokenFeatures, detach_state
 from textnn.modules.heads import ClassifierHead, PairClassifierHead, RegressionHead
 from textnn.modules.pooling import concat_pool, last_valid, masked_max, masked_mean
-from textnn.tasks.base import Task, blank, empty_answer, line_chunks
+from textnn.tasks.base import BatchTask, blank, empty_answer, line_chunks
 from textnn.tasks.features import (FeatureSource, FrozenLayers, check_feature_options, frozen_layers,
                                    pad_word_inputs, read_source, save_source, source_from_run)
 
@@ -201,7 +201,7 @@ class Classifier(EncoderWithHead):
 
 
 @dataclass
-class ClassificationBatch:
+class ClassificationBatch(Batch):
     ids: torch.Tensor  # [B, T] token ids
     mask: torch.Tensor  # [B, T] bool, True = real token
     labels: torch.Tensor  # [B] class ids (real values [B] for regression)
@@ -211,22 +211,11 @@ class ClassificationBatch:
     segments: torch.Tensor | None = None  # [B, T] segment ids of packed inputs (encoders that read them)
     word_inputs: torch.Tensor | None = None  # [B, T, C] a word-level feature encoder's input (data.features_from)
     pair_word_inputs: torch.Tensor | None = None  # [B, T2, C] the same for the pair's second sentence
-    lr_scale: float = 1.0  # the trainer scales this step's learning rate by it; classification never does
-
-    @property
-    def count(self) -> int:
-        return len(self.index)
 
     @property
     def num_tokens(self) -> int:
         n = int(self.mask.sum())
         return n + (int(self.pair_mask.sum()) if self.pair_mask is not None else 0)
-
-    def to(self, device: torch.device) -> "ClassificationBatch":
-        move = lambda t: t.to(device, non_blocking=True) if t is not None else None  # noqa: E731
-        return replace(self, ids=move(self.ids), mask=move(self.mask), labels=move(self.labels),
-                       pair_ids=move(self.pair_ids), pair_mask=move(self.pair_mask), segments=move(self.segments),
-                       word_inputs=move(self.word_inputs), pair_word_inputs=move(self.pair_word_inputs))
 
 
 @dataclass
@@ -256,7 +245,7 @@ def _label_order(labels: set[str]) -> list[str]:
     return sorted(labels)
 
 
-class ClassificationTask(Task):
+class ClassificationTask(BatchTask):
     data_config = ClassificationData
     head_config = ClassificationHeadConfig
     metric_directions = {"loss": False, **{name: True for name in CLASSIFICATION_METRICS},

@@ -87,7 +87,7 @@ from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.errors import TextnnError
 from textnn.models.base import EncoderWithHead, InputSpec, ModelOutput, detach_state
 from textnn.modules.heads import AdaptiveLMHead, LMHead
-from textnn.tasks.base import Task
+from textnn.tasks.base import BatchTask
 from textnn.training import distributed
 
 # B batch (parallel windows or rows), T window length (data.bptt), V vocabulary size, N stream length,
@@ -188,6 +188,8 @@ class LanguageModel(EncoderWithHead):
 class AttentionLanguageModel(LanguageModel):
     """A language model whose encoder can also return its attention maps (GPT): the attention view."""
 
+    shows_attention = True
+
     @torch.no_grad()
     def forward_with_attention(self, ids: torch.Tensor) -> tuple[ModelOutput, torch.Tensor]:
         """ids [B, T] -> (ModelOutput(logits [B, T, V]), attention [L, B, H, T, T]) on the explicit path."""
@@ -266,11 +268,11 @@ def language_model(model_name: str, cfg: object, vocab_size: int, pad_id: int = 
         word_bytes = encoder.word_bytes(words)  # [V, C]
         word_bytes[pad_id] = 0  # the padding word has no bytes: the encoder reads it as padding
         return BidirectionalLanguageModel(encoder, head, word_bytes)
-    model_cls = AttentionLanguageModel if callable(getattr(encoder, "forward_with_attention", None)) else LanguageModel
+    model_cls = AttentionLanguageModel if encoder.gives_attention else LanguageModel
     return model_cls(encoder, head)
 
 
-class LanguageModelingTask(Task):
+class LanguageModelingTask(BatchTask):
     """Next-token prediction on plain-text streams, in the trainer's task protocol (see the module doc)."""
 
     intervals = False  # perplexity has no bootstrap interval here

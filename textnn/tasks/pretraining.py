@@ -26,7 +26,7 @@ tagging or qa run starts from it with `model.init_from: RUN_DIR`.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +36,7 @@ from torch import nn
 
 from textnn import registry
 from textnn.config import Config, DataConfig, check_key, is_int, opt
-from textnn.data.batching import bucket_batches, pad
+from textnn.data.batching import Batch, bucket_batches, pad
 from textnn.data.cache import cached
 from textnn.data.masking import (IGNORE, Sentence, full_sentence_blocks, mask_instances, nsp_instances,
                                  read_documents)
@@ -45,7 +45,7 @@ from textnn.data.vocab import Vocab
 from textnn.errors import TextnnError
 from textnn.models.base import EncoderWithHead, Head, InputSpec, TokenFeatures
 from textnn.modules.heads import MLMHead
-from textnn.tasks.base import Task
+from textnn.tasks.base import BatchTask
 
 DOCUMENTS = ("blank_lines", "wikitext")
 
@@ -111,27 +111,17 @@ class Pretrainer(EncoderWithHead):
 
 
 @dataclass
-class PretrainingBatch:
+class PretrainingBatch(Batch):
     ids: torch.Tensor  # [B, T] masked inputs
     mask: torch.Tensor  # [B, T] bool
     segments: torch.Tensor  # [B, T]
     targets: torch.Tensor  # [B, T] original ids at predicted positions, IGNORE elsewhere
     is_next: torch.Tensor  # [B] 1 IsNext, 0 NotNext, -1 no NSP label (a single segment, or data.nsp false)
-    lr_scale: float = 1.0
 
     @property
     def count(self) -> int:
         """Loss terms: one per sequence (each sequence's loss is its mean MLM loss + its NSP loss)."""
         return int(self.ids.size(0))
-
-    @property
-    def num_tokens(self) -> int:
-        return int(self.mask.sum())
-
-    def to(self, device: torch.device) -> "PretrainingBatch":
-        move = lambda t: t.to(device, non_blocking=True)  # noqa: E731
-        return replace(self, ids=move(self.ids), mask=move(self.mask), segments=move(self.segments),
-                       targets=move(self.targets), is_next=move(self.is_next))
 
 
 @dataclass
@@ -157,7 +147,7 @@ def sequence_losses(out: PretrainingOutput, targets: torch.Tensor, is_next: torc
     return mlm, nsp, counts
 
 
-class PretrainingTask(Task):
+class PretrainingTask(BatchTask):
     data_config = PretrainingData
     formats = ("text",)
     intervals = False  # MLM/NSP metrics have no bootstrap interval

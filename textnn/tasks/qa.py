@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -42,7 +42,7 @@ import torch.nn.functional as F
 
 from textnn import registry
 from textnn.config import Config, DataConfig, check_key, is_int, opt
-from textnn.data.batching import bucket_batches, pad
+from textnn.data.batching import Batch, bucket_batches, pad
 from textnn.data.cache import cached
 from textnn.data.packing import pack
 from textnn.data.readers import read_text
@@ -52,7 +52,7 @@ from textnn.errors import TextnnError, short
 from textnn.metrics.squad import squad_scores
 from textnn.models.base import EncoderWithHead, InputSpec, TokenFeatures
 from textnn.modules.heads import SpanHead
-from textnn.tasks.base import Task, blank, empty_answer
+from textnn.tasks.base import BatchTask, blank, empty_answer
 
 
 @dataclass
@@ -217,30 +217,16 @@ class SpanModel(EncoderWithHead):
 
 
 @dataclass
-class QABatch:
+class QABatch(Batch):
     ids: torch.Tensor  # [B, T]
     mask: torch.Tensor  # [B, T] bool
     segments: torch.Tensor  # [B, T]
     starts: torch.Tensor  # [B] gold start positions
     ends: torch.Tensor  # [B]
     index: list[int]  # windows of the split
-    lr_scale: float = 1.0
-
-    @property
-    def count(self) -> int:
-        return len(self.index)
-
-    @property
-    def num_tokens(self) -> int:
-        return int(self.mask.sum())
-
-    def to(self, device: torch.device) -> "QABatch":
-        move = lambda t: t.to(device, non_blocking=True)  # noqa: E731
-        return replace(self, ids=move(self.ids), mask=move(self.mask), segments=move(self.segments),
-                       starts=move(self.starts), ends=move(self.ends))
 
 
-class QATask(Task):
+class QATask(BatchTask):
     data_config = QAData
     formats = ("squad",)
     intervals = False  # EM/F1 have no bootstrap interval: a second pass over dev (minutes for SQuAD) adds nothing

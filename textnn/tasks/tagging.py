@@ -47,7 +47,7 @@ from __future__ import annotations
 import itertools
 import json
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -56,7 +56,7 @@ import torch
 
 from textnn import registry
 from textnn.config import Config, WordVectorData, check_key, opt
-from textnn.data.batching import bucket_batches, pad
+from textnn.data.batching import Batch, OnDevice, bucket_batches, pad
 from textnn.data.cache import cached
 from textnn.data.conll import (MAX_WORD_CHARS, Sentence, convert_tags, normalise_scheme, read_conll,
                                split_tag, tag_set)
@@ -66,7 +66,7 @@ from textnn.errors import TextnnError
 from textnn.metrics.spans import SPAN_METRICS, sentence_counts, span_bootstrap_ci, span_scores
 from textnn.models.base import EncoderWithHead, InputSpec, ModelOutput, TokenFeatures
 from textnn.modules.heads import TAGGER_OUTPUTS, TaggerHead
-from textnn.tasks.base import Task, blank, empty_answer, line_chunks
+from textnn.tasks.base import BatchTask, blank, empty_answer, line_chunks
 from textnn.tasks.features import (FeatureSource, FrozenLayers, check_feature_options, frozen_layers,
                                    pad_word_inputs, read_source, save_source, source_from_run)
 
@@ -180,44 +180,26 @@ def casing(token: str) -> int:
 
 
 @dataclass
-class SubwordInput:
+class SubwordInput(OnDevice):
     """A sub-word encoder's view of a batch of sentences."""
 
     ids: torch.Tensor  # [B, P] [CLS] pieces [SEP]
     mask: torch.Tensor  # [B, P] bool
     first: torch.Tensor  # [B, T] position in ids of each word's first piece (0 at padding)
 
-    def to(self, device: torch.device) -> "SubwordInput":
-        return SubwordInput(*(t.to(device, non_blocking=True) for t in (self.ids, self.mask, self.first)))
-
 
 @dataclass
-class TaggingBatch:
+class TaggingBatch(Batch):
+    """One negative log-likelihood per sentence: `count` is the number of sentences (`index`)."""
+
     words: torch.Tensor  # [B, T] word ids (pad 0)
     chars: torch.Tensor  # [B, T, C] character ids (pad 0)
     casing: torch.Tensor  # [B, T] casing ids (pad 0)
     mask: torch.Tensor  # [B, T] bool, True = real token
     tags: torch.Tensor  # [B, T] tag ids in the training scheme (0 at padding and in unlabelled input)
     index: list[int]  # positions of these sentences in their split
-    lr_scale: float = 1.0  # the trainer scales a step's learning rate by it; tagging never does
     pieces: SubwordInput | None = None  # sub-word encoders only
     word_inputs: torch.Tensor | None = None  # [B, T, C] a word-level feature encoder's input (ELMo)
-
-    @property
-    def count(self) -> int:
-        """Loss terms: one negative log-likelihood per sentence."""
-        return len(self.index)
-
-    @property
-    def num_tokens(self) -> int:
-        return int(self.mask.sum())
-
-    def to(self, device: torch.device) -> "TaggingBatch":
-        move = lambda t: t.to(device, non_blocking=True)  # noqa: E731
-        return replace(self, words=move(self.words), chars=move(self.chars), casing=move(self.casing),
-                       mask=move(self.mask), tags=move(self.tags),
-                       pieces=self.pieces.to(device) if self.pieces is not None else None,
-                       word_inputs=move(self.word_inputs) if self.word_inputs is not None else None)
 
 
 @dataclass
@@ -239,7 +221,7 @@ class EncodedSentences:
 AUTO_DETECT_LINES = 200
 
 
-class TaggingTask(Task):
+class TaggingTask(BatchTask):
     """Sequence labelling in the trainer's task protocol (see the module doc)."""
 
     data_config = TaggingData

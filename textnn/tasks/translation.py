@@ -47,7 +47,7 @@ from __future__ import annotations
 import json
 import math
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -56,7 +56,7 @@ import torch.nn.functional as F
 
 from textnn import registry
 from textnn.config import Config, DataConfig, check_key, is_int, opt
-from textnn.data.batching import bucket_batches, pad, token_budget_batches
+from textnn.data.batching import Batch, bucket_batches, pad, token_budget_batches
 from textnn.data.parallel import ParallelText, detokenize_words, read_parallel
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
@@ -65,7 +65,7 @@ from textnn.generation.decoding import DecodingConfig, Hypothesis, decode
 from textnn.metrics.bleu import corpus_scores
 from textnn.models.base import EncoderDecoder, EncoderWithHead, InputSpec
 from textnn.modules.heads import LMHead
-from textnn.tasks.base import Task, line_chunks
+from textnn.tasks.base import BatchTask, line_chunks
 
 BOS, EOS = "<s>", "</s>"
 SPECIALS = (PAD, UNK, BOS, EOS)
@@ -212,14 +212,13 @@ def label_smoothed_nll(logits: torch.Tensor, targets: torch.Tensor, mask: torch.
 # ------------------------------------------------------------------------------------------ batches
 
 @dataclass
-class TranslationBatch:
+class TranslationBatch(Batch):
     src_ids: torch.Tensor  # [B, S]
     src_mask: torch.Tensor  # [B, S] bool, True = real token
     tgt_in: torch.Tensor  # [B, T] <s> y1 .. yn (teacher forcing input)
     tgt_out: torch.Tensor  # [B, T] y1 .. yn </s> (what each position predicts)
     tgt_mask: torch.Tensor  # [B, T] bool
     index: list[int]  # positions of the pairs in their split
-    lr_scale: float = 1.0  # the trainer scales this step's learning rate by it; translation never does
 
     @property
     def count(self) -> int:
@@ -229,11 +228,6 @@ class TranslationBatch:
     @property
     def num_tokens(self) -> int:
         return int(self.src_mask.sum()) + self.count
-
-    def to(self, device: torch.device) -> "TranslationBatch":
-        move = lambda t: t.to(device, non_blocking=True)  # noqa: E731
-        return replace(self, src_ids=move(self.src_ids), src_mask=move(self.src_mask), tgt_in=move(self.tgt_in),
-                       tgt_out=move(self.tgt_out), tgt_mask=move(self.tgt_mask))
 
 
 @dataclass
@@ -248,7 +242,8 @@ class EncodedPairs:
 
 # ------------------------------------------------------------------------------------------ the task
 
-class TranslationTask(Task):
+class TranslationTask(BatchTask):
+    capabilities = frozenset({"translate_lines", "write_views"})
     """Sentence-pair translation in the trainer's task protocol (see the module docstring)."""
 
     data_config = TranslationData

@@ -30,6 +30,7 @@ from textnn.config import Config, DataConfig, NoHeadOptions
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import Vocab, read_run_json
 from textnn.errors import TextnnError, short
+from textnn.tasks import pipeline
 
 
 # Input lines `predict` reads, encodes and answers at a time: memory stays constant however long the input,
@@ -147,38 +148,6 @@ class Task(ABC):
             raise TextnnError(f"config key train.metric: task {config.task} does not report {metric!r}; choose one "
                               f"of {', '.join(cls.metrics_for(config))}")
 
-    @staticmethod
-    def check_extend_vocab(config: Config) -> None:
-        """data.extend_vocab adds words to the vocabulary of the run in model.init_from: it needs one, and
-        words (a word or whitespace tokenizer; sub-word vocabularies are fixed by their tokenizer)."""
-        if not config.data.extend_vocab:
-            return
-        if not config.init_from:
-            raise TextnnError("config key data.extend_vocab: it adds words to the vocabulary of the run in "
-                              "model.init_from, and none is set; set model.init_from or data.extend_vocab=0")
-        if config.data.tokenizer not in ("word", "whitespace"):
-            raise TextnnError(f"config key data.extend_vocab: the starting run reads {config.data.tokenizer} "
-                              f"pieces, whose vocabulary its tokenizer fixes; only word vocabularies grow "
-                              f"(data.tokenizer word or whitespace), so set data.extend_vocab=0")
-
-    @staticmethod
-    def extend_start_vocab(vocab: Vocab, counts: dict[str, int], min_count: int) -> Vocab:
-        """The starting run's vocabulary with the training words it lacks that occur at least `min_count`
-        times appended, most frequent first (existing ids unchanged). Howard & Ruder's (2018) ULMFiT code
-        builds the target task's vocabulary this way and starts the new words' rows at the mean of the
-        pretrained rows (`init_encoder_from_state(grown_rows=...)`)."""
-        new = [word for word, count in counts.items() if count >= min_count and word not in vocab.stoi]
-        return vocab.extend(sorted(new, key=lambda word: -counts[word]))  # stable: ties keep reading order
-
-    @staticmethod
-    def check_vectors(config: Config) -> None:
-        """data.vectors needs an encoder that starts its word embedding from them (`Encoder.uses_vectors`)."""
-        from textnn import registry
-
-        if config.data.vectors and not registry.encoder_class(config.model_name).uses_vectors:
-            raise TextnnError(f"config key data.vectors: model {config.model_name} does not start from word vectors; "
-                              f"remove data.vectors or choose a model that does")
-
     @classmethod
     def metrics_for(cls, config: Config) -> list[str]:
         """The metrics a run with this config reports on dev (those `train.metric` may name)."""
@@ -208,26 +177,10 @@ class Task(ABC):
 
     @classmethod
     def load_text_pipeline(cls, run_path: Path, data: DataConfig | None = None) -> tuple[Tokenizer, Vocab]:
-        """The tokenizer and vocabulary a run read its text with (tokenizer.json, vocab.json), or those of a
-        Hugging Face checkpoint directory (model.init_from).
-
-        With `data` (the run's data options), a tokenizer.json other than the one `saved_tokenizer(data)`
-        says the run saved is refused: the config.yaml beside it was edited, or one of the two files comes
-        from another run.
-        """
-        from textnn.interop import huggingface
-
-        if huggingface.is_checkpoint_dir(run_path):
-            return huggingface.text_pipeline(run_path)
-        tokenizer = Tokenizer.load(run_path / "tokenizer.json")
-        saved = cls.saved_tokenizer(data) if data is not None else None
-        if saved is not None and (tokenizer.kind, tokenizer.lowercase) != saved:
-            raise TextnnError(f"{run_path / 'tokenizer.json'}: holds a {tokenizer.kind} tokenizer with lowercase="
-                              f"{tokenizer.lowercase}, but config.yaml (data.tokenizer={data.tokenizer}, "
-                              f"data.lowercase={data.lowercase}) says the run saved a {saved[0]} tokenizer with "
-                              f"lowercase={saved[1]}; the files do not belong together: put back the run's own "
-                              f"config.yaml or re-train")
-        return tokenizer, Vocab.load(run_path / "vocab.json")
+        """The tokenizer and vocabulary a run of this task read its text with (`pipeline.load`); with `data`
+        (the run's data options), a tokenizer.json other than the one `saved_tokenizer(data)` says the
+        run saved is refused."""
+        return pipeline.load(run_path, cls.saved_tokenizer(data) if data is not None else None, data)
 
     # --- training ------------------------------------------------------------------------------------
     @abstractmethod

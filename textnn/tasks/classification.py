@@ -33,7 +33,6 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -49,13 +48,14 @@ from textnn.data.cache import cached
 from textnn.data.packing import pack
 from textnn.data.readers import Record, Records, line_list, read_classification, stratified_kfold_splits
 from textnn.data.subset import subset_indices
-from textnn.data.tokenizers import CLS, MASK, SEP, UNK as WORDPIECE_UNK, Tokenizer
-from textnn.data.vocab import PAD, UNK, Vocab
+from textnn.data.tokenizers import CLS, SEP, Tokenizer
+from textnn.data.vocab import Vocab
 from textnn.errors import TextnnError, where
 from textnn.metrics import CLASSIFICATION_METRICS, REGRESSION_METRICS, bootstrap_ci, confusion_matrix
 from textnn.models.base import Encoder, EncoderWithHead, InputSpec, ModelOutput, TokenFeatures, detach_state
 from textnn.modules.heads import ClassifierHead, PairClassifierHead, RegressionHead
 from textnn.modules.pooling import concat_pool, last_valid, masked_max, masked_mean
+from textnn.tasks import pipeline
 from textnn.tasks.base import BatchTask, blank, empty_answer, line_chunks
 from textnn.tasks.features import (FeatureSource, FrozenLayers, check_feature_options, frozen_layers,
                                    pad_word_inputs, read_source, save_source, source_from_run)
@@ -274,8 +274,8 @@ class ClassificationTask(BatchTask):
     @classmethod
     def check_config(cls, config: Config) -> None:
         super().check_config(config)
-        cls.check_vectors(config)
-        cls.check_extend_vocab(config)
+        pipeline.check_vectors(config)
+        pipeline.check_extend_vocab(config)
         encoder_cls = registry.encoder_class(config.model_name)
         if config.data.features_from and not encoder_cls.takes_context:
             raise TextnnError(f"config key data.features_from: model {config.model_name} takes no extra features; "
@@ -325,13 +325,9 @@ class ClassificationTask(BatchTask):
         if data.kfold and data.dev:
             raise TextnnError("data.kfold and data.dev are both set; k-fold makes its own dev split, "
                               "so leave data.dev empty")
-        start = Path(config.init_from) if config.init_from else None
-        if start is not None:  # the starting run's tokenizer and vocabulary: its encoder was trained on them
-            tokenizer, start_vocab = cls.load_text_pipeline(start)
-        elif data.tokenizer == "wordpiece":
-            tokenizer = _train_wordpiece(config)
-        else:
-            tokenizer = Tokenizer(data.tokenizer, data.lowercase)
+        tokenizer, start_vocab = pipeline.tokenizer(
+            config, lambda: (text for r in read_split(config, data.train) for text in (r.text, r.text_pair) if text),
+            {"format": data.format, "columns": [data.text_column, data.text_pair_column]})
         train_records, train_tokens = read_and_tokenize(config, tokenizer, data.train)
         dev_records, dev_tokens = [], []
         if data.kfold:
@@ -346,30 +342,11 @@ class ClassificationTask(BatchTask):
             train_records, train_tokens = [train_records[i] for i in kept], [train_tokens[i] for i in kept]
             print(f"data.train_subset: training on {len(kept):,} examples of {data.train} (seed {config.train.seed})",
                   file=sys.stderr)
+        # A packing encoder frames its inputs with [CLS] and [SEP] (and pre-trains with [MASK]).
         packs = "segments" in registry.encoder_class(config.model_name).reads
-        if start is not None and data.extend_vocab:
-            counts = Counter(token for pair in train_tokens for tokens in pair if tokens is not None for token in tokens)
-            vocab = cls.extend_start_vocab(start_vocab, counts, data.extend_vocab)
-        elif start is not None:
-            vocab = start_vocab
-        elif tokenizer.kind == "wordpiece":
-            vocab = Vocab(tokenizer.vocabulary(), unk=WORDPIECE_UNK)
-        else:
-            # A packing encoder frames its inputs with [CLS] and [SEP] (and pre-trains with [MASK]).
-            specials = (PAD, UNK, CLS, SEP, MASK) if packs else (PAD, UNK)
-            vocab = Vocab.build((toks for pair in train_tokens for toks in pair if toks is not None),
-                                min_freq=data.min_freq, max_size=data.max_vocab, specials=specials)
-        if packs and not (CLS in vocab.stoi and SEP in vocab.stoi):
-            raise TextnnError(f"model {config.model_name} reads inputs framed as [CLS] a [SEP] b [SEP], but the "
-                              f"vocabulary of model.init_from={config.init_from} has no {CLS} or {SEP}; start from "
-                              f"a run or checkpoint of that family")
-        if data.vectors and data.vectors_vocab:
-            from textnn.interop.vectors import read_vectors
-
-            # Kim (2014) built the vocabulary over all the data and initialised it from word2vec, so
-            # words absent from training still had a meaningful vector; adding the vector file's words
-            # does the same without looking at dev or test text.
-            vocab = vocab.extend(read_vectors(data.vectors)[0])
+        vocab = pipeline.vocabulary(config, tokenizer, start_vocab,
+                                    lambda: (toks for pair in train_tokens for toks in pair if toks is not None),
+                                    packs=packs, extend=data.extend_vocab)
         labels = [] if data.regression else _label_order({r.label for r in train_records})
         if len(labels) > 50 and len(labels) > len(train_records) / 2:  # a class per example or so: text, not labels
             print(f"warning: {data.train}: {len(labels):,} distinct labels in {len(train_records):,} training rows of "
@@ -390,18 +367,7 @@ class ClassificationTask(BatchTask):
         if data.test:
             task.splits["test"] = task.encode(*read_and_tokenize(config, tokenizer, data.test))
         if data.vectors:
-            from textnn.interop.vectors import build_embedding_matrix
-
-            matrix, coverage = build_embedding_matrix(vocab.itos, data.vectors, seed=config.train.seed)
-            if data.vectors_std:
-                # Optimizers take steps of about the same size whatever a weight's scale, so vectors
-                # five times larger than a random init (50-d GloVe) barely move when fine-tuned;
-                # rescaling (pad row 0 stays zero) lets them adapt as readily as random ones.
-                matrix *= data.vectors_std / matrix[1:].std()
-            task.pretrained = torch.from_numpy(matrix)
-            task.vector_coverage = coverage
-            print(f"vectors {data.vectors}: {coverage['found']:,} of {coverage['total']:,} vocabulary "
-                  f"tokens found ({100 * coverage['coverage']:.1f}%), dim {coverage['dim']}", file=sys.stderr)
+            task.pretrained, task.vector_coverage = pipeline.pretrained_vectors(config, vocab)
         return task
 
     @classmethod
@@ -523,7 +489,7 @@ class ClassificationTask(BatchTask):
         return len(self._train_order(epoch))
 
     def eval_batches(self, split: EncodedSplit, batch_size: int = 0) -> list[ClassificationBatch]:
-        order = bucket_batches(self._lengths(split), batch_size or max(64, self.config.train.batch_size), shuffle=False)
+        order = bucket_batches(self._lengths(split), batch_size or pipeline.eval_batch_size(self.config), shuffle=False)
         return self._batches(split, order)
 
     # --- loss, evaluation, prediction -------------------------------------------------------------
@@ -747,21 +713,6 @@ def read_and_tokenize(config: Config, tokenizer: Tokenizer, path: str, require_l
     dropped = set(empty)
     kept = [i for i in range(len(records)) if i not in dropped]
     return [records[i] for i in kept], [tokens[i] for i in kept]
-
-
-def _train_wordpiece(config: Config) -> Tokenizer:
-    """A WordPiece of data.wordpiece_vocab_size pieces trained on the training texts (both sentences of a
-    pair), cached by the file's content and these settings."""
-    data = config.data
-
-    def compute() -> dict:
-        records = read_split(config, data.train)
-        texts = (text for r in records for text in (r.text, r.text_pair) if text)
-        return Tokenizer.train_wordpiece(texts, data.wordpiece_vocab_size, data.lowercase).to_dict()
-
-    settings = {"kind": "wordpiece_model", "vocab_size": data.wordpiece_vocab_size, "lowercase": data.lowercase,
-                "format": data.format, "columns": [data.text_column, data.text_pair_column]}
-    return Tokenizer.from_dict(cached(data.train, settings, compute, enabled=data.cache))
 
 
 def read_split(config: Config, path: str, require_labels: bool = True, fmt: str = "") -> Records:

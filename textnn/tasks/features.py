@@ -76,7 +76,7 @@ def pad_word_inputs(arrays: list[np.ndarray], length: int) -> torch.Tensor:
 def read_source(path: str) -> FeatureSource:
     """The encoder in `path`: a textnn run or a Hugging Face checkpoint directory of the BERT family."""
     from textnn.interop import huggingface
-    from textnn.tasks.base import Task
+    from textnn.tasks import pipeline
 
     if not (Path(path) / "config.yaml").is_file() and not huggingface.is_checkpoint_dir(path):
         raise TextnnError(f"data.features_from={path}: no run (config.yaml) or Hugging Face checkpoint (config.json) "
@@ -90,7 +90,7 @@ def read_source(path: str) -> FeatureSource:
         raise TextnnError(f"data.features_from={path}: its encoder ({name}) does not give its layers; give a run or "
                           f"checkpoint of the BERT family, or an ELMo run")
     model = build_dataclass(encoder_cls.config_class, section, "model", f"{path} (data.features_from)")
-    tokenizer, vocab = Task.load_text_pipeline(Path(path))
+    tokenizer, vocab = pipeline.load(Path(path))
     if huggingface.is_checkpoint_dir(path):
         state = huggingface.encoder_state(path)
     else:

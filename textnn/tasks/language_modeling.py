@@ -87,6 +87,7 @@ from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.errors import TextnnError
 from textnn.models.base import EncoderWithHead, InputSpec, ModelOutput, detach_state
 from textnn.modules.heads import AdaptiveLMHead, LMHead
+from textnn.tasks import pipeline
 from textnn.tasks.base import BatchTask
 from textnn.training import distributed
 
@@ -314,7 +315,7 @@ class LanguageModelingTask(BatchTask):
         """The common checks, then data.bptt against the longest window the encoder can read (GPT's
         learned positions), so a too-long window fails here rather than at the first training step."""
         super().check_config(config)
-        cls.check_extend_vocab(config)
+        pipeline.check_extend_vocab(config)
         encoder_cls = registry.encoder_class(config.model_name)
         softmax = encoder_cls.lm_softmax if config.head.softmax == "auto" else config.head.softmax
         if config.data.extend_vocab and softmax == "adaptive":
@@ -347,7 +348,7 @@ class LanguageModelingTask(BatchTask):
         vocab: Vocab | None = None
         lines: list[str] | None = None
         if config.init_from:  # the starting run's tokenizer and vocabulary: its encoder was trained on them
-            tokenizer, vocab = cls.load_text_pipeline(Path(config.init_from))
+            tokenizer, vocab = pipeline.load(Path(config.init_from))
         elif data.tokenizer == "bpe":
             # The BPE must not see held-out text, and until it exists there are no tokens to count:
             # the held-out part is the final fraction of the LINES, and the stream is cut there too.
@@ -367,7 +368,7 @@ class LanguageModelingTask(BatchTask):
         if vocab is not None and data.extend_vocab:
             counts = np.bincount(stream.ids[:cut], minlength=len(stream.types))
             start_vocab_size = len(vocab)
-            vocab = cls.extend_start_vocab(vocab, dict(zip(stream.types, counts.tolist())), data.extend_vocab)
+            vocab = pipeline.extend_start_vocab(vocab, dict(zip(stream.types, counts.tolist())), data.extend_vocab)
         elif vocab is None and tokenizer.kind == "bpe":
             vocab = Vocab(tokenizer.vocabulary())
         elif vocab is None:

@@ -40,11 +40,12 @@ from textnn.data.batching import Batch, bucket_batches, pad
 from textnn.data.cache import cached
 from textnn.data.masking import (IGNORE, Sentence, full_sentence_blocks, mask_instances, nsp_instances,
                                  read_documents)
-from textnn.data.tokenizers import CLS, MASK, SEP, UNK, WORDPIECE_SPECIALS, Tokenizer
+from textnn.data.tokenizers import CLS, MASK, SEP, WORDPIECE_SPECIALS, Tokenizer
 from textnn.data.vocab import Vocab
 from textnn.errors import TextnnError
 from textnn.models.base import EncoderWithHead, Head, InputSpec, TokenFeatures
 from textnn.modules.heads import MLMHead
+from textnn.tasks import pipeline
 from textnn.tasks.base import BatchTask
 
 DOCUMENTS = ("blank_lines", "wikitext")
@@ -197,10 +198,12 @@ class PretrainingTask(BatchTask):
     def from_data(cls, config: Config) -> "PretrainingTask":
         data = config.data
         if config.init_from:
-            tokenizer, vocab = cls.load_text_pipeline(Path(config.init_from))
-        else:
-            tokenizer = _train_wordpiece(config)
-            vocab = Vocab(tokenizer.vocabulary(), unk=UNK)
+            tokenizer, vocab = pipeline.load(Path(config.init_from))
+        else:  # a WordPiece trained on the sentences of data.train
+            tokenizer = pipeline.train_wordpiece(
+                config, lambda: (s for d in read_documents(data.train, data.documents == "wikitext", data.encoding)
+                                 for s in d), {"documents": data.documents})
+            vocab = pipeline.piece_vocabulary(tokenizer)
         task = cls(config, tokenizer, vocab)
         for split in ("train", "dev", "test"):
             if getattr(data, split):
@@ -304,7 +307,7 @@ class PretrainingTask(BatchTask):
         model.eval()
         device = next(model.parameters()).device
         sums = {"mlm_nll": 0.0, "mlm_correct": 0, "positions": 0, "nsp_nll": 0.0, "nsp_correct": 0, "nsp_sequences": 0}
-        size = max(64, self.config.train.batch_size)
+        size = pipeline.eval_batch_size(self.config)
         for index in bucket_batches([len(x.ids) for x in data.instances], size, shuffle=False):
             batch = self._batch(data, masked, index).to(device)
             predict = batch.targets != IGNORE
@@ -335,17 +338,3 @@ def pretraining_metrics(sums: dict, sequences: int, nsp: bool) -> dict:
     results["predicted_positions"] = sums["positions"]
     results["sequences"] = sequences
     return results
-
-
-def _train_wordpiece(config: Config) -> Tokenizer:
-    """A WordPiece trained on the sentences of data.train, cached by the file's content and these settings."""
-    data = config.data
-
-    def compute() -> dict:
-        documents = read_documents(data.train, data.documents == "wikitext", data.encoding)
-        return Tokenizer.train_wordpiece((s for d in documents for s in d), data.wordpiece_vocab_size,
-                                         data.lowercase).to_dict()
-
-    settings = {"kind": "wordpiece_model", "vocab_size": data.wordpiece_vocab_size, "lowercase": data.lowercase,
-                "documents": data.documents}
-    return Tokenizer.from_dict(cached(data.train, settings, compute, enabled=data.cache))

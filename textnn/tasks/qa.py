@@ -43,15 +43,15 @@ import torch.nn.functional as F
 from textnn import registry
 from textnn.config import Config, DataConfig, check_key, is_int, opt
 from textnn.data.batching import Batch, bucket_batches, pad
-from textnn.data.cache import cached
 from textnn.data.packing import pack
 from textnn.data.readers import read_text
-from textnn.data.tokenizers import CLS, SEP, UNK, Tokenizer
+from textnn.data.tokenizers import CLS, SEP, Tokenizer
 from textnn.data.vocab import Vocab
 from textnn.errors import TextnnError, short
 from textnn.metrics.squad import squad_scores
 from textnn.models.base import EncoderWithHead, InputSpec, TokenFeatures
 from textnn.modules.heads import SpanHead
+from textnn.tasks import pipeline
 from textnn.tasks.base import BatchTask, blank, empty_answer
 
 
@@ -280,10 +280,12 @@ class QATask(BatchTask):
             questions = [q for q in questions if q.article not in held]
             outside = sum(q.outside for q in questions)
         if config.init_from:
-            tokenizer, vocab = cls.load_text_pipeline(Path(config.init_from))
-        else:
-            tokenizer = _train_wordpiece(config, questions)
-            vocab = Vocab(tokenizer.vocabulary(), unk=UNK)
+            tokenizer, vocab = pipeline.load(Path(config.init_from))
+        else:  # a WordPiece trained on the training contexts (each once) and questions
+            tokenizer = pipeline.train_wordpiece(
+                config, lambda: sorted({q.context for q in questions}) + [q.question for q in questions],
+                {"questions": len(questions)}, kind="wordpiece_model_squad")
+            vocab = pipeline.piece_vocabulary(tokenizer)
         task = cls(config, tokenizer, vocab)
         task.splits["train"] = task.encode(questions, outside, data.train)
         unanswerable = sum(q.answer_start < 0 for q in questions)
@@ -461,15 +463,3 @@ def _answer_pieces(spans: list[tuple[int, int]], start: int, text: str) -> tuple
     end = start + len(text)
     inside = [i for i, (a, b) in enumerate(spans) if a < end and b > start]
     return (inside[0], inside[-1]) if inside else None
-
-
-def _train_wordpiece(config: Config, questions: list[Question]) -> Tokenizer:
-    data = config.data
-
-    def compute() -> dict:
-        texts = sorted({q.context for q in questions}) + [q.question for q in questions]
-        return Tokenizer.train_wordpiece(texts, data.wordpiece_vocab_size, data.lowercase).to_dict()
-
-    settings = {"kind": "wordpiece_model_squad", "vocab_size": data.wordpiece_vocab_size, "lowercase": data.lowercase,
-                "questions": len(questions)}
-    return Tokenizer.from_dict(cached(data.train, settings, compute, enabled=data.cache))

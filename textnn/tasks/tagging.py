@@ -60,12 +60,13 @@ from textnn.data.batching import Batch, OnDevice, bucket_batches, pad
 from textnn.data.cache import cached
 from textnn.data.conll import (MAX_WORD_CHARS, Sentence, convert_tags, normalise_scheme, read_conll,
                                split_tag, tag_set)
-from textnn.data.tokenizers import CLS, MASK, SEP, UNK as WORDPIECE_UNK, Tokenizer
+from textnn.data.tokenizers import CLS, SEP, UNK as WORDPIECE_UNK, Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.errors import TextnnError
 from textnn.metrics.spans import SPAN_METRICS, sentence_counts, span_bootstrap_ci, span_scores
 from textnn.models.base import EncoderWithHead, InputSpec, ModelOutput, TokenFeatures
 from textnn.modules.heads import TAGGER_OUTPUTS, TaggerHead
+from textnn.tasks import pipeline
 from textnn.tasks.base import BatchTask, blank, empty_answer, line_chunks
 from textnn.tasks.features import (FeatureSource, FrozenLayers, check_feature_options, frozen_layers,
                                    pad_word_inputs, read_source, save_source, source_from_run)
@@ -244,7 +245,7 @@ class TaggingTask(BatchTask):
         super().check_config(config)
         if not config.data.train:
             raise TextnnError("config key data.train is empty; set it to the training CoNLL file")
-        cls.check_vectors(config)
+        pipeline.check_vectors(config)
         subwords = "segments" in registry.encoder_class(config.model_name).reads
         if config.data.tokenizer == "wordpiece" and not subwords:
             raise TextnnError(f"config key data.tokenizer: wordpiece with model {config.model_name}; only a sub-word "
@@ -273,29 +274,14 @@ class TaggingTask(BatchTask):
         """Read train/dev/test, build the word, character and tag vocabularies, encode every split."""
         data = config.data
         train = read_sentences(config, data.train)
-        if config.init_from:  # the starting run's tokenizer and word vocabulary: its encoder was trained on them
-            tokenizer, words = cls.load_text_pipeline(Path(config.init_from))
-        elif data.tokenizer == "wordpiece":
-            tokenizer = Tokenizer.train_wordpiece((" ".join(s.tokens) for s in train), data.wordpiece_vocab_size,
-                                                  data.lowercase)
-            words = Vocab(tokenizer.vocabulary(), unk=WORDPIECE_UNK)
-        else:
-            # A sub-word encoder reading whole words still frames them as [CLS] words [SEP]
-            specials = (PAD, UNK, CLS, SEP, MASK) if "segments" in registry.encoder_class(config.model_name).reads \
-                else (PAD, UNK)
-            words = Vocab.build(([_word(config, t) for t in s.tokens] for s in train), min_freq=data.min_freq,
-                                max_size=data.max_vocab, specials=specials)
+        tokenizer, start_words = pipeline.tokenizer(config, lambda: (" ".join(s.tokens) for s in train),
+                                                     {"format": "conll", "token_column": data.token_column})
+        # A sub-word encoder reading whole words still frames them as [CLS] words [SEP]
+        words = pipeline.vocabulary(config, tokenizer, start_words,
+                                    lambda: ([_word(config, t) for t in s.tokens] for s in train),
+                                    packs="segments" in registry.encoder_class(config.model_name).reads)
         if data.tokenizer != "wordpiece":  # splits raw prediction input into words; a starting run's may lower-case
             tokenizer = Tokenizer(*cls.saved_tokenizer(data))
-        vectors = None
-        if data.vectors:
-            from textnn.interop.vectors import read_vectors
-
-            vectors = data.vectors
-            if data.vectors_vocab:
-                # Words of the vector file that training never shows keep their pretrained vector
-                # instead of falling to <unk> (the tagging counterpart of Kim 2014's full vocabulary).
-                words = words.extend(read_vectors(vectors)[0])
         start_chars = Path(config.init_from) / "chars.json" if config.init_from else None
         if start_chars is not None and start_chars.is_file():
             chars = Vocab.load(start_chars)
@@ -309,8 +295,8 @@ class TaggingTask(BatchTask):
         for split in ("dev", "test"):
             if getattr(data, split):
                 task.splits[split] = task.encode(read_sentences(config, getattr(data, split)))
-        if vectors:
-            task.pretrained = _embedding_matrix(config, words)
+        if data.vectors:
+            task.pretrained = pipeline.pretrained_vectors(config, words)[0]
         return task
 
     @classmethod
@@ -470,7 +456,7 @@ class TaggingTask(BatchTask):
     def eval_batches(self, data: EncodedSentences) -> list[TaggingBatch]:
         """Batches sorted by length (built once per split); results are put back in file order by index."""
         if data.batches is None:
-            size = max(64, self.config.train.batch_size)
+            size = pipeline.eval_batch_size(self.config)
             data.batches = [self._batch(data, index) for index in
                             bucket_batches([len(w) for w in data.words], size, shuffle=False)]
         return data.batches
@@ -632,18 +618,3 @@ def _pieces(batch: TaggingBatch) -> dict:
 def _word(config: Config, token: str) -> str:
     """The form of a token used for the word lookup (lower-cased when data.lowercase)."""
     return token.lower() if config.data.lowercase else token
-
-
-def _embedding_matrix(config: Config, vocab: Vocab) -> torch.Tensor:
-    """Pretrained vectors for the word vocabulary, set up exactly as the classification task does."""
-    from textnn.interop.vectors import build_embedding_matrix
-
-    data = config.data
-    matrix, coverage = build_embedding_matrix(vocab.itos, data.vectors, seed=config.train.seed)
-    if data.vectors_std:
-        # Rescaled so fine-tuning moves them as readily as a random init (pad row 0 stays zero);
-        # see ClassificationTask.from_data.
-        matrix *= data.vectors_std / matrix[1:].std()
-    print(f"vectors {data.vectors}: {coverage['found']:,} of {coverage['total']:,} vocabulary tokens found "
-          f"({100 * coverage['coverage']:.1f}%), dim {coverage['dim']}", file=sys.stderr)
-    return torch.from_numpy(matrix)

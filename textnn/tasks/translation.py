@@ -65,6 +65,7 @@ from textnn.generation.decoding import DecodingConfig, Hypothesis, decode
 from textnn.metrics.bleu import corpus_scores
 from textnn.models.base import EncoderDecoder, EncoderWithHead, InputSpec
 from textnn.modules.heads import LMHead
+from textnn.tasks import pipeline
 from textnn.tasks.base import BatchTask, line_chunks
 
 BOS, EOS = "<s>", "</s>"
@@ -432,7 +433,7 @@ class TranslationTask(BatchTask):
         lengths = self._lengths(data)
         if self.config.data.batch_tokens:
             return token_budget_batches(lengths, self.config.data.batch_tokens, shuffle, seed)
-        size = self.config.train.batch_size if shuffle else max(64, self.config.train.batch_size)
+        size = self.config.train.batch_size if shuffle else pipeline.eval_batch_size(self.config)
         return bucket_batches(lengths, size, shuffle, seed)
 
     def _batches(self, data: EncodedPairs, order: list[list[int]]) -> list[TranslationBatch]:

@@ -264,7 +264,7 @@ def write_lines(lines, output: str | None) -> None:
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
         return
-    from textnn.training.checkpoint import temporary_beside, unwritable
+    from textnn.files import temporary_beside, unwritable
 
     path = Path(output).expanduser()
     if path.exists() and not path.is_file():  # a device or a pipe (/dev/stdout): written in place

@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from textnn.errors import TextnnError, clip, short
+from textnn.files import read_yaml
 
 
 def opt(default: Any, doc: str, retunable: bool = False) -> Any:
@@ -322,84 +323,6 @@ def build_dataclass(cls: type, values: dict, section: str, origin: str, explain_
         raise TextnnError(f"{origin}: {err}") from None
 
 
-class _ConfigLoader(yaml.SafeLoader):
-    """YAML's safe subset, less two things a config never needs and that hide mistakes or attacks.
-
-    Aliases (`*name`) are refused: a few nested ones expand a 500-byte file into gigabytes (the
-    "billion laughs"), and a config is short enough to write its values out. A key given twice in one
-    mapping is refused: YAML keeps the last silently, so the first value is lost without a word.
-    """
-
-    def compose_node(self, parent, index):
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise yaml.composer.ComposerError(None, None, f"alias *{event.anchor[:40]} refused: textnn configs do "
-                                              f"not expand anchors and aliases; write the value out",
-                                              event.start_mark)
-        return super().compose_node(parent, index)
-
-    def construct_mapping(self, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)
-            try:
-                duplicate = key in seen
-                seen.add(key)
-            except TypeError:  # a list or mapping as a key: the base class names it below
-                continue
-            if duplicate:
-                raise yaml.constructor.ConstructorError(None, None, f"key {short(key, 40)} appears twice in one "
-                                                        f"mapping; keep one of them", key_node.start_mark)
-        return super().construct_mapping(node, deep)
-
-
-MAX_NESTING = 32  # a config nests sections, lists and maps a few levels deep; far more is not a config
-# A config is a page of YAML (the longest recipe is under 2 KB). YAML's pure-Python scanner spends about
-# a quarter of a second per megabyte, so a file far past this bound is refused before it is parsed.
-MAX_CONFIG_BYTES = 256 * 1024
-
-
-def _bracket_depth(text: str) -> int:
-    """The deepest nesting of YAML flow brackets ([ and {) in `text` (quotes not considered: an upper bound)."""
-    depth = deepest = 0
-    for char in text:
-        if char in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-        elif char in "]}":
-            depth = max(0, depth - 1)
-    return deepest
-
-
-def read_yaml(path: str | Path) -> dict:
-    path = Path(path).expanduser()
-    if not path.is_file():
-        raise TextnnError(f"{path}: config file not found; check the path")
-    try:
-        size = path.stat().st_size
-        if size > MAX_CONFIG_BYTES:
-            raise TextnnError(f"{path}: {size:,} bytes is not a config (textnn configs are a page of YAML, at most "
-                              f"{MAX_CONFIG_BYTES // 1024} KiB); check that this is the file you meant")
-        text = path.read_text(encoding="utf-8")
-        if _bracket_depth(text) > MAX_NESTING:  # YAML's parser would spend seconds before its RecursionError
-            raise RecursionError
-        data = yaml.load(text, Loader=_ConfigLoader) or {}  # noqa: S506 (safe subset)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        problem = " ".join(str(getattr(err, "problem", None) or err).split())  # one line, whatever YAML says
-        raise TextnnError(f"{path}{line}: not valid YAML ({problem[:200]}); fix the file") from None
-    except UnicodeDecodeError as err:
-        raise TextnnError(f"{path}: not UTF-8 text (byte {err.start}); save the config as UTF-8") from None
-    except RecursionError:
-        raise TextnnError(f"{path}: not a config: its values nest too deeply; fix the file") from None
-    except OSError as err:
-        raise TextnnError(f"{path}: cannot read the config ({err.strerror}); check its permissions") from None
-    if not isinstance(data, dict):
-        raise TextnnError(f"{path}: a config must be a mapping with sections task/data/model/train")
-    return data
-
-
 SECTIONS = ("name", "task", "data", "model", "head", "train")
 
 
@@ -423,25 +346,6 @@ def apply_overrides(raw: dict, overrides: list[str]) -> dict:
         else:
             raise TextnnError(f"command line: {short(key)} is nested too deeply; use section.key=value")
     return raw
-
-
-def _start_run_config(init_from: str, origin: str) -> dict:
-    """The saved config.yaml of the run named by model.init_from, as a raw dict (for a Hugging Face
-    checkpoint directory, the sections its config.json and vocabulary give)."""
-    run = Path(init_from)
-    if not (run / "config.yaml").is_file():
-        from textnn.interop import huggingface
-
-        if (run / "config.json").is_file() or (run / "model.safetensors").is_file() or (run / "pytorch_model.bin").is_file():
-            # A Hugging Face checkpoint directory: its model section and tokenization, from config.json
-            return huggingface.start_config(run, origin)
-        raise TextnnError(f"{origin}: model.init_from={init_from}: no run there (no config.yaml) and no Hugging Face "
-                          f"checkpoint (no config.json); give the directory `textnn train` wrote or a checkpoint "
-                          f"directory")
-    if not (run / "model.safetensors").is_file():
-        raise TextnnError(f"{origin}: model.init_from={init_from}: the run has no model.safetensors; "
-                          f"train it to the end first")
-    return read_yaml(run / "config.yaml")
 
 
 def _inherit(given: dict, inherited: dict, section: str, origin: str, init_from: str,
@@ -469,8 +373,11 @@ def takes_start_head(task: str, start: dict) -> bool:
 
 def starts_with_head(config: Config) -> bool:
     """Whether `config` starts from a run (model.init_from) whose head it takes too (`takes_start_head`)."""
-    path = Path(config.init_from) / "config.yaml"
-    return bool(config.init_from) and path.is_file() and takes_start_head(config.task, read_yaml(path))
+    from textnn import transfer
+
+    if not config.init_from or transfer.start_kind(config.init_from) != transfer.RUN:
+        return False
+    return takes_start_head(config.task, read_yaml(Path(config.init_from) / "config.yaml"))
 
 
 def config_from_dict(raw: dict, origin: str, resolve_init: bool = True) -> Config:
@@ -480,7 +387,7 @@ def config_from_dict(raw: dict, origin: str, resolve_init: bool = True) -> Confi
     and the tokenization options come from that run's config.yaml (values given beside it must agree).
     `resolve_init=False` reads a saved, already resolved config (the starting run need not exist).
     """
-    from textnn import registry
+    from textnn import registry, transfer
 
     unknown = [key for key in raw if key not in SECTIONS]
     if unknown:
@@ -499,7 +406,7 @@ def config_from_dict(raw: dict, origin: str, resolve_init: bool = True) -> Confi
     init_from = os.path.expanduser(str(model_raw.pop("init_from", "") or ""))
     start_head: dict | None = None  # the starting run's head options, when this run takes its head
     if init_from and resolve_init:
-        start = _start_run_config(init_from, origin)
+        start = transfer.read_start_config(init_from, origin)
         start_model = dict(start.get("model") or {})
         start_model.pop("init_from", None)
         start_name = str(start_model.get("name") or "")

@@ -166,7 +166,7 @@ def run_demo(minutes: float = 3.0, temperature: float = 0.8, run_dir: str | Path
     from textnn.experiment import load_run, train
     from textnn.generation import DecodingConfig, generate_text
     from textnn.runs import RunDir
-    from textnn.training.checkpoint import atomic_write_text
+    from textnn.files import atomic_write_text
     from textnn.viz.lstm_cells import write_cell_view
 
     started = time.perf_counter()

@@ -21,13 +21,14 @@ import torch
 from textnn import registry
 from textnn.config import Config, load_config, starts_with_head
 from textnn.errors import TextnnError
+from textnn.files import unwritable
 from textnn.generation.decoding import DecodingConfig
 from textnn.runs import FollowerRunDir, RunDir, human_size
 from textnn.training import distributed, precision
 from textnn.training.budget import check_resume_budget
-from textnn.training.checkpoint import (check_checkpoint, init_encoder_from, init_encoder_from_state, load_weights,
-                                        unwritable)
+from textnn.training.checkpoint import check_checkpoint, load_weights
 from textnn.training.trainer import TrainResult, TrainingInterrupted, finished_status, resolve_device
+from textnn.transfer import load_start_weights
 
 
 def seed_everything(seed: int) -> None:
@@ -138,12 +139,7 @@ def _start_encoder(model: torch.nn.Module, init_from: str, with_head: bool = Fal
     """Load the encoder weights of the run (or Hugging Face checkpoint) in model.init_from, and its head's
     `with_head` (a language model started from one), with `grown_rows` = (old, new) vocabulary rows when
     data.extend_vocab added words, and say what was loaded, new and left out."""
-    from textnn.interop import huggingface
-
-    if huggingface.is_checkpoint_dir(init_from):
-        loaded = init_encoder_from_state(model, huggingface.encoder_state(init_from), init_from)
-    else:
-        loaded = init_encoder_from(model, Path(init_from) / "model.safetensors", with_head, grown_rows)
+    loaded = load_start_weights(model, init_from, with_head, grown_rows)
     if grown_rows and distributed.is_main():
         print(f"init_from {init_from}: vocabulary extended from {grown_rows[0]} to {grown_rows[1]} entries "
               f"(data.extend_vocab); the new rows start at the mean of the old", file=sys.stderr)

@@ -31,9 +31,9 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from textnn.config import Config, config_from_dict, read_yaml
+from textnn.config import Config, config_from_dict
 from textnn.errors import TextnnError, clip
-from textnn.training.checkpoint import atomic_write_text, process_alive, remove_stale_temporaries, unwritable
+from textnn.files import atomic_write_text, process_alive, read_yaml, remove_stale_temporaries, unwritable
 
 # train options that may differ on --resume: they bound or display the run, they do not change it.
 # (A new budget may still be refused: training/budget.check_resume_budget.)

@@ -19,7 +19,7 @@ from conftest import write_sentiment_tsv
 from textnn.config import load_config
 from textnn.errors import TextnnError
 from textnn.registry import task_class
-from textnn.training.checkpoint import init_encoder_from
+from textnn.transfer import load_start_weights
 
 LM_CONFIG = """task: language_modeling
 data: {{format: text, train: {train}, tokenizer: word, bptt: 8, holdout: 0.1}}
@@ -169,7 +169,7 @@ def test_a_shape_mismatch_names_the_parameter_and_both_shapes(ws, tmp_path):
     path = tmp_path / "model.safetensors"
     save_file(weights, str(path))
     with pytest.raises(TextnnError) as err:
-        init_encoder_from(model, path)
+        load_start_weights(model, tmp_path)
     message = str(err.value)
     assert name in message and str(tuple(weights[name].shape)) in message
     assert str(tuple(model.state_dict()[name].shape)) in message

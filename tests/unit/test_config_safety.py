@@ -133,7 +133,7 @@ def test_a_file_far_larger_than_any_config_is_refused_before_yaml_scans_it(tmp_p
 
 
 def test_a_config_just_under_the_size_bound_still_loads(tmp_path):
-    from textnn.config import MAX_CONFIG_BYTES
+    from textnn.files import MAX_CONFIG_BYTES
 
     padding = "#" * (MAX_CONFIG_BYTES - len(BASE) - 200) + "\n"  # a long comment: still a config
     config = load_config(write(tmp_path, padding + BASE))

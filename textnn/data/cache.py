@@ -17,7 +17,7 @@ from typing import Callable
 import numpy as np
 
 from textnn.data.readers import missing_file
-from textnn.training.checkpoint import atomic_write_bytes
+from textnn.files import atomic_write_bytes
 
 
 def cache_dir() -> Path:

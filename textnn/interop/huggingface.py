@@ -37,16 +37,10 @@ from safetensors.torch import load_file
 from textnn.data.tokenizers import CLS, SEP, UNK, Tokenizer
 from textnn.data.vocab import Vocab
 from textnn.errors import TextnnError
-from textnn.training.checkpoint import temporary_dir_beside
+from textnn.files import temporary_dir_beside
 
 FAMILIES = {"bert": "bert", "gpt2": "gpt"}  # Hugging Face model_type -> our family
 _GELU_IN = {"gelu": "exact", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh", "gelu_fast": "tanh"}
-
-
-def is_checkpoint_dir(path: str | Path) -> bool:
-    """A Hugging Face directory (config.json) rather than a textnn run (config.yaml)."""
-    path = Path(path)
-    return (path / "config.json").is_file() and not (path / "config.yaml").is_file()
 
 
 def read_config(path: str | Path) -> dict:
@@ -272,7 +266,7 @@ def _gpt2_names(n_layers: int) -> list[tuple[str, str, bool]]:
 
 
 def encoder_state(path: str | Path) -> dict[str, torch.Tensor]:
-    """The checkpoint's encoder weights under our names (`encoder.*`), ready for `init_encoder_from_state`."""
+    """The checkpoint's encoder weights under our names (`encoder.*`), as `transfer.read_start_weights` gives them."""
     path = Path(path)
     hf = read_config(path)
     state = read_state(path)

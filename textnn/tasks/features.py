@@ -34,8 +34,8 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
-from textnn import registry
-from textnn.config import _start_run_config, build_dataclass, check_key
+from textnn import registry, transfer
+from textnn.config import build_dataclass, check_key
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import Vocab
 from textnn.errors import TextnnError
@@ -75,13 +75,10 @@ def pad_word_inputs(arrays: list[np.ndarray], length: int) -> torch.Tensor:
 
 def read_source(path: str) -> FeatureSource:
     """The encoder in `path`: a textnn run or a Hugging Face checkpoint directory of the BERT family."""
-    from textnn.interop import huggingface
-    from textnn.tasks import pipeline
-
-    if not (Path(path) / "config.yaml").is_file() and not huggingface.is_checkpoint_dir(path):
+    if not transfer.start_kind(path):
         raise TextnnError(f"data.features_from={path}: no run (config.yaml) or Hugging Face checkpoint (config.json) "
                           f"there; give the directory of a BERT-family or ELMo run, or of a BERT checkpoint")
-    section = dict(_start_run_config(path, "data.features_from").get("model") or {})
+    section = dict(transfer.read_start_config(path, "data.features_from").get("model") or {})
     name = str(section.pop("name", ""))
     for key in ("preset", "init_from"):
         section.pop(key, None)
@@ -90,11 +87,8 @@ def read_source(path: str) -> FeatureSource:
         raise TextnnError(f"data.features_from={path}: its encoder ({name}) does not give its layers; give a run or "
                           f"checkpoint of the BERT family, or an ELMo run")
     model = build_dataclass(encoder_cls.config_class, section, "model", f"{path} (data.features_from)")
-    tokenizer, vocab = pipeline.load(Path(path))
-    if huggingface.is_checkpoint_dir(path):
-        state = huggingface.encoder_state(path)
-    else:
-        state = {k: v for k, v in load_file(str(Path(path) / "model.safetensors")).items() if k.startswith("encoder.")}
+    tokenizer, vocab = transfer.read_start_pipeline(path)
+    state = {k: v for k, v in transfer.read_start_weights(path).items() if k.startswith("encoder.")}
     return FeatureSource(name, model, tokenizer, vocab, state)
 
 

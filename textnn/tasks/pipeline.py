@@ -6,7 +6,8 @@ A task builds it in three steps, each decided here once for all tasks:
   2. `vocabulary(config, ...)`  the starting run's (grown by data.extend_vocab), the WordPiece's own, or
                                 one built from the training tokens; then data.vectors_vocab's words
   3. `pretrained_vectors(...)`  the embedding rows data.vectors gives the vocabulary
-`load(run_path)` reads a run's (or a Hugging Face checkpoint's) pipeline back. A task with a pipeline of
+`load(run_path)` reads a run's (or a Hugging Face checkpoint's) pipeline back, through `transfer` (the
+one module that reads a start). A task with a pipeline of
 another shape (a language model's token stream, translation's two sides) uses the steps it shares.
 """
 
@@ -24,6 +25,7 @@ from textnn.data.cache import cached
 from textnn.data.tokenizers import CLS, MASK, SEP, UNK as WORDPIECE_UNK, Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.errors import TextnnError
+from textnn import transfer
 
 # Evaluation batches hold at least this many examples: no gradients are kept, so a larger batch costs
 # little memory and reads a split in fewer, fuller steps; the training batch size rules when larger.
@@ -46,18 +48,16 @@ def load(run_path: Path, saved: tuple[str, bool] | None = None, data: DataConfig
     options that say so), any other tokenizer.json is refused: the config.yaml beside it was edited, or
     one of the two files comes from another run.
     """
-    from textnn.interop import huggingface
-
-    if huggingface.is_checkpoint_dir(run_path):
-        return huggingface.text_pipeline(run_path)
-    tokenizer = Tokenizer.load(run_path / "tokenizer.json")
+    tokenizer, vocab = transfer.read_start_pipeline(run_path)
+    if transfer.start_kind(run_path) == transfer.HUGGING_FACE:
+        return tokenizer, vocab
     if saved is not None and data is not None and (tokenizer.kind, tokenizer.lowercase) != saved:
         raise TextnnError(f"{run_path / 'tokenizer.json'}: holds a {tokenizer.kind} tokenizer with lowercase="
                           f"{tokenizer.lowercase}, but config.yaml (data.tokenizer={data.tokenizer}, "
                           f"data.lowercase={data.lowercase}) says the run saved a {saved[0]} tokenizer with "
                           f"lowercase={saved[1]}; the files do not belong together: put back the run's own "
                           f"config.yaml or re-train")
-    return tokenizer, Vocab.load(run_path / "vocab.json")
+    return tokenizer, vocab
 
 
 def train_wordpiece(config: Config, texts: Callable[[], Iterable[str]], source: dict,
@@ -111,7 +111,7 @@ def extend_start_vocab(vocab: Vocab, counts: dict[str, int], min_count: int) -> 
     """The starting run's vocabulary with the training words it lacks that occur at least `min_count`
     times appended, most frequent first (existing ids unchanged). Howard & Ruder's (2018) ULMFiT code
     builds the target task's vocabulary this way and starts the new words' rows at the mean of the
-    pretrained rows (`init_encoder_from_state(grown_rows=...)`)."""
+    pretrained rows (`transfer.load_start_weights(grown_rows=...)`)."""
     new = [word for word, count in counts.items() if count >= min_count and word not in vocab.stoi]
     return vocab.extend(sorted(new, key=lambda word: -counts[word]))  # stable: ties keep reading order
 

@@ -11,14 +11,9 @@ Loading never executes code (no pickle anywhere).
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import itertools
 import json
-import os
 import random
-import re
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -27,117 +22,8 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save
 
 from textnn.errors import TextnnError
-
-
-def unwritable(path: str | Path, err: OSError, what: str = "file") -> TextnnError:
-    """One error for an OSError met while writing `path`, saying what to do about its cause."""
-    causes = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
-              errno.EFBIG: "the file grew past a size limit (`ulimit -f`)", errno.EROFS: "the file system is read-only",
-              errno.EACCES: "permission denied", errno.EPERM: "permission denied",
-              errno.EISDIR: "a directory of that name is in the way", errno.ENOTDIR: "a file is in the way of a directory"}
-    cause = causes.get(err.errno, err.strerror or type(err).__name__)
-    return TextnnError(f"{path}: cannot write the {what}: {cause}; free space or choose a writable place "
-                       f"(another --run-dir or -o)")
-
-
-def _temporary(path: Path) -> Path:
-    """Where `temporary_beside` writes `path`: beside it, hidden, named by the writing process."""
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
-
-
-_TEMPORARY = re.compile(r"\..+\.tmp-([0-9]+)")
-
-
-def process_alive(pid: int) -> bool:
-    """Whether a process `pid` exists on this host (one of another user counts: it exists)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except (OSError, OverflowError):
-        return False
-    return True
-
-
-def remove_stale_temporaries(folder: str | Path) -> list[Path]:
-    """Remove the temporary files of `temporary_beside` in `folder` whose writer is no longer alive.
-
-    A process killed mid-write (kill -9, a power cut) cannot remove its own, and a checkpoint's is as
-    large as the checkpoint: without this, each killed write would leave one behind for ever.
-    Returns the files removed.
-    """
-    removed = []
-    with contextlib.suppress(OSError):  # no folder yet: nothing to remove
-        for path in Path(folder).iterdir():
-            match = _TEMPORARY.fullmatch(path.name)
-            if match and path.is_file() and not process_alive(int(match.group(1))):
-                with contextlib.suppress(OSError):
-                    path.unlink()
-                    removed.append(path)
-    return removed
-
-
-@contextlib.contextmanager
-def temporary_beside(path: str | Path, what: str = "file"):
-    """A binary handle to a temporary file beside `path`, renamed over it once the block ends well.
-
-    The temporary file is fsynced before the rename, so `path` holds either its old content or all the
-    new one. On any error it is removed, and an OSError (a full disk, a read-only place) becomes one
-    TextnnError naming `path`.
-    """
-    path = Path(path)
-    tmp = _temporary(path)
-    try:
-        with open(tmp, "wb") as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException as err:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        if isinstance(err, OSError):
-            raise unwritable(path, err, what) from None
-        raise
-    try:  # make the rename itself durable
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-    except OSError:
-        pass
-
-
-@contextlib.contextmanager
-def temporary_dir_beside(path: str | Path, what: str = "directory"):
-    """A temporary directory beside `path`, renamed to `path` (over an empty directory there) once the
-    block ends well. On any error it is removed, so `path` is left as it was or complete, never half
-    written; an OSError becomes one TextnnError naming `path`.
-    """
-    path = Path(path)
-    tmp = _temporary(path)
-    try:
-        tmp.mkdir(parents=True)
-        yield tmp
-        os.rename(tmp, path)
-    except BaseException as err:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if isinstance(err, OSError):
-            raise unwritable(path, err, what) from None
-        raise
-
-
-def atomic_write_bytes(path: str | Path, data: bytes, what: str = "file") -> None:
-    """Write to a temp file in the same directory, fsync it, then rename over `path`."""
-    with temporary_beside(path, what) as handle:
-        handle.write(data)
-
-
-def atomic_write_text(path: str | Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
+from textnn.files import atomic_write_bytes
+from textnn.weights import check_shapes, read_weights
 
 
 def _plain_tensors(state: dict[str, torch.Tensor], prefix: str = "") -> dict[str, torch.Tensor]:
@@ -154,75 +40,12 @@ def load_weights(model: torch.nn.Module, path: str | Path) -> None:
     path = Path(path)
     if not path.is_file():
         raise TextnnError(f"{path}: no weights file; is this a finished textnn run directory?")
-    state = _read_weights(path)
-    _check_shapes(model, state, path)
+    state = read_weights(path)
+    check_shapes(model, state, path)
     missing, unexpected = model.load_state_dict(state, strict=False)
     if missing or unexpected:
         raise TextnnError(f"{path}: weights do not fit the model built from config.yaml "
                           f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
-
-
-def _read_weights(path: Path) -> dict[str, torch.Tensor]:
-    try:
-        return load_file(str(path))
-    except Exception as err:  # safetensors raises its own error types for a damaged header or body
-        raise TextnnError(f"{path}: not a readable safetensors file ({err}); the file is damaged or not "
-                          f"textnn weights: re-train the run") from None
-
-
-def _check_shapes(model: torch.nn.Module, state: dict[str, torch.Tensor], path: Path) -> None:
-    own = model.state_dict()
-    for name, tensor in state.items():
-        if name in own and own[name].shape != tensor.shape:
-            raise TextnnError(f"{path}: parameter {name} has shape {tuple(tensor.shape)} there but "
-                              f"{tuple(own[name].shape)} in this model; the files do not belong together")
-
-
-def init_encoder_from(model: torch.nn.Module, path: str | Path, with_head: bool = False,
-                      grown_rows: tuple[int, int] | None = None) -> dict[str, list[str]]:
-    """Load the `encoder.*` weights of another run's model.safetensors into `model` (model.init_from),
-    and its `head.*` weights too `with_head` (a language model started from a language model).
-
-    Loading is by parameter name. Returns what was loaded, what is new here (the head, and any
-    encoder parameter the other run lacks) and what was left out (its head). A shape mismatch is
-    an error naming the parameter and both shapes, except, with `grown_rows` = (old, new) (a
-    vocabulary extended by data.extend_vocab), a tensor of `old` rows where the model has `new`:
-    its rows are kept and the added ones start at their mean (a new word's embedding, output row
-    and bias start as the average word's, as in Howard & Ruder's ULMFiT code).
-    """
-    path = Path(path)
-    return init_encoder_from_state(model, _read_weights(path), path, with_head, grown_rows)
-
-
-def init_encoder_from_state(model: torch.nn.Module, state: dict[str, torch.Tensor], path: str | Path,
-                            with_head: bool = False, grown_rows: tuple[int, int] | None = None) -> dict[str, list[str]]:
-    """`init_encoder_from` for weights already read (and renamed: a Hugging Face checkpoint's); `path`
-    names their source in errors."""
-    path = Path(path)
-    if not any(name.startswith("encoder.") for name in state):
-        raise TextnnError(f"{path}: holds no encoder weights (no parameter named encoder.*); it was written by "
-                          f"an older textnn or is not a textnn run")
-    kept = ("encoder.", "head.") if with_head else ("encoder.",)
-    encoder_state = {name: tensor for name, tensor in state.items() if name.startswith(kept)}
-    if grown_rows is not None:
-        encoder_state = _grow_rows(model, encoder_state, *grown_rows)
-    _check_shapes(model, encoder_state, path)
-    own = model.state_dict()
-    loaded = sorted(name for name in encoder_state if name in own)
-    model.load_state_dict({name: encoder_state[name] for name in loaded}, strict=False)
-    return {"loaded": loaded, "new": sorted(name for name in own if name not in encoder_state),
-            "left_out": sorted(name for name in state if name not in own or name not in encoder_state)}
-
-
-def _grow_rows(model: torch.nn.Module, state: dict[str, torch.Tensor], old: int, new: int) -> dict[str, torch.Tensor]:
-    """`state` with every tensor of `old` rows that has `new` rows in `model` extended by rows at its mean."""
-    own = model.state_dict()
-    grown = dict(state)
-    for name, tensor in state.items():
-        if name in own and tensor.shape[:1] == (old,) and own[name].shape == (new, *tensor.shape[1:]):
-            mean = tensor.float().mean(dim=0, keepdim=True).to(tensor.dtype)  # [1, ...]
-            grown[name] = torch.cat([tensor, mean.expand(new - old, *tensor.shape[1:])])  # [new, ...]
-    return grown
 
 
 def _rng_state() -> tuple[dict[str, torch.Tensor], dict]:

@@ -1,0 +1,218 @@
+"""How textnn writes and reads its own small files safely: the bottom of the layers, beside errors.py.
+
+Writing is atomic (temp file beside the target, fsync, rename), so a run killed at any moment leaves a
+file's old content or all of its new one, never half: checkpoints, run.json, config.yaml, the
+tokenized-data cache and command output all go through `temporary_beside`. A killed writer's temporary
+file is removed by the next one (`remove_stale_temporaries`). Any OSError while writing becomes one
+error saying what to do (`unwritable`).
+
+Reading YAML (`read_yaml`) is bounded and safe: a config, a run's config.yaml and the starting run of
+model.init_from are all read through it, so a huge or hostile file is refused before it is parsed.
+Every layer above may use both; this module imports nothing of textnn's but errors.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import shutil
+from pathlib import Path
+
+import yaml
+
+from textnn.errors import TextnnError, short
+
+
+# ------------------------------------------------------------------------------------- atomic writes
+
+def unwritable(path: str | Path, err: OSError, what: str = "file") -> TextnnError:
+    """One error for an OSError met while writing `path`, saying what to do about its cause."""
+    causes = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
+              errno.EFBIG: "the file grew past a size limit (`ulimit -f`)", errno.EROFS: "the file system is read-only",
+              errno.EACCES: "permission denied", errno.EPERM: "permission denied",
+              errno.EISDIR: "a directory of that name is in the way", errno.ENOTDIR: "a file is in the way of a directory"}
+    cause = causes.get(err.errno, err.strerror or type(err).__name__)
+    return TextnnError(f"{path}: cannot write the {what}: {cause}; free space or choose a writable place "
+                       f"(another --run-dir or -o)")
+
+
+def _temporary(path: Path) -> Path:
+    """Where `temporary_beside` writes `path`: beside it, hidden, named by the writing process."""
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
+_TEMPORARY = re.compile(r"\..+\.tmp-([0-9]+)")
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process `pid` exists on this host (one of another user counts: it exists)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except (OSError, OverflowError):
+        return False
+    return True
+
+
+def remove_stale_temporaries(folder: str | Path) -> list[Path]:
+    """Remove the temporary files of `temporary_beside` in `folder` whose writer is no longer alive.
+
+    A process killed mid-write (kill -9, a power cut) cannot remove its own, and a checkpoint's is as
+    large as the checkpoint: without this, each killed write would leave one behind for ever.
+    Returns the files removed.
+    """
+    removed = []
+    with contextlib.suppress(OSError):  # no folder yet: nothing to remove
+        for path in Path(folder).iterdir():
+            match = _TEMPORARY.fullmatch(path.name)
+            if match and path.is_file() and not process_alive(int(match.group(1))):
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                    removed.append(path)
+    return removed
+
+
+@contextlib.contextmanager
+def temporary_beside(path: str | Path, what: str = "file"):
+    """A binary handle to a temporary file beside `path`, renamed over it once the block ends well.
+
+    The temporary file is fsynced before the rename, so `path` holds either its old content or all the
+    new one. On any error it is removed, and an OSError (a full disk, a read-only place) becomes one
+    TextnnError naming `path`.
+    """
+    path = Path(path)
+    tmp = _temporary(path)
+    try:
+        with open(tmp, "wb") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException as err:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        if isinstance(err, OSError):
+            raise unwritable(path, err, what) from None
+        raise
+    try:  # make the rename itself durable
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError:
+        pass
+
+
+@contextlib.contextmanager
+def temporary_dir_beside(path: str | Path, what: str = "directory"):
+    """A temporary directory beside `path`, renamed to `path` (over an empty directory there) once the
+    block ends well. On any error it is removed, so `path` is left as it was or complete, never half
+    written; an OSError becomes one TextnnError naming `path`.
+    """
+    path = Path(path)
+    tmp = _temporary(path)
+    try:
+        tmp.mkdir(parents=True)
+        yield tmp
+        os.rename(tmp, path)
+    except BaseException as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(err, OSError):
+            raise unwritable(path, err, what) from None
+        raise
+
+
+def atomic_write_bytes(path: str | Path, data: bytes, what: str = "file") -> None:
+    """Write to a temp file in the same directory, fsync it, then rename over `path`."""
+    with temporary_beside(path, what) as handle:
+        handle.write(data)
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+# ---------------------------------------------------------------------------------------- YAML reading
+
+class _ConfigLoader(yaml.SafeLoader):
+    """YAML's safe subset, less two things a config never needs and that hide mistakes or attacks.
+
+    Aliases (`*name`) are refused: a few nested ones expand a 500-byte file into gigabytes (the
+    "billion laughs"), and a config is short enough to write its values out. A key given twice in one
+    mapping is refused: YAML keeps the last silently, so the first value is lost without a word.
+    """
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(None, None, f"alias *{event.anchor[:40]} refused: textnn configs do "
+                                              f"not expand anchors and aliases; write the value out",
+                                              event.start_mark)
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:  # a list or mapping as a key: the base class names it below
+                continue
+            if duplicate:
+                raise yaml.constructor.ConstructorError(None, None, f"key {short(key, 40)} appears twice in one "
+                                                        f"mapping; keep one of them", key_node.start_mark)
+        return super().construct_mapping(node, deep)
+
+
+MAX_NESTING = 32  # a config nests sections, lists and maps a few levels deep; far more is not a config
+# A config is a page of YAML (the longest recipe is under 2 KB). YAML's pure-Python scanner spends about
+# a quarter of a second per megabyte, so a file far past this bound is refused before it is parsed.
+MAX_CONFIG_BYTES = 256 * 1024
+
+
+def _bracket_depth(text: str) -> int:
+    """The deepest nesting of YAML flow brackets ([ and {) in `text` (quotes not considered: an upper bound)."""
+    depth = deepest = 0
+    for char in text:
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth = max(0, depth - 1)
+    return deepest
+
+
+def read_yaml(path: str | Path) -> dict:
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise TextnnError(f"{path}: config file not found; check the path")
+    try:
+        size = path.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            raise TextnnError(f"{path}: {size:,} bytes is not a config (textnn configs are a page of YAML, at most "
+                              f"{MAX_CONFIG_BYTES // 1024} KiB); check that this is the file you meant")
+        text = path.read_text(encoding="utf-8")
+        if _bracket_depth(text) > MAX_NESTING:  # YAML's parser would spend seconds before its RecursionError
+            raise RecursionError
+        data = yaml.load(text, Loader=_ConfigLoader) or {}  # noqa: S506 (safe subset)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        problem = " ".join(str(getattr(err, "problem", None) or err).split())  # one line, whatever YAML says
+        raise TextnnError(f"{path}{line}: not valid YAML ({problem[:200]}); fix the file") from None
+    except UnicodeDecodeError as err:
+        raise TextnnError(f"{path}: not UTF-8 text (byte {err.start}); save the config as UTF-8") from None
+    except RecursionError:
+        raise TextnnError(f"{path}: not a config: its values nest too deeply; fix the file") from None
+    except OSError as err:
+        raise TextnnError(f"{path}: cannot read the config ({err.strerror}); check its permissions") from None
+    if not isinstance(data, dict):
+        raise TextnnError(f"{path}: a config must be a mapping with sections task/data/model/train")
+    return data

@@ -387,7 +387,7 @@ def config_from_dict(raw: dict, origin: str, resolve_init: bool = True) -> Confi
     and the tokenization options come from that run's config.yaml (values given beside it must agree).
     `resolve_init=False` reads a saved, already resolved config (the starting run need not exist).
     """
-    from textnn import registry, transfer
+    from textnn import registry
 
     unknown = [key for key in raw if key not in SECTIONS]
     if unknown:
@@ -406,6 +406,8 @@ def config_from_dict(raw: dict, origin: str, resolve_init: bool = True) -> Confi
     init_from = os.path.expanduser(str(model_raw.pop("init_from", "") or ""))
     start_head: dict | None = None  # the starting run's head options, when this run takes its head
     if init_from and resolve_init:
+        from textnn import transfer  # reads the start (and imports torch) only when there is one
+
         start = transfer.read_start_config(init_from, origin)
         start_model = dict(start.get("model") or {})
         start_model.pop("init_from", None)

@@ -164,9 +164,9 @@ def run_demo(minutes: float = 3.0, temperature: float = 0.8, run_dir: str | Path
              sample_chars: int = 600) -> dict:
     """Train the demo for `minutes`, print held-out bpc and a sample, write cells.html; return the numbers."""
     from textnn.experiment import load_run, train
+    from textnn.files import atomic_write_text
     from textnn.generation import DecodingConfig, generate_text
     from textnn.runs import RunDir
-    from textnn.files import atomic_write_text
     from textnn.viz.lstm_cells import write_cell_view
 
     started = time.perf_counter()
@@ -248,7 +248,8 @@ def run_demo(minutes: float = 3.0, temperature: float = 0.8, run_dir: str | Path
     held_out = Path(config.data.dev).read_text(encoding="utf-8")[:TRACE_CHARS]
     held_out = held_out[:held_out.rfind("\n") + 1] or held_out
     title = f"Cells of a character LSTM trained {minutes:g} min on Python's standard library"
-    view = write_cell_view(run_path, held_out, run_path / "cells.html", title=title, random_cells=2, seed=seed)
+    view = write_cell_view(run_path, load_run(run_path), held_out, run_path / "cells.html", title=title, random_cells=2,
+                           seed=seed)
     cells_html, matches = view.path, view.matches
     loss_png = run_path / "loss.png"
     if not loss_png.is_file():

@@ -255,10 +255,12 @@ def translate_run(run_dir: str | Path, lines: Iterable[str], source: str = "<std
 
 
 def export_run(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
-    """Write a bert or gpt run as a Hugging Face checkpoint directory (interop/huggingface.py)."""
-    from textnn.interop.huggingface import export_run as export
+    """Write a bert or gpt run as a Hugging Face checkpoint directory (interop/huggingface.py); the place is
+    checked before the run is loaded."""
+    from textnn.interop import huggingface
 
-    return export(run_dir, out_dir)
+    huggingface.check_export_place(Path(run_dir), Path(out_dir))
+    return huggingface.export_run(run_dir, load_run(run_dir), out_dir)
 
 
 def _load_decoder_run(run_dir: str | Path, command: str) -> tuple[Config, object, torch.nn.Module]:
@@ -348,7 +350,7 @@ def visualize_run(run_dir: str | Path, text: str, output_dir: str | Path | None 
         return write_attention_view(model, task, text, output, title=f"Attention of {Path(run_dir).name}")
     from textnn.viz.lstm_cells import write_cell_view  # refuses, by name, models without LSTM cells
 
-    return [write_cell_view(run_dir, text, output / "cells.html").path]
+    return [write_cell_view(run_dir, (config, task, model), text, output / "cells.html").path]
 
 
 PERCENT_METRICS = ("bleu", "chrf")  # reported on a 0-100 scale by their tasks

@@ -190,6 +190,8 @@ def _bracket_depth(text: str) -> int:
 
 
 def read_yaml(path: str | Path) -> dict:
+    """The mapping a YAML config file holds, read within the bounds above; any problem is one error naming
+    the file (and the line, where YAML gives one)."""
     path = Path(path).expanduser()
     if not path.is_file():
         raise TextnnError(f"{path}: config file not found; check the path")

@@ -9,6 +9,7 @@ import pytest
 
 from textnn.config import config_from_dict
 from textnn.errors import TextnnError
+from textnn.experiment import load_run
 from textnn.viz.lstm_cells import FEATURES, cell_name, excerpt, write_cell_view
 
 CODE = 'def f(x):\n    """Doc."""\n    return [x, (x + 1)]  # two\n\n\nclass A:\n    y = "s"\n' * 10
@@ -33,7 +34,7 @@ def sections(page: str) -> list[str]:
 
 def test_char_rnn_lm_run_gets_one_block_per_matched_cell(tmp_path):
     run = trained_run(tmp_path, {"name": "rnn_lm"}, "char")
-    view = write_cell_view(run, CODE[:400], tmp_path / "cells.html", random_cells=1, seed=0)
+    view = write_cell_view(run, load_run(run), CODE[:400], tmp_path / "cells.html", random_cells=1, seed=0)
     page = view.path.read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>")
     assert len(view.matches) == len(view.labels) == len(sections(page)) == len(FEATURES) + 1
@@ -45,7 +46,7 @@ def test_char_rnn_lm_run_gets_one_block_per_matched_cell(tmp_path):
 def test_word_awd_lstm_run_colours_each_words_characters(tmp_path):
     run = trained_run(tmp_path, {"name": "awd_lstm"}, "whitespace")
     text = 'def f(x):\n    y = "s" zebra\n'
-    view = write_cell_view(run, text, tmp_path / "cells.html", random_cells=0)
+    view = write_cell_view(run, load_run(run), text, tmp_path / "cells.html", random_cells=0)
     # tokens: def f(x): <eos> y = "s" <unk> <eos>, each word then a space, <eos> a newline
     assert view.characters == len('def f(x): \ny = "s" <unk> \n')
     page = view.path.read_text(encoding="utf-8")
@@ -57,7 +58,7 @@ def test_word_awd_lstm_run_colours_each_words_characters(tmp_path):
 def test_models_without_lstm_cells_are_refused_with_a_clear_error(tmp_path, model):
     run = trained_run(tmp_path, model, "char")
     with pytest.raises(TextnnError, match="LSTM|memory cells"):
-        write_cell_view(run, "x = 1\n", tmp_path / "cells.html")
+        write_cell_view(run, load_run(run), "x = 1\n", tmp_path / "cells.html")
 
 
 def test_cell_names_follow_layers_of_different_sizes_and_excerpt_starts_at_a_paragraph():

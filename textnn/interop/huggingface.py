@@ -8,9 +8,10 @@ and vocabulary from the vocabulary files (`text_pipeline`), the encoder weights 
 (`encoder_state`); the task adds its head. Weights are read from safetensors only: a directory with
 only pytorch_model.bin (a pickle, which can run code when loaded) is refused, with the way to convert it.
 
-Out: `export_run(RUN, DIR)` writes a bert or gpt run so `transformers` loads it (config.json,
-model.safetensors, vocab.txt / tokenizer.json). A bert classifier with a linear head is written as
-BertForSequenceClassification and a gpt language model as GPT2LMHeadModel, so logits match too.
+Out: `export_run(RUN, (config, task, model), DIR)` writes a loaded bert or gpt run so `transformers` loads
+it (config.json, model.safetensors, vocab.txt / tokenizer.json); `experiment.export_run` loads the run.
+A bert classifier with a linear head is written as BertForSequenceClassification and a gpt language
+model as GPT2LMHeadModel, so logits match too.
 
 Where the two formats differ:
 - BERT keeps query, key and value in three Linear layers; ours stacks them in one [3D, D] `in_proj`
@@ -292,18 +293,17 @@ def encoder_state(path: str | Path) -> dict[str, torch.Tensor]:
 
 # --------------------------------------------------------------------------------------------- export
 
-def export_run(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
+def export_run(run_dir: str | Path, loaded: tuple, out_dir: str | Path) -> list[Path]:
     """Write a bert or gpt run as a Hugging Face checkpoint directory; returns the files written.
 
+    `loaded`: the run in `run_dir` as (config, task, model), weights loaded (`experiment.load_run` gives
+    it, after `check_export_place`; taken as an argument, since runs are loaded a layer above this one).
     The directory is new (or empty) and appears whole: written beside it, then renamed into place.
     """
     from safetensors.torch import save
 
-    from textnn.experiment import load_run
-
     out = Path(out_dir)
-    check_export_place(Path(run_dir), out)
-    config, task, model = load_run(run_dir)
+    config, task, model = loaded
     family, cfg = config.model_name, config.model
     if family not in ("bert", "gpt"):
         raise TextnnError(f"{run_dir}: model {family} has no Hugging Face counterpart; export writes bert and gpt runs")

@@ -35,6 +35,8 @@ from typing import ClassVar
 import torch
 from torch import nn
 
+from textnn.modules.heads import Head
+
 # Named groups, input first: each a list of modules (or of parameters a module holds directly).
 LayerGroups = list[tuple[str, list[nn.Module | nn.Parameter]]]
 
@@ -170,13 +172,6 @@ class Encoder(nn.Module):
         """
         return [(name, [child]) for name, child in self.named_children()
                 if any(True for _ in child.parameters())]
-
-
-class Head(nn.Module):
-    """Base class of the task heads in `modules/heads.py`."""
-
-    def after_optimizer_step(self) -> None:
-        """Apply parameter constraints after each optimizer step (e.g. Kim 2014's max-norm). No-op by default."""
 
 
 class EncoderWithHead(nn.Module):

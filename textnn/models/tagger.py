@@ -31,7 +31,7 @@ from torch import nn
 
 from textnn.config import opt, check_model_field as _check, is_int as _is_int
 from textnn.models.base import Encoder, EncoderOutput, InputSpec, TokenFeatures
-from textnn.modules.tagging import add_word_features, check_word_feature_options, concat_word_features
+from textnn.models.word_features import add_word_features, check_word_feature_options, concat_word_features
 from textnn.modules.rnn import CELLS, RNNEncoder
 
 

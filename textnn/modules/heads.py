@@ -1,4 +1,4 @@
-"""Task heads: what a task puts on top of any encoder (models/base.py).
+"""Task heads: what a task puts on top of any encoder (models/base.py), all subclasses of `Head`.
 
 Each head takes explicit sizes and options (never a config) and maps an encoder's states to the
 task's scores. A run holds only the head its task built: a single-sentence classifier has no pair
@@ -24,12 +24,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from textnn.models.base import Head
 from textnn.modules.crf import LinearChainCRF, transition_constraints
 from textnn.modules.pooling import pair_features
 
 TAGGER_OUTPUTS = ("softmax", "crf")
 ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
+
+
+class Head(nn.Module):
+    """Base class of the task heads below: what a task puts on an encoder (models/base.py `EncoderWithHead`)."""
+
+    def after_optimizer_step(self) -> None:
+        """Apply parameter constraints after each optimizer step (e.g. Kim 2014's max-norm). No-op by default."""
 
 
 class BatchNorm(nn.BatchNorm1d):

@@ -5,7 +5,8 @@ states (`rng.*`) and the state a task carries from one batch to the next (`carri
 stateful language model's recurrent state or Transformer-XL memory, one per training process) as
 tensors, and everything else (trainer position, optimizer hyper-parameters,
 Python/NumPy RNG states) as JSON in the file's metadata. One file means one atomic rename: a run
-killed at any moment leaves either the previous checkpoint or the new one, never half of each.
+killed at any moment leaves either the previous checkpoint or the new one, never half of each (the
+write is files.py's: temp file, fsync, rename).
 Loading never executes code (no pickle anywhere).
 """
 

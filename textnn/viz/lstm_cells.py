@@ -311,9 +311,12 @@ def excerpt(text: str, size: int) -> tuple[int, int]:
     return best
 
 
-def write_cell_view(run_dir: str | Path, text: str, output_path: str | Path, title: str = "",
+def write_cell_view(run_dir: str | Path, loaded: tuple, text: str, output_path: str | Path, title: str = "",
                     show_chars: int = SHOW_CHARS, random_cells: int = 2, seed: int = 0) -> CellView:
     """Colour `text` by the memory cells of a trained LSTM language model: one HTML block per cell.
+
+    `loaded`: the run in `run_dir` as (config, task, model), weights loaded (`experiment.load_run`
+    gives it; taken as an argument, since runs are loaded a layer above this one).
 
     The run's model reads `text` as it read its training files (characters, or each line's tokens
     then `<eos>`), from a zero state; every layer's tanh(c_t) is taken at every token, and each token's
@@ -324,9 +327,7 @@ def write_cell_view(run_dir: str | Path, text: str, output_path: str | Path, tit
     """
     import torch
 
-    from textnn.experiment import load_run
-
-    config, task, model = load_run(run_dir)
+    config, task, model = loaded
     if not hasattr(model.encoder, "memory_cells"):
         raise TextnnError(f"{run_dir}: model {config.model_name!r} is not an LSTM language model; the cell view "
                           f"reads runs of rnn_lm (model.cell=lstm) or awd_lstm")

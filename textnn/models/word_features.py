@@ -3,6 +3,10 @@
 A tagger family (models/tagger.py, models/window_tagger.py) differs in how it turns word features
 into per-token states; the character encoder and the feature concatenation are the same for all of
 them, so they live here. The tag scores and their likelihood are `modules.heads.TaggerHead`.
+
+Not a family of its own (no registry entry): a part of the two tagger families, among the models
+since it reads their config objects and the task's `TokenFeatures` (models/base.py); modules/ keeps
+to layers that take explicit arguments.
 """
 
 # B batch, T words per sentence

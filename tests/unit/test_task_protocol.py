@@ -41,6 +41,7 @@ def test_encoder_capabilities_match_their_methods(name):
         return
     assert cls.gives_layers == callable(getattr(cls, "hidden_layers", None))
     assert cls.gives_attention == callable(getattr(cls, "forward_with_attention", None))
+    assert cls.gives_cells == callable(getattr(cls, "memory_cells", None))
 
 
 def test_only_attention_models_show_attention():

@@ -118,6 +118,7 @@ class Encoder(nn.Module):
     lm_softmax: ClassVar[str] = "full"  # the language-model output layer head.softmax=auto gives: full or adaptive
     gives_layers: ClassVar[bool] = False  # has hidden_layers(...) -> every layer's states (feature extraction)
     gives_attention: ClassVar[bool] = False  # has forward_with_attention(...) -> states and attention weights
+    gives_cells: ClassVar[bool] = False  # has memory_cells(ids, state) -> every layer's LSTM memory cells
 
     def __init__(self) -> None:
         super().__init__()

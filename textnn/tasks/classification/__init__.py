@@ -24,6 +24,9 @@ discriminative and slanted triangular rates are train options (training/optim.py
 Regression (`data.regression: true`, STS-B's similarity scores): the label column holds real
 numbers; a `RegressionHead` gives one value per input, trained with the squared error and scored
 by Pearson's and Spearman's correlation (GLUE's STS-B metrics) and the mean squared error.
+
+This package keeps three things apart: `data.py` reads files into examples and batches, `model.py`
+puts the head on an encoder, `task.py` is the task's own logic (loss, metrics, predictions, report).
 """
 
 from textnn.tasks.classification.data import ClassificationBatch, ClassificationData, EncodedSplit

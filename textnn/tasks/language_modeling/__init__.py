@@ -63,6 +63,9 @@ Grave et al. 2017), whose training loss never scores the whole vocabulary; `auto
 the family's choice (`Encoder.lm_softmax`: adaptive for elmo, full for the others). The model is handed the
 targets and returns the summed loss, so neither training nor evaluation builds [B, T, V] scores
 for it; evaluation is exact either way.
+
+This package keeps three things apart: `data.py` reads files into examples and batches, `model.py`
+puts the head on an encoder, `task.py` is the task's own logic (loss, metrics, predictions, report).
 """
 
 from textnn.data.streams import EOS, LMBatch, WindowBatches

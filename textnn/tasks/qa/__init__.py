@@ -24,9 +24,11 @@ official exact match and F1, each the best over a question's reference answers.
 Only the SQuAD v1.1 dev set may be at hand: `data.holdout_articles: N` with no data.dev keeps the
 last N articles of data.train as the dev set (the recipe: 38 of the 48 dev articles to fine-tune, the
 other 10 to evaluate).
+
+This package keeps three things apart: `data.py` reads files into examples and batches, `model.py`
+puts the head on an encoder, `task.py` is the task's own logic (loss, metrics, predictions, report).
 """
 
-# B batch (windows), T window length, D model dim, Q questions, C context tokens
 from textnn.tasks.qa.data import QABatch, QAData, Question, answer_pieces, read_squad, window_starts
 from textnn.tasks.qa.model import SpanModel, SpanOutput
 from textnn.tasks.qa.task import QATask, best_span

@@ -38,9 +38,10 @@ Feature-based (`data.features_from: RUN_OR_HF_DIR`, `data.features_layers`): a f
 encoder reads the pieces the same way and its layers at each word's first piece join a word-level
 tagger's input (tasks/features.py; Devlin et al. 2019 Table 7). A frozen ELMo reads the words
 themselves (their bytes), so no piece mapping is needed (Peters et al. 2018 §3.3).
-"""
 
-# B batch (sentences), T tokens per sentence, C characters per token, K tags
+This package keeps three things apart: `data.py` reads files into examples and batches, `model.py`
+puts the head on an encoder, `task.py` is the task's own logic (loss, metrics, predictions, report).
+"""
 
 from textnn.tasks.tagging.data import CASINGS, TaggingBatch, TaggingData, casing
 from textnn.tasks.tagging.model import Tagger, TaggingHeadConfig

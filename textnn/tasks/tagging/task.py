@@ -1,6 +1,8 @@
 """The tagging task: building its pipeline, splits and model, the loss, decoding tags, span metrics,
 predictions (CoNLL or raw text in, CoNLL or JSON out) and its part of the report."""
 
+# B batch (sentences), T tokens per sentence, C characters per token, P pieces, K tags
+
 from __future__ import annotations
 
 import itertools

@@ -38,9 +38,10 @@ Decoding (`translate`, `predict`, `evaluate --beam`) goes through generation/dec
 `TranslationDecoder`: start(batch) encodes the source, step feeds target tokens, reorder follows
 beam hypotheses. Outputs are at most min(max_tokens, head.max_len_a * S + head.max_len_b) tokens for
 a source of S tokens; `<pad>` and `<s>` are never emitted.
-"""
 
-# B batch (sentence pairs), S source length, T target length, V target vocabulary, D decoder state size
+This package keeps three things apart: `data.py` reads files into examples and batches, `model.py`
+puts the head on an encoder, `task.py` is the task's own logic (loss, metrics, predictions, report).
+"""
 
 from textnn.tasks.translation.data import BOS, EOS, EncodedPairs, TranslationBatch, TranslationData
 from textnn.tasks.translation.model import TranslationDecoder, TranslationHeadConfig, TranslationOutput, Translator

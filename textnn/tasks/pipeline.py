@@ -7,8 +7,8 @@ A task builds it in three steps, each decided here once for all tasks:
                                 one built from the training tokens; then data.vectors_vocab's words
   3. `pretrained_vectors(...)`  the embedding rows data.vectors gives the vocabulary
 `load(run_path)` reads a run's (or a Hugging Face checkpoint's) pipeline back, through `transfer` (the
-one module that reads a start). A task with a pipeline of
-another shape (a language model's token stream, translation's two sides) uses the steps it shares.
+one module that reads a start). A task with a pipeline of another shape (a language model's token
+stream, translation's two sides) uses the steps it shares.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from typing import Callable, Iterable
 
 import torch
 
+from textnn import transfer
 from textnn.config import Config, DataConfig
 from textnn.data.cache import cached
 from textnn.data.tokenizers import CLS, MASK, SEP, UNK as WORDPIECE_UNK, Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.errors import TextnnError
-from textnn import transfer
 
 # Evaluation batches hold at least this many examples: no gradients are kept, so a larger batch costs
 # little memory and reads a split in fewer, fuller steps; the training batch size rules when larger.

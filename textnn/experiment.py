@@ -230,7 +230,7 @@ def evaluate_run(run_dir: str | Path, data_path: str, bootstrap_samples: int = 1
 def word_vectors_of(run_dir: str | Path):
     """The word vectors of a word-embeddings run (metrics/word_vectors.WordVectors)."""
     _, task, model = load_run(run_dir)
-    if not callable(getattr(task, "word_vectors", None)):
+    if "word_vectors" not in task.capabilities:
         raise TextnnError(f"{run_dir}: not a word-embeddings run (task {task.config.task}); `neighbors` and "
                           f"`analogy` read runs of task embeddings")
     return task.word_vectors(model)
@@ -269,9 +269,9 @@ def translate_run(run_dir: str | Path, lines: Iterable[str], source: str = "<std
     does not translate is refused, with the command that reads text with it, instead of labelling the
     text and ignoring the decoding options."""
     config, task, model = load_run(run_dir)
-    if not callable(getattr(task, "translate_lines", None)):
+    if "translate_lines" not in task.capabilities:
         command = ("generate" if isinstance(model, PromptDecoder)
-                   else "neighbors" if callable(getattr(task, "word_vectors", None)) else "predict")
+                   else "neighbors" if "word_vectors" in task.capabilities else "predict")
         raise TextnnError(f"{run_dir}: `translate` needs a translation run; this run is a {config.task} run "
                           f"(model {config.model_name}): use `textnn {command} {run_dir}`")
     options = {"decoding": decoding} if decoding is not None else {}
@@ -368,10 +368,10 @@ def visualize_run(run_dir: str | Path, text: str, output_dir: str | Path | None 
     """
     output = Path(output_dir) if output_dir else Path(run_dir) / "views"
     config, task, model = load_run(run_dir)
-    if callable(getattr(task, "write_views", None)):
+    if "write_views" in task.capabilities:
         return task.write_views(model, text, output, title=f"Attention of {Path(run_dir).name}")
     _require_decoder(run_dir, config, model, "visualize")
-    if callable(getattr(model, "forward_with_attention", None)):
+    if model.shows_attention:
         from textnn.viz.attention import write_attention_view
 
         return write_attention_view(model, task, text, output, title=f"Attention of {Path(run_dir).name}")

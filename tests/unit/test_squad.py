@@ -10,7 +10,7 @@ import pytest
 
 from textnn.errors import TextnnError
 from textnn.metrics.squad import exact_match, f1, normalize_answer, squad_scores
-from textnn.tasks.qa import _answer_pieces, best_span, read_squad, window_starts
+from textnn.tasks.qa import answer_pieces, best_span, read_squad, window_starts
 
 
 @pytest.mark.parametrize("text, normalised", [
@@ -64,8 +64,8 @@ def test_windows_cover_every_context_token(n, room, stride):
 
 def test_answer_pieces_overlap_the_answer_characters():
     spans = [(0, 3), (4, 9), (9, 12), (13, 17)]  # "The Denver's ship" as "The" "Denve" "##r's" "ship"
-    assert _answer_pieces(spans, 4, "Denver") == (1, 2)
-    assert _answer_pieces(spans, 13, "ship") == (3, 3)
+    assert answer_pieces(spans, 4, "Denver") == (1, 2)
+    assert answer_pieces(spans, 13, "ship") == (3, 3)
 
 
 def test_answers_outside_their_context_are_counted(tmp_path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import torch
 
@@ -81,3 +83,40 @@ def token_budget_batches(lengths: list[int], max_tokens: int, shuffle: bool, see
     if shuffle:
         batches = [batches[i] for i in rng.permutation(len(batches))]
     return batches
+
+
+class OnDevice:
+    """Data that `to(device)` moves as a whole: every tensor field of the dataclass, and every field that is
+    itself `OnDevice` (a sub-word view of a batch), is copied to the device; other fields (index lists,
+    counts, flags) stay as they are. One rule, so a field added to a batch cannot be forgotten in a `to`."""
+
+    def to(self, device: torch.device):
+        moved = {}
+        for field in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, field.name)
+            if isinstance(value, torch.Tensor):
+                moved[field.name] = value.to(device, non_blocking=True)
+            elif isinstance(value, OnDevice):
+                moved[field.name] = value.to(device)
+        return dataclasses.replace(self, **moved)  # type: ignore[type-var]
+
+
+class Batch(OnDevice):
+    """What the trainer reads of any task's batch (training/trainer.py): `count`, the loss terms the task's
+    summed loss holds (the trainer divides by it), `num_tokens` for throughput, `to(device)`, and `lr_scale`,
+    the factor on this step's learning rate (1.0; variable-length BPTT windows set their own).
+
+    A subclass is a dataclass. The defaults read its `index` (the examples' positions in their split: one
+    loss term per example) and `mask` (bool, True = real token); a batch whose loss terms are tokens, or
+    that counts tokens of more than one sequence, says so by overriding them.
+    """
+
+    lr_scale: float = 1.0  # a plain class attribute, not a field: a dataclass subclass may make it one
+
+    @property
+    def count(self) -> int:
+        return len(self.index)  # type: ignore[attr-defined]
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.mask.sum())  # type: ignore[attr-defined]

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from textnn.data.batching import Batch
 from textnn.data.cache import cached_array
 from textnn.data.readers import read_lines
 from textnn.data.tokenizers import Tokenizer
@@ -47,7 +48,7 @@ _STREAM_FORMAT = 1  # bumped when the cached stream layout changes
 
 
 @dataclass
-class LMBatch:
+class LMBatch(Batch):
     """A window of a language-model stream: inputs, next-token targets and what the trainer needs."""
 
     ids: torch.Tensor  # [B, T] input token ids
@@ -66,11 +67,6 @@ class LMBatch:
     @property
     def num_tokens(self) -> int:
         return self.num_targets
-
-    def to(self, device: torch.device) -> "LMBatch":
-        return replace(self, ids=self.ids.to(device, non_blocking=True),
-                       targets=self.targets.to(device, non_blocking=True),
-                       mask=self.mask.to(device, non_blocking=True))
 
 
 # --- reading -----------------------------------------------------------------------------------------

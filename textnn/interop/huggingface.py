@@ -319,7 +319,7 @@ def export_run(run_dir: str | Path, loaded: tuple, out_dir: str | Path) -> list[
         tensors, hf = bert_to_hf(cfg, encoder, len(vocab), vocab.pad_id)
         linear = [m for m in head.modules() if isinstance(m, torch.nn.Linear)]
         normed = any(isinstance(m, torch.nn.BatchNorm1d) for m in head.modules())  # head.batch_norm: not a linear head
-        if config.task == "classification" and getattr(task, "packs", False) and len(linear) == 1 and not normed:
+        if config.task == "classification" and task.packs and len(linear) == 1 and not normed:
             tensors = {f"bert.{name}": t for name, t in tensors.items()}
             tensors["classifier.weight"], tensors["classifier.bias"] = linear[0].weight, linear[0].bias
             labels = list(task.labels) or ["score"]  # regression: one output, which transformers reads as regression

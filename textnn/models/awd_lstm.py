@@ -87,6 +87,7 @@ class AWDLSTM(Encoder):
     config_class = AWDLSTMConfig
     gives_tokens = True
     causal = True
+    gives_cells = True  # memory_cells: the LSTM cell view
 
     def __init__(self, cfg: AWDLSTMConfig, spec: InputSpec) -> None:
         super().__init__()

@@ -116,6 +116,9 @@ class Encoder(nn.Module):
     lm_bias: ClassVar[bool] = True  # whether a language-model head on this encoder has an output bias
     bidirectional_lm: ClassVar[bool] = False  # a forward and a backward language model sharing one softmax (ELMo)
     lm_softmax: ClassVar[str] = "full"  # the language-model output layer head.softmax=auto gives: full or adaptive
+    gives_layers: ClassVar[bool] = False  # has hidden_layers(...) -> every layer's states (feature extraction)
+    gives_attention: ClassVar[bool] = False  # has forward_with_attention(...) -> states and attention weights
+    gives_cells: ClassVar[bool] = False  # has memory_cells(ids, state) -> every layer's LSTM memory cells
 
     def __init__(self) -> None:
         super().__init__()
@@ -183,6 +186,9 @@ class EncoderWithHead(nn.Module):
     Parameters are named `encoder.*` and `head.*`, so another run can take the encoder alone
     (`model.init_from`). Each task subclasses this with the `forward` its batches need.
     """
+
+    # Has forward_with_attention(ids) -> (ModelOutput, attention [L, B, H, T, T]): `visualize` draws it.
+    shows_attention: ClassVar[bool] = False
 
     def __init__(self, encoder: Encoder, head: Head) -> None:
         super().__init__()

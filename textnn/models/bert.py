@@ -79,6 +79,8 @@ class Bert(Encoder):
     gives_tokens = True
     gives_sentence = True
     reads = ("segments",)
+    gives_layers = True  # hidden_layers: feature extraction (data.features_from)
+    gives_attention = True  # forward_with_attention: the attention view
 
     def __init__(self, cfg: BertConfig, spec: InputSpec) -> None:
         super().__init__()

@@ -121,6 +121,7 @@ class ELMo(Encoder):
     reads = ("word_bytes",)
     bidirectional_lm = True
     lm_softmax = "adaptive"
+    gives_layers = True  # hidden_layers: ELMo's features (data.features_from)
 
     def __init__(self, cfg: ELMoConfig, spec: InputSpec) -> None:
         super().__init__()

@@ -107,6 +107,7 @@ class GPT(Encoder):
     causal = True
     windowed = True  # a fixed context: nothing carries over from one window to the next
     lm_bias = False  # GPT-2's output layer: logits = h W_e^T, no bias
+    gives_attention = True  # forward_with_attention: the attention view
 
     def __init__(self, cfg: GPTConfig, spec: InputSpec) -> None:
         super().__init__()

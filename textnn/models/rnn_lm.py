@@ -92,6 +92,7 @@ class RNNLM(Encoder):
     config_class = RNNLMConfig
     gives_tokens = True
     causal = True
+    gives_cells = True  # memory_cells: the LSTM cell view (model.cell=lstm)
 
     def __init__(self, cfg: RNNLMConfig, spec: InputSpec) -> None:
         super().__init__()

@@ -1,38 +1,36 @@
-"""What every task is: its options, which encoders it can use, its metrics, and the run files it keeps.
+"""What every task is: the protocol the trainer and the commands rely on, declared as abstract classes.
 
 A task turns data into batches, puts its head on an encoder, computes the loss and the metrics,
 writes predictions and the task's part of the report. The trainer and the commands call only the
-methods below, so `experiment.py` and `cli.py` never ask which task a run is.
+methods declared here, so `experiment.py` and `cli.py` never ask which task a run is.
+
+`Task` is what every task gives: building (`from_data`, `from_run`, `save`, `build_model`), its
+splits, its trainer, the commands' methods. `BatchTask` adds what the generic trainer
+(training/trainer.py) reads: `train_batches`, `num_train_batches`, `loss`, `evaluate`, `encode_file`.
+Every task but word embeddings (word2vec's own sparse loop) is a `BatchTask`. A batch is a
+`data.batching.Batch`.
 
 Class attributes:
     data_config        the task's DataConfig subclass: `data:` options are checked by it
     head_config        the dataclass of its `head:` options
     metric_directions  every metric it reports that a run may select on -> True when higher is better
     intervals          whether `evaluate` gives a bootstrap interval when asked (bootstrap_samples > 0)
-
-Building: `from_data(config)` reads the files (or, with model.init_from, takes the tokenizer and
-vocabulary from the starting run), `from_run(path, config)` rebuilds from a run directory,
-`save(path)` writes what `from_run` reads, `build_model()` returns an `EncoderWithHead`.
-Training (see training/trainer.py): `trainer(model, cfg, run)`, `train_batches(epoch)`, `loss(model, batch)`,
-`evaluate(model, split, bootstrap_samples)`, `has_split(split)`, `default_metric`, and
-`carried_state()` / `restore_carried_state(state)` for a task whose next batch starts from what the
-last one left (the checkpoint keeps it, so that a resume is exact).
-Commands: `encode_file(path)`, `evaluate_file(model, path, bootstrap_samples, options)`,
-`predict(model, lines, source, options)` -> output lines,
-`report_sections(metrics, split, run_path)` -> markdown lines, `format_metrics(metrics)` -> text lines.
+    capabilities       what the task offers beyond the protocol, by name (CAPABILITIES): the commands
+                       read this set instead of probing for methods
 """
 
 from __future__ import annotations
 
 import json
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Callable, ClassVar, Iterable, Iterator
 
-from textnn import transfer
 from textnn.config import Config, DataConfig, NoHeadOptions
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import Vocab, read_run_json
 from textnn.errors import TextnnError, short
+from textnn.tasks import pipeline
 
 
 # Input lines `predict` reads, encodes and answers at a time: memory stays constant however long the input,
@@ -73,7 +71,15 @@ def empty_answer(keys: dict) -> str:
     return json.dumps({**keys, "empty": True})
 
 
-class Task:
+# Capabilities a task may declare (Task.capabilities), each with the method it then has:
+#   word_vectors     word_vectors(model) -> WordVectors            (`neighbors`, `analogy`)
+#   translate_lines  translate_lines(model, lines, decoding)        (`translate`)
+#   write_views      write_views(model, text, output, title) -> paths  (`visualize`: the task's own view)
+CAPABILITIES = frozenset({"word_vectors", "translate_lines", "write_views"})
+
+
+class Task(ABC):
+    capabilities: ClassVar[frozenset[str]] = frozenset()
     data_config: ClassVar[type] = DataConfig
     head_config: ClassVar[type] = NoHeadOptions
     metric_directions: ClassVar[dict[str, bool]] = {"loss": False}
@@ -89,11 +95,47 @@ class Task:
     # With data.extend_vocab: the size of the starting run's vocabulary; ids from it on are words added here.
     start_vocab_size: int | None = None
 
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        unknown = cls.capabilities - CAPABILITIES
+        if unknown:
+            raise TypeError(f"{cls.__name__}.capabilities: unknown {sorted(unknown)}; known: {sorted(CAPABILITIES)}")
+
     # --- what the task can use ----------------------------------------------------------------------
     @classmethod
+    @abstractmethod
     def unusable_reason(cls, encoder_cls: type) -> str | None:
         """Why this task cannot put its head on encoders of `encoder_cls` (None when it can)."""
-        raise NotImplementedError
+
+    # --- building -----------------------------------------------------------------------------------
+    @classmethod
+    @abstractmethod
+    def from_data(cls, config: Config) -> "Task":
+        """The task with its text pipeline (tasks/pipeline.py) and splits read from the data files; with
+        model.init_from, the pipeline comes from the starting run."""
+
+    @classmethod
+    @abstractmethod
+    def from_run(cls, run_path: Path, config: Config) -> "Task":
+        """The task as a run saved it (`save`), without reading any data file."""
+
+    @abstractmethod
+    def save(self, run_path: Path) -> None:
+        """Write what `from_run` reads (tokenizer, vocabulary, labels: JSON files)."""
+
+    @abstractmethod
+    def build_model(self):
+        """The model to train: an encoder with this task's head (`EncoderWithHead`, or an `EncoderDecoder`)."""
+
+    @abstractmethod
+    def has_split(self, split: str) -> bool:
+        """Whether the run has data for `split` (train, dev, test)."""
+
+    @property
+    @abstractmethod
+    def default_metric(self) -> str:
+        """The metric a run selects its best weights on unless train.metric names another (a class attribute
+        or a property)."""
 
     @classmethod
     def check_config(cls, config: Config) -> None:
@@ -105,38 +147,6 @@ class Task:
         if metric and metric not in cls.metrics_for(config):
             raise TextnnError(f"config key train.metric: task {config.task} does not report {metric!r}; choose one "
                               f"of {', '.join(cls.metrics_for(config))}")
-
-    @staticmethod
-    def check_extend_vocab(config: Config) -> None:
-        """data.extend_vocab adds words to the vocabulary of the run in model.init_from: it needs one, and
-        words (a word or whitespace tokenizer; sub-word vocabularies are fixed by their tokenizer)."""
-        if not config.data.extend_vocab:
-            return
-        if not config.init_from:
-            raise TextnnError("config key data.extend_vocab: it adds words to the vocabulary of the run in "
-                              "model.init_from, and none is set; set model.init_from or data.extend_vocab=0")
-        if config.data.tokenizer not in ("word", "whitespace"):
-            raise TextnnError(f"config key data.extend_vocab: the starting run reads {config.data.tokenizer} "
-                              f"pieces, whose vocabulary its tokenizer fixes; only word vocabularies grow "
-                              f"(data.tokenizer word or whitespace), so set data.extend_vocab=0")
-
-    @staticmethod
-    def extend_start_vocab(vocab: Vocab, counts: dict[str, int], min_count: int) -> Vocab:
-        """The starting run's vocabulary with the training words it lacks that occur at least `min_count`
-        times appended, most frequent first (existing ids unchanged). Howard & Ruder's (2018) ULMFiT code
-        builds the target task's vocabulary this way and starts the new words' rows at the mean of the
-        pretrained rows (`transfer.load_start_weights(grown_rows=...)`)."""
-        new = [word for word, count in counts.items() if count >= min_count and word not in vocab.stoi]
-        return vocab.extend(sorted(new, key=lambda word: -counts[word]))  # stable: ties keep reading order
-
-    @staticmethod
-    def check_vectors(config: Config) -> None:
-        """data.vectors needs an encoder that starts its word embedding from them (`Encoder.uses_vectors`)."""
-        from textnn import registry
-
-        if config.data.vectors and not registry.encoder_class(config.model_name).uses_vectors:
-            raise TextnnError(f"config key data.vectors: model {config.model_name} does not start from word vectors; "
-                              f"remove data.vectors or choose a model that does")
 
     @classmethod
     def metrics_for(cls, config: Config) -> list[str]:
@@ -167,43 +177,20 @@ class Task:
 
     @classmethod
     def load_text_pipeline(cls, run_path: Path, data: DataConfig | None = None) -> tuple[Tokenizer, Vocab]:
-        """The tokenizer and vocabulary a run read its text with (tokenizer.json, vocab.json), or those of a
-        Hugging Face checkpoint directory (model.init_from).
-
-        With `data` (the run's data options), a tokenizer.json other than the one `saved_tokenizer(data)`
-        says the run saved is refused: the config.yaml beside it was edited, or one of the two files comes
-        from another run.
-        """
-        tokenizer, vocab = transfer.read_start_pipeline(run_path)
-        if transfer.start_kind(run_path) == transfer.HUGGING_FACE:
-            return tokenizer, vocab
-        saved = cls.saved_tokenizer(data) if data is not None else None
-        if saved is not None and (tokenizer.kind, tokenizer.lowercase) != saved:
-            raise TextnnError(f"{run_path / 'tokenizer.json'}: holds a {tokenizer.kind} tokenizer with lowercase="
-                              f"{tokenizer.lowercase}, but config.yaml (data.tokenizer={data.tokenizer}, "
-                              f"data.lowercase={data.lowercase}) says the run saved a {saved[0]} tokenizer with "
-                              f"lowercase={saved[1]}; the files do not belong together: put back the run's own "
-                              f"config.yaml or re-train")
-        return tokenizer, vocab
+        """The tokenizer and vocabulary a run of this task read its text with (`pipeline.load`); with `data`
+        (the run's data options), a tokenizer.json other than the one `saved_tokenizer(data)` says the
+        run saved is refused."""
+        return pipeline.load(run_path, cls.saved_tokenizer(data) if data is not None else None, data)
 
     # --- training ------------------------------------------------------------------------------------
+    @abstractmethod
     def trainer(self, model, cfg, run):
-        """What trains this task's model into `run` (an object with `fit(resume) -> TrainResult`).
-
-        The generic `Trainer` for every task that learns by gradient steps of an optimizer; a task
-        whose method needs its own loop (word2vec's sparse SGD) returns that instead.
-        """
-        from textnn.training.trainer import Trainer
-
-        return Trainer(self, model, cfg, run)
+        """What trains this task's model into `run` (an object with `fit(resume) -> TrainResult`)."""
 
     # --- commands -----------------------------------------------------------------------------------
+    @abstractmethod
     def evaluate_file(self, model, path: str, bootstrap_samples: int = 0, options: dict | None = None) -> dict:
         """Metrics on a labelled file (`textnn evaluate`); `options` are the task's own evaluation options."""
-        if options:
-            raise TextnnError(f"{', '.join('--' + key for key in options)}: does not apply to task "
-                              f"{self.config.task}")  # type: ignore[attr-defined]
-        return self.evaluate(model, self.encode_file(path), bootstrap_samples=bootstrap_samples)  # type: ignore[attr-defined]
 
     def predict(self, model, lines: Iterable[str], source: str, options: dict) -> Iterator[str]:
         """Output lines for input lines (`textnn predict`); `options` are the command's task options."""
@@ -217,3 +204,41 @@ class Task:
         """Lines `textnn evaluate` prints for the metrics of `evaluate`."""
         return [f"{key:>18}: {value:.4f}" if isinstance(value, float) else f"{key:>18}: {value}"
                 for key, value in metrics.items()]
+
+
+class BatchTask(Task):
+    """A task the generic trainer trains by gradient steps over its batches (training/trainer.py)."""
+
+    @abstractmethod
+    def train_batches(self, epoch: int) -> Iterable:
+        """The epoch's training batches (`data.batching.Batch`): the same for the same epoch and seed, which is
+        what makes a resume exact."""
+
+    @abstractmethod
+    def num_train_batches(self, epoch: int) -> int:
+        """len(train_batches(epoch)) without building them (the trainer plans every epoch)."""
+
+    @abstractmethod
+    def loss(self, model, batch):
+        """The SUM of the loss over the batch's `count` terms (a scalar tensor): the trainer divides by the
+        count of the whole step, so accumulated micro-batches give the gradient of one big batch."""
+
+    @abstractmethod
+    def evaluate(self, model, split, bootstrap_samples: int = 0) -> dict:
+        """Metrics (with "loss") on a split name or on what `encode_file` returned."""
+
+    @abstractmethod
+    def encode_file(self, path: str, require_labels: bool = True):
+        """A data file read as `evaluate` takes it."""
+
+    def trainer(self, model, cfg, run):
+        """The generic `Trainer`."""
+        from textnn.training.trainer import Trainer
+
+        return Trainer(self, model, cfg, run)
+
+    def evaluate_file(self, model, path: str, bootstrap_samples: int = 0, options: dict | None = None) -> dict:
+        if options:
+            raise TextnnError(f"{', '.join('--' + key for key in options)}: does not apply to task "
+                              f"{self.config.task}")  # type: ignore[attr-defined]
+        return self.evaluate(model, self.encode_file(path), bootstrap_samples=bootstrap_samples)

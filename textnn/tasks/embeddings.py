@@ -67,6 +67,7 @@ class EmbeddingsData(DataConfig):
 
 
 class EmbeddingsTask(Task):
+    capabilities: ClassVar[frozenset[str]] = frozenset({"word_vectors"})
     data_config: ClassVar[type] = EmbeddingsData
     formats: ClassVar[tuple[str, ...]] = ("text",)
     metric_directions: ClassVar[dict[str, bool]] = {

@@ -83,7 +83,7 @@ def read_source(path: str) -> FeatureSource:
     for key in ("preset", "init_from"):
         section.pop(key, None)
     encoder_cls = registry.encoder_class(name)
-    if not callable(getattr(encoder_cls, "hidden_layers", None)):
+    if not encoder_cls.gives_layers:
         raise TextnnError(f"data.features_from={path}: its encoder ({name}) does not give its layers; give a run or "
                           f"checkpoint of the BERT family, or an ELMo run")
     model = build_dataclass(encoder_cls.config_class, section, "model", f"{path} (data.features_from)")

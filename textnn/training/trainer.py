@@ -1,22 +1,15 @@
 """One training loop for every task.
 
-The trainer never knows which model or task it trains. A task gives it:
-
-    task.train_batches(epoch) -> list[Batch]   the same list for the same epoch and seed (exact resume)
-    task.num_train_batches(epoch) -> int        len(train_batches(epoch)), cheaply (epochs may differ)
-    task.loss(model, batch)   -> scalar tensor: the SUM of the loss over batch.count terms
-    task.evaluate(model, split, bootstrap_samples) -> dict of metrics (incl. "loss")
-    task.has_split(split)     -> bool
-    task.default_metric       -> name of the metric to select checkpoints on
-    task.carried_state() / task.restore_carried_state(state)
-                              -> what the next batch starts from (a stateful LM's recurrent state),
-                                 saved in every checkpoint so that a resume is exact
-
-and a Batch has `.count` (loss terms, e.g. examples or target tokens), `.num_tokens` (for throughput)
-and `.to(device)`, and `.lr_scale` (1.0 unless the task wants this step's learning rate scaled, e.g.
-for variable-length BPTT windows; the first batch of a step decides). Because `task.loss` returns a
-sum, a step of `grad_accum` micro-batches divides by the total count of all of them: the gradient
-equals that of one big batch.
+The trainer never knows which model or task it trains. It reads a `tasks.base.BatchTask` (the abstract
+class declares each method and what it must return): `train_batches(epoch)` (the same list for the same
+epoch and seed: exact resume), `num_train_batches(epoch)`, `loss(model, batch)` (the SUM of the loss
+over batch.count terms), `evaluate(model, split, bootstrap_samples)`, `has_split(split)`,
+`default_metric`, and `carried_state()` / `restore_carried_state(state)` (a stateful LM's recurrent
+state, saved in every checkpoint so that a resume is exact). A batch is a `data.batching.Batch`:
+`.count` (loss terms), `.num_tokens` (throughput), `.to(device)` and `.lr_scale` (the first batch of a
+step decides the step's learning-rate factor). Because `task.loss` returns a sum, a step of
+`grad_accum` micro-batches divides by the total count of all of them: the gradient equals that of one
+big batch.
 
 Several processes (torchrun, training/distributed.py): a step takes `grad_accum * N` micro-batches
 of the epoch list and each process runs its share of them; the count that divides the loss is that

@@ -328,7 +328,7 @@ def write_cell_view(run_dir: str | Path, loaded: tuple, text: str, output_path: 
     import torch
 
     config, task, model = loaded
-    if not hasattr(model.encoder, "memory_cells"):
+    if not model.encoder.gives_cells:
         raise TextnnError(f"{run_dir}: model {config.model_name!r} is not an LSTM language model; the cell view "
                           f"reads runs of rnn_lm (model.cell=lstm) or awd_lstm")
     if not text.strip():

@@ -1,38 +1,12 @@
-"""Extractive question answering (SQuAD v1.1): the answer is a span of the context.
+"""The QA task: building its pipeline, windows and model, the span loss, the best span of each question
+over its windows, SQuAD EM/F1, and predictions."""
 
-Devlin et al. 2019 §4.2: the question and the context are packed as [CLS] question [SEP] context
-[SEP] (segments 0 / 1); `SpanHead` gives each token a start and an end score, and the answer is the
-span (s, e) of context tokens with s <= e, at most `data.max_answer_length` tokens long, that
-maximises start[s] + end[e]. Training maximises the log-likelihood of the gold start and end.
-
-Long contexts (BERT's run_squad.py): a context longer than the room left beside the question
-(data.max_length - question - 3) is read in windows that start every `data.doc_stride` tokens, the
-last one reaching the end, so every context token is in some window. A window that does not hold the
-whole gold answer is trained to point at [CLS] (position 0), as the released code does; at
-prediction time the best span over all of a question's windows is taken.
-
-Answers map back to text by character offsets: each word piece keeps the characters it came from
-(`Tokenizer.encode_with_offsets`), and the answer is the context's characters from the start of the
-first piece to the end of the last, so its spelling, case and spacing are the original's.
-
-Data (`data.format: squad`): the SQuAD JSON (`{"data": [{"title", "paragraphs": [{"context", "qas":
-[{"id", "question", "answers": [{"text", "answer_start"}]}]}]}]}`). An answer whose `answer_start`
-does not point at its text in the context is counted and reported (`answers_outside_context`); a
-training question left with no usable answer is not trained on. Scores (metrics/squad.py): the
-official exact match and F1, each the best over a question's reference answers.
-
-Only the SQuAD v1.1 dev set may be at hand: `data.holdout_articles: N` with no data.dev keeps the
-last N articles of data.train as the dev set (the recipe: 38 of the 48 dev articles to fine-tune, the
-other 10 to evaluate).
-"""
-
-# B batch (windows), T window length, D model dim, Q questions, C context tokens
+# B batch (windows), T window length, Q questions
 
 from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -41,134 +15,20 @@ import torch
 import torch.nn.functional as F
 
 from textnn import registry
-from textnn.config import Config, DataConfig, check_key, is_int, opt
+from textnn.config import Config
 from textnn.data.batching import bucket_batches, pad
-from textnn.data.cache import cached
 from textnn.data.packing import pack
-from textnn.data.readers import read_text
-from textnn.data.tokenizers import CLS, SEP, UNK, Tokenizer
+from textnn.data.tokenizers import CLS, SEP, Tokenizer
 from textnn.data.vocab import Vocab
-from textnn.errors import TextnnError, short
+from textnn.errors import TextnnError
 from textnn.metrics.squad import squad_scores
-from textnn.models.base import EncoderWithHead, InputSpec, TokenFeatures
+from textnn.models.base import InputSpec
 from textnn.modules.heads import SpanHead
-from textnn.tasks.base import Task, blank, empty_answer
-
-
-@dataclass
-class QAData(DataConfig):
-    format: str = opt("squad", "squad: SQuAD v1.1 JSON")
-    tokenizer: str = opt("wordpiece", "wordpiece (that of model.init_from, or trained on data.train)")
-    lowercase: bool = opt(True, "uncased WordPiece when one is trained here")
-    wordpiece_vocab_size: int = opt(8000, "size of a WordPiece trained on data.train (without model.init_from)")
-    max_length: int = opt(0, "tokens per window: [CLS] question [SEP] context [SEP]; 0 = 384 (BERT), or the encoder's limit when lower")
-    doc_stride: int = opt(128, "a long context is read in windows starting every this many tokens (BERT: 128)")
-    max_query_length: int = opt(64, "question tokens kept (BERT: 64), at most half the window")
-    max_answer_length: int = opt(30, "longest answer predicted, in tokens (BERT: 30)")
-    holdout_articles: int = opt(0, "with no data.dev: the last N articles of data.train are the dev set")
-
-    TOKENIZATION = (*DataConfig.TOKENIZATION, "wordpiece_vocab_size")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_key(self.tokenizer == "wordpiece", "data.tokenizer", self.tokenizer, "wordpiece")
-        for key in ("doc_stride", "max_query_length", "max_answer_length", "wordpiece_vocab_size"):
-            check_key(is_int(getattr(self, key)) and getattr(self, key) >= 1, f"data.{key}", getattr(self, key),
-                      "an integer >= 1")
-        check_key(is_int(self.max_length) and (self.max_length == 0 or self.max_length >= 8), "data.max_length",
-                  self.max_length, "0 (the default) or an integer >= 8")
-        check_key(is_int(self.holdout_articles) and self.holdout_articles >= 0, "data.holdout_articles",
-                  self.holdout_articles, "an integer >= 0")
-
-
-@dataclass
-class Question:
-    id: str
-    question: str
-    context: str
-    answers: list[str]  # reference texts (all of them, for scoring)
-    answer_start: int  # character start of the first answer found in the context, -1 if none
-    answer_text: str
-    article: int  # index of its article in the file
-    outside: int = 0  # reference answers whose answer_start does not point at their text in the context
-
-
-SQUAD_SHAPE = ('{"data": [{"title", "paragraphs": [{"context", "qas": [{"id", "question", "answers": '
-               '[{"text", "answer_start"}]}]}]}]}')
-
-
-class _NotSquad(Exception):
-    """Where a SQuAD file's structure differs from SQUAD_SHAPE (read_squad names the file)."""
-
-
-def _field(obj: object, key: str, kind: type | tuple, place: str, default: object = None) -> object:
-    """obj[key], checked to be a `kind` (`default` when the key is absent and a default is given)."""
-    if not isinstance(obj, dict):
-        raise _NotSquad(f"{place} is {short(obj, 30)}, not an object")
-    if key not in obj and default is not None:
-        return default
-    value = obj.get(key)
-    if not isinstance(value, kind) or isinstance(value, bool):
-        shown = "missing" if key not in obj else "null" if value is None else short(value, 30)
-        raise _NotSquad(f'{place}["{key}"] is {shown}')
-    return value
-
-
-def read_squad(path: str, encoding: str = "utf-8") -> tuple[list[Question], int]:
-    """Questions of a SQuAD JSON file, and the number of answers whose answer_start does not point at their text."""
-    try:
-        raw = json.loads(read_text(path, encoding))  # a missing, undecodable or damaged gzip file: one line there
-    except json.JSONDecodeError as err:
-        raise TextnnError(f"{path}: not a SQuAD JSON file ({type(err).__name__}: {err}); "
-                          f"expected {SQUAD_SHAPE}") from None
-    except RecursionError:
-        raise TextnnError(f"{path}: JSON nested far deeper than a SQuAD file; expected {SQUAD_SHAPE}") from None
-    try:
-        questions, outside = _squad_questions(raw)
-    except _NotSquad as err:
-        raise TextnnError(f"{path}: not a SQuAD JSON file: {err}; expected {SQUAD_SHAPE}") from None
-    if not questions:
-        raise TextnnError(f"{path}: no questions; give a SQuAD v1.1 JSON file")
-    return questions, outside
-
-
-def _squad_questions(raw: object) -> tuple[list[Question], int]:
-    questions, outside = [], 0
-    for a, article in enumerate(_field(raw, "data", list, "the file")):
-        for p, paragraph in enumerate(_field(article, "paragraphs", list, f"data[{a}]", [])):
-            place = f"data[{a}].paragraphs[{p}]"
-            context = _field(paragraph, "context", str, place)
-            for q, qa in enumerate(_field(paragraph, "qas", list, place, [])):
-                answers = []
-                for n, answer in enumerate(_field(qa, "answers", list, f"{place}.qas[{q}]", [])):
-                    where = f"{place}.qas[{q}].answers[{n}]"
-                    start = _field(answer, "answer_start", (int, float, str), where, -1)
-                    try:
-                        start = int(start)
-                    except (ValueError, OverflowError):
-                        raise _NotSquad(f'{where}["answer_start"] is {short(start, 30)}, '
-                                        f'not a character offset') from None
-                    answers.append((_field(answer, "text", str, where), start))
-                found = [(text, start) for text, start in answers
-                         if 0 <= start and context[start:start + len(text)] == text and text.strip()]
-                outside += len(answers) - len(found)
-                start, text = (found[0][1], found[0][0]) if found else (-1, "")
-                question = _field(qa, "question", str, f"{place}.qas[{q}]")
-                questions.append(Question(str(qa.get("id", len(questions))), question, context,
-                                          [t for t, _ in answers], start, text, a, len(answers) - len(found)))
-    return questions, outside
-
-
-def window_starts(n_context: int, room: int, stride: int) -> list[tuple[int, int]]:
-    """(first context token, length) of each window over n_context tokens, windows of at most `room`
-    tokens starting every `stride` tokens, the last one reaching the end (run_squad.py's doc spans)."""
-    spans, start = [], 0
-    while True:
-        length = min(n_context - start, room)
-        spans.append((start, length))
-        if start + length >= n_context:
-            return spans
-        start += min(length, stride)
+from textnn.tasks import pipeline
+from textnn.tasks.base import BatchTask, blank, empty_answer
+from textnn.tasks.qa.data import (NotSquad, QABatch, QAData, QASplit, Question, Window, answer_pieces, read_squad,
+                                  squad_field, window_starts)
+from textnn.tasks.qa.model import SpanModel
 
 
 def best_span(start: np.ndarray, end: np.ndarray, lo: int, hi: int, max_answer: int) -> tuple[int, int, float]:
@@ -182,65 +42,7 @@ def best_span(start: np.ndarray, end: np.ndarray, lo: int, hi: int, max_answer: 
     return lo + s, lo + e, float(scores[s, e])
 
 
-@dataclass
-class Window:
-    question: int  # index into the split's questions
-    ids: list[int]
-    segments: list[int]
-    context_at: int  # position in ids of the window's first context token
-    first_piece: int  # index (in the context's pieces) of that token
-    length: int  # context tokens in the window
-    start: int  # gold start / end positions in ids (0 = [CLS]: the answer is not in this window)
-    end: int
-
-
-@dataclass
-class QASplit:
-    questions: list[Question]
-    windows: list[Window]
-    offsets: dict[str, list[tuple[int, int]]]  # context -> character span of each of its pieces
-    answers_outside_context: int
-    path: str
-
-
-@dataclass
-class SpanOutput:
-    start: torch.Tensor  # [B, T] start scores, -inf at padding
-    end: torch.Tensor  # [B, T]
-
-
-class SpanModel(EncoderWithHead):
-    def forward(self, ids: torch.Tensor, mask: torch.Tensor, segments: torch.Tensor) -> SpanOutput:
-        tokens = self.encoder(ids, mask, features=TokenFeatures(segments=segments)).tokens  # [B, T, D]
-        start, end = self.head(tokens, mask)
-        return SpanOutput(start.float(), end.float())
-
-
-@dataclass
-class QABatch:
-    ids: torch.Tensor  # [B, T]
-    mask: torch.Tensor  # [B, T] bool
-    segments: torch.Tensor  # [B, T]
-    starts: torch.Tensor  # [B] gold start positions
-    ends: torch.Tensor  # [B]
-    index: list[int]  # windows of the split
-    lr_scale: float = 1.0
-
-    @property
-    def count(self) -> int:
-        return len(self.index)
-
-    @property
-    def num_tokens(self) -> int:
-        return int(self.mask.sum())
-
-    def to(self, device: torch.device) -> "QABatch":
-        move = lambda t: t.to(device, non_blocking=True)  # noqa: E731
-        return replace(self, ids=move(self.ids), mask=move(self.mask), segments=move(self.segments),
-                       starts=move(self.starts), ends=move(self.ends))
-
-
-class QATask(Task):
+class QATask(BatchTask):
     data_config = QAData
     formats = ("squad",)
     intervals = False  # EM/F1 have no bootstrap interval: a second pass over dev (minutes for SQuAD) adds nothing
@@ -294,10 +96,12 @@ class QATask(Task):
             questions = [q for q in questions if q.article not in held]
             outside = sum(q.outside for q in questions)
         if config.init_from:
-            tokenizer, vocab = cls.load_text_pipeline(Path(config.init_from))
-        else:
-            tokenizer = _train_wordpiece(config, questions)
-            vocab = Vocab(tokenizer.vocabulary(), unk=UNK)
+            tokenizer, vocab = pipeline.load(Path(config.init_from))
+        else:  # a WordPiece trained on the training contexts (each once) and questions
+            tokenizer = pipeline.train_wordpiece(
+                config, lambda: sorted({q.context for q in questions}) + [q.question for q in questions],
+                {"questions": len(questions)}, kind="wordpiece_model_squad")
+            vocab = pipeline.piece_vocabulary(tokenizer)
         task = cls(config, tokenizer, vocab)
         task.splits["train"] = task.encode(questions, outside, data.train)
         unanswerable = sum(q.answer_start < 0 for q in questions)
@@ -345,7 +149,7 @@ class QATask(Task):
             ids, spans = context_ids[q.context], offsets[q.context]
             if not ids:
                 continue  # an empty context has no span to answer with; scored as an empty answer
-            gold = _answer_pieces(spans, q.answer_start, q.answer_text) if q.answer_start >= 0 else None
+            gold = answer_pieces(spans, q.answer_start, q.answer_text) if q.answer_start >= 0 else None
             room = self.max_length - len(query) - 3
             for first, length in window_starts(len(ids), room, data.doc_stride):
                 packed = pack(query, ids[first:first + length], cls_id, sep_id)
@@ -447,8 +251,8 @@ class QATask(Task):
                 if not isinstance(item, dict):
                     raise TextnnError(f"{source}:{number}: expected a JSON object with \"question\" and \"context\"")
                 try:
-                    question, context = (_field(item, key, str, "the line") for key in ("question", "context"))
-                except _NotSquad as err:  # a null context would otherwise be answered from the text "None"
+                    question, context = (squad_field(item, key, str, "the line") for key in ("question", "context"))
+                except NotSquad as err:  # a null context would otherwise be answered from the text "None"
                     raise TextnnError(f"{source}:{number}: {err}; give \"question\" and \"context\" "
                                       f"as strings") from None
             else:
@@ -468,22 +272,3 @@ class QATask(Task):
             text, start, score = next(best)
             yield json.dumps({"question": q.question, "answer": text, "start": start, "score": round(score, 4)},
                              ensure_ascii=False)
-
-
-def _answer_pieces(spans: list[tuple[int, int]], start: int, text: str) -> tuple[int, int] | None:
-    """First and last context pieces that overlap the answer's characters [start, start + len(text))."""
-    end = start + len(text)
-    inside = [i for i, (a, b) in enumerate(spans) if a < end and b > start]
-    return (inside[0], inside[-1]) if inside else None
-
-
-def _train_wordpiece(config: Config, questions: list[Question]) -> Tokenizer:
-    data = config.data
-
-    def compute() -> dict:
-        texts = sorted({q.context for q in questions}) + [q.question for q in questions]
-        return Tokenizer.train_wordpiece(texts, data.wordpiece_vocab_size, data.lowercase).to_dict()
-
-    settings = {"kind": "wordpiece_model_squad", "vocab_size": data.wordpiece_vocab_size, "lowercase": data.lowercase,
-                "questions": len(questions)}
-    return Tokenizer.from_dict(cached(data.train, settings, compute, enabled=data.cache))

@@ -1,44 +1,5 @@
-"""Translation: sentence pairs -> an encoder-decoder family with an output layer -> BLEU, chrF, perplexity.
-
-Data (`data.format`): `parallel`, two line-aligned files PREFIX.SRC and PREFIX.TGT per split (`.gz`
-too; `data.source` / `data.target` are the language suffixes), or `tsv`, one file with a source and
-a target column (`data.source` / `data.target` name them); see data/parallel.py for what is an error
-and what is skipped. Text becomes subwords by a byte-level BPE (`data.tokenizer: bpe`, the
-`tokenizers` library; Sennrich et al. 2016) of `data.bpe_vocab_size` pieces, trained on the training
-pairs: one BPE and vocabulary for both languages (`data.joint_vocab: true`, the Transformer's shared
-source-target vocabulary, Vaswani et al. 2017 §5.1, which lets a family share its embeddings and
-the output layer, Press & Wolf 2017) or one per language. `word` / `whitespace` / `char` tokenize
-by rule, with vocabularies from the training counts (data.min_freq, data.max_vocab). The source
-reads its tokens then `</s>`; the target is `<s>` tokens `</s>`, fed without its last token and
-predicted without its first (teacher forcing). Training pairs with more than `data.max_length`
-tokens on a side (or more than the family reads) are skipped and counted; at evaluation and
-translation the source is cut to that length instead (every input is owed an output).
-
-Batches hold `train.batch_size` pairs of similar length, or about `data.batch_tokens` padded tokens
-(`token_budget_batches`). The trainer's mean loss is per target token (`</s>` included).
-
-Model: any registered `EncoderDecoder` family (models/base.py) with an `LMHead` over the target
-vocabulary on its decoder states, tied to the family's `output_embedding()` when `head.tie` and the
-family gives one: `Translator`. `head.teacher_forcing` < 1 feeds, at each target position, the
-model's own greedy prediction of the previous step instead of the reference token with
-probability 1 - ratio, row by row, running the decoder step by step (Williams & Zipser 1989 call
-the reference-fed case teacher forcing; Bengio et al. 2015 feed predictions on a schedule).
-
-Loss: label-smoothed cross-entropy (Szegedy et al. 2016 §7; Vaswani et al. 2017 §5.4, eps 0.1):
-(1 - eps) * nll + eps * the mean of -log p over the whole target vocabulary, summed over real target
-tokens. Reported (dev, `evaluate`): the UNSMOOTHED `loss` (nats per target token) and `perplexity`,
-and, from greedy translations of the sources detokenised into plain text, sacreBLEU's `bleu` and
-`chrf` against the raw reference lines, with their signatures (metrics/bleu.py). Decoding a dev set
-costs far more than scoring it, so BLEU/chrF are computed at every dev evaluation only when
-`train.metric` is bleu or chrf (checkpoints selected by greedy dev BLEU); with the default metric,
-perplexity, they are computed for the final evaluation of the best checkpoint (the trainer's pass
-with train.bootstrap_samples > 0) and by `textnn evaluate` (greedy, or beam search with --beam).
-
-Decoding (`translate`, `predict`, `evaluate --beam`) goes through generation/decoding.py on the
-`Translator` itself (a `Decoder`): start(batch) encodes the source, step feeds target tokens, reorder
-follows beam hypotheses. Outputs are at most min(max_tokens, head.max_len_a * S + head.max_len_b)
-tokens for a source of S tokens; `<pad>` and `<s>` are never emitted.
-"""
+"""The translation task: building its pipelines and splits, the label-smoothed loss, decoding with
+greedy / sampling / beam search, BLEU, chrF and perplexity, translations, and the attention view."""
 
 # B batch (sentence pairs), S source length, T target length, V target vocabulary, D decoder state size
 
@@ -47,144 +8,33 @@ from __future__ import annotations
 import json
 import math
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, Iterator
 
 import torch
-import torch.nn.functional as F
 
 from textnn import registry
-from textnn.config import Config, DataConfig, check_key, is_int, opt
+from textnn.config import Config
 from textnn.data.batching import bucket_batches, pad, token_budget_batches
 from textnn.data.parallel import ParallelText, detokenize_words, read_parallel
 from textnn.data.tokenizers import Tokenizer
-from textnn.data.vocab import PAD, UNK, Vocab
+from textnn.data.vocab import UNK, Vocab
 from textnn.errors import TextnnError
-from textnn.generation.decoding import Decoder, DecodingConfig, Hypothesis, decode
+from textnn.generation.decoding import DecodingConfig, Hypothesis, decode
 from textnn.metrics.bleu import corpus_scores
-from textnn.models.base import EncoderDecoder, EncoderWithHead, InputSpec
+from textnn.models.base import EncoderDecoder, InputSpec
 from textnn.modules.heads import LMHead
-from textnn.tasks.base import Task, line_chunks
+from textnn.tasks import pipeline
+from textnn.tasks.base import BatchTask, line_chunks
+from textnn.tasks.translation.data import BOS, EOS, SPECIALS, EncodedPairs, TranslationBatch, TranslationData
+from textnn.tasks.translation.model import TranslationHeadConfig, Translator
 from textnn.training.progress import progress_bar
 
-BOS, EOS = "<s>", "</s>"
-SPECIALS = (PAD, UNK, BOS, EOS)
 DECODE_METRICS = ("bleu", "chrf")
 MAX_OUTPUT_TOKENS = 256  # a hard cap on an output, whatever max_len_a * S + b allows
 GREEDY_SENTENCES = 128  # sentences decoded side by side (greedy, sampling)
 BEAM_SENTENCES = 32  # sentences decoded side by side under beam search (each K rows)
-
-
-@dataclass
-class TranslationData(DataConfig):
-    """Data options of translation: sentence pairs, subwords, batches."""
-
-    format: str = opt("parallel", "parallel (PREFIX.SRC + PREFIX.TGT, line-aligned, .gz ok; the data paths are "
-                                  "prefixes) or tsv (one file with a source and a target column)")
-    tokenizer: str = opt("bpe", "bpe (byte-level BPE trained on the training pairs; output decodes to plain text), "
-                                "word, whitespace or char")
-    source: str = opt("de", "parallel: the source files' suffix (PREFIX.de); tsv: the source column (name or 0-based index)")
-    target: str = opt("en", "parallel: the target files' suffix (PREFIX.en); tsv: the target column (name or 0-based index)")
-    header: bool = opt(True, "tsv: the first line names the columns")
-    bpe_vocab_size: int = opt(8000, "tokenizer bpe: pieces in each BPE (the joint one, or each language's)")
-    joint_vocab: bool = opt(True, "one tokenizer and vocabulary for both languages (lets a family share its "
-                                  "embeddings); false = one per language")
-    max_length: int = opt(0, "training: skip (and count) pairs with more tokens than this on a side; evaluation "
-                             "and translation cut the source to it; 0 = no limit beyond the family's own")
-    skip_bad: bool = opt(False, "skip and count pairs with text on one side only, instead of stopping with an error")
-    batch_tokens: int = opt(0, "batches of about this many padded tokens (sorted by length) instead of "
-                               "train.batch_size pairs; 0 = by pair count")
-
-    TOKENIZATION = (*DataConfig.TOKENIZATION, "bpe_vocab_size", "joint_vocab")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_key(self.format in ("parallel", "tsv"), "data.format", self.format, "parallel or tsv")
-        check_key(bool(self.source) and bool(self.target) and self.source != self.target, "data.source/target",
-                  (self.source, self.target), "two different, non-empty languages or columns")
-        check_key(self.bpe_vocab_size >= 2, "data.bpe_vocab_size", self.bpe_vocab_size, "an integer >= 2")
-        check_key(self.max_length >= 0, "data.max_length", self.max_length, "an integer >= 0")
-        check_key(self.batch_tokens >= 0, "data.batch_tokens", self.batch_tokens, "an integer >= 0 (0 = off)")
-
-
-@dataclass
-class TranslationHeadConfig:
-    """The output layer, the loss and the decoding length rule."""
-
-    label_smoothing: float = opt(0.0, "eps of label-smoothed cross-entropy (Vaswani et al. 2017 §5.4: 0.1); 0 = plain")
-    teacher_forcing: float = opt(1.0, "probability of feeding the reference token at each target position in "
-                                      "training; below 1 the model's own greedy prediction is fed otherwise")
-    tie: bool = opt(True, "share the output layer with the family's target embedding, when it gives one "
-                          "(Press & Wolf 2017)")
-    max_len_a: float = opt(1.5, "decoding: at most a * S + b output tokens for a source of S tokens")
-    max_len_b: int = opt(10, "decoding: the b of a * S + b")
-
-    def __post_init__(self) -> None:
-        check_key(isinstance(self.label_smoothing, (int, float)) and 0.0 <= self.label_smoothing < 1.0,
-                  "head.label_smoothing", self.label_smoothing, "a number in [0, 1)")
-        check_key(isinstance(self.teacher_forcing, (int, float)) and 0.0 <= self.teacher_forcing <= 1.0,
-                  "head.teacher_forcing", self.teacher_forcing, "a probability in [0, 1]")
-        check_key(self.max_len_a >= 0, "head.max_len_a", self.max_len_a, "a number >= 0")
-        check_key(is_int(self.max_len_b) and self.max_len_b >= 1, "head.max_len_b", self.max_len_b, "an integer >= 1")
-
-
-# ------------------------------------------------------------------------------------------ the model
-
-@dataclass
-class TranslationOutput:
-    """What `Translator.forward` returns: scores of each next target token and, when asked, the
-    decoder's source attention (`DecoderOutput.attention`)."""
-
-    logits: torch.Tensor  # [B, T, V]
-    attention: dict[str, torch.Tensor] | None = None
-
-
-class Translator(EncoderWithHead, Decoder):
-    """An encoder-decoder family (`encoder`, an EncoderDecoder) with an `LMHead` over the target vocabulary.
-
-    forward(src_ids [B, S], src_mask, tgt_ids [B, T] (from <s>), tgt_mask, need_weights) -> logits [B, T, V]
-    As a `generation.decoding.Decoder`: start(batch) encodes the batch's sources once, each step scores
-    the next target token, reorder follows beam hypotheses.
-    """
-
-    def __init__(self, family: EncoderDecoder, head: LMHead, teacher_forcing: float = 1.0) -> None:
-        super().__init__(family, head)  # type: ignore[arg-type]
-        self.teacher_forcing = teacher_forcing
-
-    def forward(self, src_ids: torch.Tensor, src_mask: torch.Tensor, tgt_ids: torch.Tensor, tgt_mask: torch.Tensor,
-                need_weights: bool = False) -> TranslationOutput:
-        memory = self.encoder.encode(src_ids, src_mask)
-        if self.training and self.teacher_forcing < 1.0:
-            return TranslationOutput(logits=self._fed_own_predictions(memory, tgt_ids))
-        out = self.encoder.decode(memory, tgt_ids, tgt_mask, need_weights=need_weights)
-        return TranslationOutput(logits=self.head(out.tokens), attention=out.attention)  # [B, T, D] -> [B, T, V]
-
-    def _fed_own_predictions(self, memory: object, tgt_ids: torch.Tensor) -> torch.Tensor:
-        """Logits [B, T, V] with the decoder run one step at a time; at every position after the first
-        each row is fed the reference token with probability `teacher_forcing`, else its own greedy
-        prediction of the step before. Gradients flow through the states, not through the choice."""
-        state = self.encoder.start(memory)
-        steps: list[torch.Tensor] = []
-        tokens = tgt_ids[:, :1]  # [B, 1]: <s>
-        for t in range(tgt_ids.size(1)):
-            if t:
-                own = steps[-1].detach().argmax(dim=-1)  # [B]
-                use_reference = torch.rand(own.shape, device=own.device) < self.teacher_forcing
-                tokens = torch.where(use_reference, tgt_ids[:, t], own)[:, None]  # [B] -> [B, 1]
-            last, state = self.encoder.step(tokens, state)  # [B, D]
-            steps.append(self.head(last))  # [B, V]
-        return torch.stack(steps, dim=1)  # T x [B, V] -> [B, T, V]
-
-    def start(self, batch: "TranslationBatch") -> object:
-        return self.encoder.start(self.encoder.encode(batch.src_ids, batch.src_mask))
-
-    def step(self, tokens: torch.Tensor, state: object) -> tuple[torch.Tensor, object]:
-        last, state = self.encoder.step(tokens, state)  # [B, D]
-        return self.head(last), state  # [B, V]
-
-    def reorder(self, state: object, indices: torch.Tensor) -> object:
-        return self.encoder.reorder(state, indices)
 
 
 def label_smoothed_nll(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, epsilon: float
@@ -204,46 +54,8 @@ def label_smoothed_nll(logits: torch.Tensor, targets: torch.Tensor, mask: torch.
     return ((1.0 - epsilon) * nll + epsilon * uniform).sum(), nll.sum()
 
 
-# ------------------------------------------------------------------------------------------ batches
-
-@dataclass
-class TranslationBatch:
-    src_ids: torch.Tensor  # [B, S]
-    src_mask: torch.Tensor  # [B, S] bool, True = real token
-    tgt_in: torch.Tensor  # [B, T] <s> y1 .. yn (teacher forcing input)
-    tgt_out: torch.Tensor  # [B, T] y1 .. yn </s> (what each position predicts)
-    tgt_mask: torch.Tensor  # [B, T] bool
-    index: list[int]  # positions of the pairs in their split
-    lr_scale: float = 1.0  # the trainer scales this step's learning rate by it; translation never does
-
-    @property
-    def count(self) -> int:
-        """Target tokens: the mean training loss is per target token."""
-        return int(self.tgt_mask.sum())
-
-    @property
-    def num_tokens(self) -> int:
-        return int(self.src_mask.sum()) + self.count
-
-    def to(self, device: torch.device) -> "TranslationBatch":
-        move = lambda t: t.to(device, non_blocking=True)  # noqa: E731
-        return replace(self, src_ids=move(self.src_ids), src_mask=move(self.src_mask), tgt_in=move(self.tgt_in),
-                       tgt_out=move(self.tgt_out), tgt_mask=move(self.tgt_mask))
-
-
-@dataclass
-class EncodedPairs:
-    """A split as ids: sources end with </s>; targets are <s> ... </s>; `references` the raw target lines."""
-
-    source: list[list[int]]
-    target: list[list[int]]
-    references: list[str]
-    origin: str
-
-
-# ------------------------------------------------------------------------------------------ the task
-
-class TranslationTask(Task):
+class TranslationTask(BatchTask):
+    capabilities = frozenset({"translate_lines", "write_views"})
     """Sentence-pair translation in the trainer's task protocol (see the module docstring)."""
 
     data_config = TranslationData
@@ -432,7 +244,7 @@ class TranslationTask(Task):
         lengths = self._lengths(data)
         if self.config.data.batch_tokens:
             return token_budget_batches(lengths, self.config.data.batch_tokens, shuffle, seed)
-        size = self.config.train.batch_size if shuffle else max(64, self.config.train.batch_size)
+        size = self.config.train.batch_size if shuffle else pipeline.eval_batch_size(self.config)
         return bucket_batches(lengths, size, shuffle, seed)
 
     def _batches(self, data: EncodedPairs, order: list[list[int]]) -> list[TranslationBatch]:

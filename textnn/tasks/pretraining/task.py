@@ -1,144 +1,31 @@
-"""BERT pre-training: masked language modelling (MLM) and next-sentence prediction (NSP).
-
-Devlin et al. 2019 §3.1: the encoder reads [CLS] A [SEP] B [SEP] in which 15% of the positions were
-chosen for prediction (80% [MASK], 10% a random token, 10% unchanged) and predicts the original
-tokens there (MLM, through `MLMHead`, whose output layer is the encoder's token embedding, tied as
-in the released code); from the pooled [CLS] vector it predicts whether B followed A in the document
-(NSP, a linear layer on the pooler, the released code's `cls/seq_relationship`). How documents,
-pairs and masks are made is data/masking.py.
-
-RoBERTa's variant (Liu et al. 2019 §4.1-4.2): `data.dynamic_masking: true` draws new masks every
-epoch instead of once; `data.nsp: false` drops NSP and packs full sentences across documents.
-
-Data (`data.format: text`): a plain text file, blank lines between documents, or WikiText with its
-` = Title = ` article headings as document boundaries (`data.documents: wikitext`). The tokenizer is
-a WordPiece trained on data.train (`data.wordpiece_vocab_size`), or that of model.init_from.
-
-Metrics: `mlm_loss` (mean cross-entropy over the predicted positions, nats), `mlm_accuracy`,
-`nsp_loss`, `nsp_accuracy`, and `loss` = mlm_loss + nsp_loss (the training objective). Dev pairs and
-masks are drawn once (seed, epoch 0), so dev numbers compare across evaluations and runs.
-The run directory holds the encoder (`encoder.*`) and the WordPiece vocabulary: a classification,
-tagging or qa run starts from it with `model.init_from: RUN_DIR`.
-"""
+"""The pre-training task: building its WordPiece and masking instances, batches drawn per epoch, the
+MLM + NSP loss per sequence, and the MLM/NSP metrics."""
 
 # B batch, T sequence length, D model dim, V vocabulary size, N predicted positions in the batch
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from textnn import registry
-from textnn.config import Config, DataConfig, check_key, is_int, opt
+from textnn.config import Config
 from textnn.data.batching import bucket_batches, pad
 from textnn.data.cache import cached
 from textnn.data.masking import (IGNORE, Sentence, full_sentence_blocks, mask_instances, nsp_instances,
                                  read_documents)
-from textnn.data.tokenizers import CLS, MASK, SEP, UNK, WORDPIECE_SPECIALS, Tokenizer
+from textnn.data.tokenizers import CLS, MASK, SEP, WORDPIECE_SPECIALS, Tokenizer
 from textnn.data.vocab import Vocab
 from textnn.errors import TextnnError
-from textnn.models.base import EncoderWithHead, Head, InputSpec, TokenFeatures
-from textnn.modules.heads import MLMHead
-from textnn.tasks.base import Task
-
-DOCUMENTS = ("blank_lines", "wikitext")
-
-
-@dataclass
-class PretrainingData(DataConfig):
-    format: str = opt("text", "text: plain text; documents separated as data.documents says")
-    tokenizer: str = opt("wordpiece", "wordpiece (trained on data.train, or that of model.init_from)")
-    lowercase: bool = opt(True, "uncased WordPiece: lower-case and strip accents (BERT-uncased)")
-    documents: str = opt("blank_lines", "document boundaries: blank_lines, or wikitext (articles start at ' = Title = ' lines)")
-    wordpiece_vocab_size: int = opt(8000, "size of the WordPiece vocabulary trained on data.train")
-    max_length: int = opt(0, "tokens per sequence, [CLS] and [SEP] included; 0 = 128 (BERT's phase 1), or the encoder's limit when lower")
-    mask_rate: float = opt(0.15, "fraction of the positions predicted (Devlin et al. 2019: 0.15)")
-    whole_word_masking: bool = opt(False, "choose all the pieces of a word together")
-    dynamic_masking: bool = opt(False, "draw new masks every epoch (RoBERTa) instead of once (BERT)")
-    nsp: bool = opt(True, "next-sentence prediction on sentence pairs; false = full-sentence packing (RoBERTa)")
-    short_seq_rate: float = opt(0.1, "share of sequences packed to a budget drawn uniformly from 2 .. max_length, so pre-training also shows short inputs (the released BERT code's short_seq_prob, 0.1); 0 = every sequence to max_length")
-    single_segment_rate: float = opt(0.0, "with data.nsp: share of sequences framed as one segment, [CLS] a [SEP], without an NSP label (the frame single-sentence fine-tuning reads); 0 = pairs only, as BERT")
-
-    TOKENIZATION = (*DataConfig.TOKENIZATION, "wordpiece_vocab_size")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_key(self.tokenizer == "wordpiece", "data.tokenizer", self.tokenizer, "wordpiece")
-        check_key(self.documents in DOCUMENTS, "data.documents", self.documents, " or ".join(DOCUMENTS))
-        check_key(is_int(self.wordpiece_vocab_size) and self.wordpiece_vocab_size >= 8, "data.wordpiece_vocab_size",
-                  self.wordpiece_vocab_size, "an integer >= 8")
-        check_key(is_int(self.max_length) and (self.max_length == 0 or self.max_length >= 8), "data.max_length",
-                  self.max_length, "0 (the default) or an integer >= 8")
-        check_key(0.0 < self.mask_rate < 1.0, "data.mask_rate", self.mask_rate, "a fraction in (0, 1)")
-        check_key(0.0 <= self.short_seq_rate <= 1.0, "data.short_seq_rate", self.short_seq_rate, "a fraction in [0, 1]")
-        check_key(0.0 <= self.single_segment_rate < 1.0, "data.single_segment_rate", self.single_segment_rate,
-                  "a fraction in [0, 1)")
-        check_key(self.nsp or not self.single_segment_rate, "data.single_segment_rate", self.single_segment_rate,
-                  "0 with data.nsp=false (every sequence is then a single segment already)")
-
-
-class PretrainingHead(Head):
-    """MLM scores over the vocabulary at the chosen positions, and IsNext/NotNext scores of the pooled vector."""
-
-    def __init__(self, token_size: int, sentence_size: int, vocab_size: int, tied: nn.Parameter | None,
-                 eps: float, nsp: bool) -> None:
-        super().__init__()
-        self.mlm = MLMHead(token_size, vocab_size, tied, eps)
-        self.nsp = nn.Linear(sentence_size, 2) if nsp else None
-
-
-@dataclass
-class PretrainingOutput:
-    mlm_logits: torch.Tensor  # [N, V] at the predicted positions, in row-major order of the batch
-    nsp_logits: torch.Tensor | None  # [B, 2]
-
-
-class Pretrainer(EncoderWithHead):
-    def forward(self, ids: torch.Tensor, mask: torch.Tensor, segments: torch.Tensor,
-                predict: torch.Tensor) -> PretrainingOutput:
-        """ids, mask, segments [B, T]; predict [B, T] bool: the positions whose tokens are predicted."""
-        out = self.encoder(ids, mask, features=TokenFeatures(segments=segments))
-        # Only the ~15% predicted positions go through the V-wide output layer.
-        chosen = out.tokens[predict]  # [B, T, D] -> [N, D]
-        nsp = self.head.nsp(out.sentence) if self.head.nsp is not None else None  # [B, D] -> [B, 2]
-        return PretrainingOutput(self.head.mlm(chosen), nsp)
-
-
-@dataclass
-class PretrainingBatch:
-    ids: torch.Tensor  # [B, T] masked inputs
-    mask: torch.Tensor  # [B, T] bool
-    segments: torch.Tensor  # [B, T]
-    targets: torch.Tensor  # [B, T] original ids at predicted positions, IGNORE elsewhere
-    is_next: torch.Tensor  # [B] 1 IsNext, 0 NotNext, -1 no NSP label (a single segment, or data.nsp false)
-    lr_scale: float = 1.0
-
-    @property
-    def count(self) -> int:
-        """Loss terms: one per sequence (each sequence's loss is its mean MLM loss + its NSP loss)."""
-        return int(self.ids.size(0))
-
-    @property
-    def num_tokens(self) -> int:
-        return int(self.mask.sum())
-
-    def to(self, device: torch.device) -> "PretrainingBatch":
-        move = lambda t: t.to(device, non_blocking=True)  # noqa: E731
-        return replace(self, ids=move(self.ids), mask=move(self.mask), segments=move(self.segments),
-                       targets=move(self.targets), is_next=move(self.is_next))
-
-
-@dataclass
-class PretrainingSplit:
-    instances: list  # data/masking.Instance
-    path: str
-    masked: list | None = None  # (inputs, targets) per instance, when drawn once
+from textnn.models.base import InputSpec
+from textnn.tasks import pipeline
+from textnn.tasks.base import BatchTask
+from textnn.tasks.pretraining.data import PretrainingBatch, PretrainingData, PretrainingSplit
+from textnn.tasks.pretraining.model import Pretrainer, PretrainingHead, PretrainingOutput
 
 
 def sequence_losses(out: PretrainingOutput, targets: torch.Tensor, is_next: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -157,7 +44,7 @@ def sequence_losses(out: PretrainingOutput, targets: torch.Tensor, is_next: torc
     return mlm, nsp, counts
 
 
-class PretrainingTask(Task):
+class PretrainingTask(BatchTask):
     data_config = PretrainingData
     formats = ("text",)
     intervals = False  # MLM/NSP metrics have no bootstrap interval
@@ -207,10 +94,12 @@ class PretrainingTask(Task):
     def from_data(cls, config: Config) -> "PretrainingTask":
         data = config.data
         if config.init_from:
-            tokenizer, vocab = cls.load_text_pipeline(Path(config.init_from))
-        else:
-            tokenizer = _train_wordpiece(config)
-            vocab = Vocab(tokenizer.vocabulary(), unk=UNK)
+            tokenizer, vocab = pipeline.load(Path(config.init_from))
+        else:  # a WordPiece trained on the sentences of data.train
+            tokenizer = pipeline.train_wordpiece(
+                config, lambda: (s for d in read_documents(data.train, data.documents == "wikitext", data.encoding)
+                                 for s in d), {"documents": data.documents})
+            vocab = pipeline.piece_vocabulary(tokenizer)
         task = cls(config, tokenizer, vocab)
         for split in ("train", "dev", "test"):
             if getattr(data, split):
@@ -314,7 +203,7 @@ class PretrainingTask(Task):
         model.eval()
         device = next(model.parameters()).device
         sums = {"mlm_nll": 0.0, "mlm_correct": 0, "positions": 0, "nsp_nll": 0.0, "nsp_correct": 0, "nsp_sequences": 0}
-        size = max(64, self.config.train.batch_size)
+        size = pipeline.eval_batch_size(self.config)
         for index in bucket_batches([len(x.ids) for x in data.instances], size, shuffle=False):
             batch = self._batch(data, masked, index).to(device)
             predict = batch.targets != IGNORE
@@ -345,17 +234,3 @@ def pretraining_metrics(sums: dict, sequences: int, nsp: bool) -> dict:
     results["predicted_positions"] = sums["positions"]
     results["sequences"] = sequences
     return results
-
-
-def _train_wordpiece(config: Config) -> Tokenizer:
-    """A WordPiece trained on the sentences of data.train, cached by the file's content and these settings."""
-    data = config.data
-
-    def compute() -> dict:
-        documents = read_documents(data.train, data.documents == "wikitext", data.encoding)
-        return Tokenizer.train_wordpiece((s for d in documents for s in d), data.wordpiece_vocab_size,
-                                         data.lowercase).to_dict()
-
-    settings = {"kind": "wordpiece_model", "vocab_size": data.wordpiece_vocab_size, "lowercase": data.lowercase,
-                "documents": data.documents}
-    return Tokenizer.from_dict(cached(data.train, settings, compute, enabled=data.cache))

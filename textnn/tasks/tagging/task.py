@@ -1,53 +1,13 @@
-"""Sequence labelling (CoNLL NER, chunking): CoNLL files -> word/char/casing ids -> tag loss, span F1.
+"""The tagging task: building its pipeline, splits and model, the loss, decoding tags, span metrics,
+predictions (CoNLL or raw text in, CoNLL or JSON out) and its part of the report."""
 
-Data (`data.format: conll`, read by `textnn.data.conll`): tokens and tags from the columns
-`data.token_column` / `data.tag_column`; the files' tags are in `data.tag_scheme` (CoNLL-2003:
-iob1). The model learns and decodes in `data.train_tag_scheme` (bioes by default, the IOBES of
-Lample et al. 2016, section 2.4; Ratinov & Roth 2009 found it slightly better than IOB); training
-tags are converted through their chunks. Evaluation decodes in the training scheme, converts the predictions back to
-`data.tag_scheme` and scores them against the file's ORIGINAL tags with conlleval's rules
-(`textnn.metrics.spans`), so the numbers are those conlleval prints for the same files.
-
-Model inputs per token:
-  words   id in the word vocabulary built from the training tokens (`data.min_freq`,
-          `data.max_vocab`; `data.lowercase` lower-cases the word lookup only, as GloVe 6B is
-          lower-cased), optionally extended by the words of `data.vectors` (`data.vectors_vocab`)
-  chars   ids of the token's first `MAX_WORD_CHARS` characters in ORIGINAL case (0 = padding,
-          1 = a character never seen in training)
-  casing  a category of the original token's shape (`CASINGS`): Collobert et al. (2011) add a
-          capitalisation ("caps") feature to lower-cased words; Reimers & Gurevych (2017) use
-          categories like these
-Digits are kept as they are in the word lookup (no mapping to 0): the GloVe file holds vectors for
-numbers, and the casing feature already marks numeric tokens.
-
-Tags: the complete tag set of the training scheme over the entity types seen in training, 'O'
-first (`conll.tag_set`). A dev/test chunk of a type never seen in training cannot be predicted: it
-counts as a miss in the scores, is treated as O in the dev loss, and the number of such tokens is
-reported when the file is read.
-
-Sub-word encoders (BERT: `Encoder.reads` "segments"): each sentence is read as [CLS] pieces [SEP]
-(segment ids all 0), its words split into WordPiece pieces one word at a time (with a rule-based
-tokenizer each word is one token of its own vocabulary); the state of the
-FIRST piece of each word stands for the word (Devlin et al. 2019 §5.3: "we use the representation of
-the first sub-token as the input to the token-level classifier"), so the head, its loss and the
-CRF see exactly one position per CoNLL word and the other pieces carry no label. Predictions are
-therefore per word and scored as above. A sentence longer than data.max_length pieces is cut; its
-words past the cut are tagged from the final [SEP] state and counted in a warning.
-
-Feature-based (`data.features_from: RUN_OR_HF_DIR`, `data.features_layers`): a frozen BERT-family
-encoder reads the pieces the same way and its layers at each word's first piece join a word-level
-tagger's input (tasks/features.py; Devlin et al. 2019 Table 7). A frozen ELMo reads the words
-themselves (their bytes), so no piece mapping is needed (Peters et al. 2018 §3.3).
-"""
-
-# B batch (sentences), T tokens per sentence, C characters per token, K tags
+# B batch (sentences), T tokens per sentence, C characters per token, P pieces, K tags
 
 from __future__ import annotations
 
 import itertools
 import json
 import sys
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -55,191 +15,28 @@ import numpy as np
 import torch
 
 from textnn import registry
-from textnn.config import Config, WordVectorData, check_key, opt
+from textnn.config import Config
 from textnn.data.batching import bucket_batches, pad
-from textnn.data.cache import cached
-from textnn.data.conll import (MAX_WORD_CHARS, Sentence, convert_tags, normalise_scheme, read_conll,
-                               split_tag, tag_set)
-from textnn.data.tokenizers import CLS, MASK, SEP, UNK as WORDPIECE_UNK, Tokenizer
+from textnn.data.conll import MAX_WORD_CHARS, Sentence, convert_tags, normalise_scheme, split_tag, tag_set
+from textnn.data.tokenizers import CLS, SEP, UNK as WORDPIECE_UNK, Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.errors import TextnnError
 from textnn.metrics.spans import SPAN_METRICS, sentence_counts, span_bootstrap_ci, span_scores
-from textnn.models.base import EncoderWithHead, InputSpec, ModelOutput, TokenFeatures
-from textnn.modules.heads import TAGGER_OUTPUTS, TaggerHead
-from textnn.tasks.base import Task, blank, empty_answer, line_chunks
-from textnn.tasks.features import (FeatureSource, FrozenLayers, check_feature_options, frozen_layers,
-                                   pad_word_inputs, read_source, save_source, source_from_run)
-
-TAG_SCHEMES = ("iob1", "iob2", "bio", "bioes")
-
-
-@dataclass
-class TaggingData(WordVectorData):
-    format: str = opt("conll", "input format: conll (one token per line, columns, blank line between sentences)")
-    token_column: int = opt(0, "conll: 0-based column holding the token")
-    tag_column: int = opt(-1, "conll: 0-based column holding the tag; -1 = the last column")
-    tag_scheme: str = opt("iob1", "conll: tag scheme of the files: iob1 (CoNLL-2003), iob2 (also called bio) or bioes")
-    train_tag_scheme: str = opt("bioes", "scheme the model learns and decodes in; predictions are written back in data.tag_scheme")
-    max_length: int = opt(0, "sub-word encoders (bert): pieces per sentence, [CLS] and [SEP] included; 0 = the encoder's limit")
-    wordpiece_vocab_size: int = opt(8000, "tokenizer wordpiece without model.init_from: size of the vocabulary trained on data.train")
-    features_from: str = opt("", "a run or Hugging Face directory of a BERT-family encoder, or an ELMo run, whose frozen layers join a word-level tagger's input")
-    features_layers: str = opt("last", "data.features_from: last, sum4 (sum of the last four layers), cat4 (their concatenation) or mix (a learned scalar mix of all, Peters et al. 2018)")
-    features_dropout: float = opt(0.0, "data.features_from: dropout on the combined features (Peters et al. 2018 §3.3), in [0, 1)")
-    features_layer_norm: bool = opt(False, "data.features_layers=mix: layer-normalise each layer before the mix (Peters et al. 2018 §3.2)")
-
-    TOKENIZATION = (*WordVectorData.TOKENIZATION, "wordpiece_vocab_size")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_key(self.tokenizer in ("word", "whitespace", "wordpiece"), "data.tokenizer", self.tokenizer,
-                  "word or whitespace (tagging splits raw prediction input into words), or wordpiece for a "
-                  "sub-word encoder (bert)")
-        check_key(self.max_length >= 0, "data.max_length", self.max_length, "an integer >= 0")
-        check_feature_options(self)
-        for key in ("tag_scheme", "train_tag_scheme"):
-            check_key(getattr(self, key) in TAG_SCHEMES, f"data.{key}", getattr(self, key), ", ".join(TAG_SCHEMES))
-        check_key(self.token_column >= 0, "data.token_column", self.token_column, "an integer >= 0")
-        check_key(self.tag_column >= -1, "data.tag_column", self.tag_column,
-                  "an integer >= 0, or -1 for the last column")
-
-
-@dataclass
-class TaggingHeadConfig:
-    output: str = opt("crf", "softmax (each tag on its own, cross-entropy) or crf (linear-chain CRF, Lample et al. 2016 §2.2)")
-    constrained: bool = opt(True, "crf: forbid the tag transitions that data.train_tag_scheme never produces "
-                                  "(e.g. O -> I-PER in bio), in training and decoding; no effect with softmax")
-
-    def __post_init__(self) -> None:
-        check_key(self.output in TAGGER_OUTPUTS, "head.output", self.output, " or ".join(TAGGER_OUTPUTS))
-
-
-class Tagger(EncoderWithHead):
-    """An encoder with a tagging head: words (+ characters, casing) -> tag scores (emissions) [B, T, K]."""
-
-    def __init__(self, encoder, head, frozen: FrozenLayers | None = None) -> None:
-        super().__init__(encoder, head)
-        self.frozen = frozen  # data.features_from: a frozen encoder whose layers join the input
-
-    def forward(self, words: torch.Tensor, chars: torch.Tensor, casing: torch.Tensor, mask: torch.Tensor,
-                tags: torch.Tensor | None = None, pieces: "SubwordInput | None" = None,
-                word_inputs: torch.Tensor | None = None) -> ModelOutput:
-        """Emissions, and with gold `tags` the summed sentence negative log-likelihood as `loss`.
-        With `pieces` a sub-word encoder reads the pieces and each word takes the state of its first
-        piece; with a frozen feature encoder, its features join the word-level encoder's input (read
-        from the pieces, or from `word_inputs` [B, T, C] for a word-level one: ELMo)."""
-        if self.frozen is not None:
-            if self.frozen.word_level:
-                context = self.frozen(word_inputs, mask)  # [B, T, E]
-            else:
-                context = self.frozen(pieces.ids, pieces.mask, pieces.first)  # [B, T, E]
-            features = TokenFeatures(chars=chars, casing=casing, context=context)
-            states = self.encoder(words, mask, features=features).tokens  # [B, T, D]
-        elif pieces is None:
-            states = self.encoder(words, mask, features=TokenFeatures(chars=chars, casing=casing)).tokens  # [B, T, D]
-        else:
-            out = self.encoder(pieces.ids, pieces.mask, features=TokenFeatures(segments=torch.zeros_like(pieces.ids)))
-            index = pieces.first.unsqueeze(-1).expand(-1, -1, out.tokens.size(-1))  # [B, T] -> [B, T, D]
-            states = out.tokens.gather(1, index)  # [B, P, D] -> [B, T, D]: each word's first piece
-        emissions = self.head(states).float()  # [B, T, K]
-        loss = self.head.nll(emissions, tags, mask).sum() if tags is not None else None
-        return ModelOutput(logits=emissions, loss=loss)
-
-CASINGS = ("<pad>", "lower", "UPPER", "Title", "mixed", "numeric", "mostly_numeric", "has_digit",
-           "punctuation", "other")
-NUM_CASINGS = len(CASINGS)
-_CASING_ID = {name: i for i, name in enumerate(CASINGS)}
-
-
-def casing(token: str) -> int:
-    """Casing category id (1 .. NUM_CASINGS - 1) of a token; 0 is reserved for padding.
-
-    numeric: only digits; mostly_numeric: more than half digits ("1996-08-30"); has_digit: some
-    digit ("F-16"); punctuation: no letter or digit; lower / UPPER ("U.S.", "A") / Title ("London")
-    / mixed ("McDonald", "iPod"); other: anything left (letters without case, e.g. CJK).
-    """
-    digits = sum(ch.isdigit() for ch in token)
-    if digits == len(token):
-        name = "numeric"
-    elif digits > len(token) / 2:
-        name = "mostly_numeric"
-    elif digits:
-        name = "has_digit"
-    elif not any(ch.isalnum() for ch in token):
-        name = "punctuation"
-    elif token.islower():
-        name = "lower"
-    elif token.isupper():
-        name = "UPPER"
-    elif token[0].isupper() and token[1:].islower():
-        name = "Title"
-    elif any(ch.isupper() for ch in token):
-        name = "mixed"
-    else:
-        name = "other"
-    return _CASING_ID[name]
-
-
-@dataclass
-class SubwordInput:
-    """A sub-word encoder's view of a batch of sentences."""
-
-    ids: torch.Tensor  # [B, P] [CLS] pieces [SEP]
-    mask: torch.Tensor  # [B, P] bool
-    first: torch.Tensor  # [B, T] position in ids of each word's first piece (0 at padding)
-
-    def to(self, device: torch.device) -> "SubwordInput":
-        return SubwordInput(*(t.to(device, non_blocking=True) for t in (self.ids, self.mask, self.first)))
-
-
-@dataclass
-class TaggingBatch:
-    words: torch.Tensor  # [B, T] word ids (pad 0)
-    chars: torch.Tensor  # [B, T, C] character ids (pad 0)
-    casing: torch.Tensor  # [B, T] casing ids (pad 0)
-    mask: torch.Tensor  # [B, T] bool, True = real token
-    tags: torch.Tensor  # [B, T] tag ids in the training scheme (0 at padding and in unlabelled input)
-    index: list[int]  # positions of these sentences in their split
-    lr_scale: float = 1.0  # the trainer scales a step's learning rate by it; tagging never does
-    pieces: SubwordInput | None = None  # sub-word encoders only
-    word_inputs: torch.Tensor | None = None  # [B, T, C] a word-level feature encoder's input (ELMo)
-
-    @property
-    def count(self) -> int:
-        """Loss terms: one negative log-likelihood per sentence."""
-        return len(self.index)
-
-    @property
-    def num_tokens(self) -> int:
-        return int(self.mask.sum())
-
-    def to(self, device: torch.device) -> "TaggingBatch":
-        move = lambda t: t.to(device, non_blocking=True)  # noqa: E731
-        return replace(self, words=move(self.words), chars=move(self.chars), casing=move(self.casing),
-                       mask=move(self.mask), tags=move(self.tags),
-                       pieces=self.pieces.to(device) if self.pieces is not None else None,
-                       word_inputs=move(self.word_inputs) if self.word_inputs is not None else None)
-
-
-@dataclass
-class EncodedSentences:
-    """One file's sentences as id arrays (what `encode_file` returns and `evaluate` accepts)."""
-
-    sentences: list[Sentence]
-    words: list[np.ndarray]  # [T] each
-    chars: list[np.ndarray]  # [T, C_i] each, C_i = the sentence's longest (capped) word
-    casing: list[np.ndarray]  # [T] each
-    tags: list[np.ndarray] | None  # [T] training-scheme tag ids each; None for unlabelled input
-    pieces: list[np.ndarray] | None = None  # sub-word encoders: [P] ids of [CLS] pieces [SEP] each
-    first: list[np.ndarray] | None = None  # [T] position of each word's first piece in `pieces`
-    word_inputs: list[np.ndarray] | None = None  # a word-level feature encoder's input, [T, C] each
-    batches: list[TaggingBatch] | None = None  # evaluation batches, built once
-
+from textnn.models.base import InputSpec
+from textnn.modules.heads import TaggerHead
+from textnn.tasks import pipeline
+from textnn.tasks.base import BatchTask, empty_answer, line_chunks
+from textnn.tasks.features import (FeatureSource, frozen_layers, pad_word_inputs, read_source, save_source,
+                                   source_from_run)
+from textnn.tasks.tagging.data import (NUM_CASINGS, EncodedSentences, SubwordInput, TaggingBatch, TaggingData, casing,
+                                       extra_inputs, read_sentences, word_form)
+from textnn.tasks.tagging.model import Tagger, TaggingHeadConfig
 
 # Lines `--input-format auto` looks at to tell CoNLL columns from raw text, before the rest is read.
 AUTO_DETECT_LINES = 200
 
 
-class TaggingTask(Task):
+class TaggingTask(BatchTask):
     """Sequence labelling in the trainer's task protocol (see the module doc)."""
 
     data_config = TaggingData
@@ -262,7 +59,7 @@ class TaggingTask(Task):
         super().check_config(config)
         if not config.data.train:
             raise TextnnError("config key data.train is empty; set it to the training CoNLL file")
-        cls.check_vectors(config)
+        pipeline.check_vectors(config)
         subwords = "segments" in registry.encoder_class(config.model_name).reads
         if config.data.tokenizer == "wordpiece" and not subwords:
             raise TextnnError(f"config key data.tokenizer: wordpiece with model {config.model_name}; only a sub-word "
@@ -291,29 +88,14 @@ class TaggingTask(Task):
         """Read train/dev/test, build the word, character and tag vocabularies, encode every split."""
         data = config.data
         train = read_sentences(config, data.train)
-        if config.init_from:  # the starting run's tokenizer and word vocabulary: its encoder was trained on them
-            tokenizer, words = cls.load_text_pipeline(Path(config.init_from))
-        elif data.tokenizer == "wordpiece":
-            tokenizer = Tokenizer.train_wordpiece((" ".join(s.tokens) for s in train), data.wordpiece_vocab_size,
-                                                  data.lowercase)
-            words = Vocab(tokenizer.vocabulary(), unk=WORDPIECE_UNK)
-        else:
-            # A sub-word encoder reading whole words still frames them as [CLS] words [SEP]
-            specials = (PAD, UNK, CLS, SEP, MASK) if "segments" in registry.encoder_class(config.model_name).reads \
-                else (PAD, UNK)
-            words = Vocab.build(([_word(config, t) for t in s.tokens] for s in train), min_freq=data.min_freq,
-                                max_size=data.max_vocab, specials=specials)
+        tokenizer, start_words = pipeline.tokenizer(config, lambda: (" ".join(s.tokens) for s in train),
+                                                     {"format": "conll", "token_column": data.token_column})
+        # A sub-word encoder reading whole words still frames them as [CLS] words [SEP]
+        words = pipeline.vocabulary(config, tokenizer, start_words,
+                                    lambda: ([word_form(config, t) for t in s.tokens] for s in train),
+                                    packs="segments" in registry.encoder_class(config.model_name).reads)
         if data.tokenizer != "wordpiece":  # splits raw prediction input into words; a starting run's may lower-case
             tokenizer = Tokenizer(*cls.saved_tokenizer(data))
-        vectors = None
-        if data.vectors:
-            from textnn.interop.vectors import read_vectors
-
-            vectors = data.vectors
-            if data.vectors_vocab:
-                # Words of the vector file that training never shows keep their pretrained vector
-                # instead of falling to <unk> (the tagging counterpart of Kim 2014's full vocabulary).
-                words = words.extend(read_vectors(vectors)[0])
         start_chars = Path(config.init_from) / "chars.json" if config.init_from else None
         if start_chars is not None and start_chars.is_file():
             chars = Vocab.load(start_chars)
@@ -327,8 +109,8 @@ class TaggingTask(Task):
         for split in ("dev", "test"):
             if getattr(data, split):
                 task.splits[split] = task.encode(read_sentences(config, getattr(data, split)))
-        if vectors:
-            task.pretrained = _embedding_matrix(config, words)
+        if data.vectors:
+            task.pretrained = pipeline.pretrained_vectors(config, words)[0]
         return task
 
     @classmethod
@@ -375,7 +157,7 @@ class TaggingTask(Task):
         words, chars, casings, tags = [], [], [], []
         unknown: dict[str, int] = {}
         for s in sentences:
-            words.append(np.asarray(self.vocab.encode([_word(self.config, t) for t in s.tokens]), dtype=np.int64))
+            words.append(np.asarray(self.vocab.encode([word_form(self.config, t) for t in s.tokens]), dtype=np.int64))
             width = min(MAX_WORD_CHARS, max(len(t) for t in s.tokens))
             table = np.zeros((len(s.tokens), width), dtype=np.int64)  # [T, C]
             for i, token in enumerate(s.tokens):
@@ -399,10 +181,10 @@ class TaggingTask(Task):
         if self.features is not None and self.features.word_level:  # ELMo reads the words as they are
             encoded.word_inputs = [self.features.encode_words(s.tokens) for s in sentences]
         elif self.subwords or self.features is not None:
-            encoded.pieces, encoded.first = self.encode_pieces(sentences)
+            encoded.pieces, encoded.first = self.encodeextra_inputs(sentences)
         return encoded
 
-    def encode_pieces(self, sentences: list[Sentence]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    def encodeextra_inputs(self, sentences: list[Sentence]) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """[CLS] pieces [SEP] of each sentence (words split one at a time, so pieces never straddle
         words) and the position of each word's first piece; see the module docstring."""
         if self.features is not None:  # the frozen feature encoder's pieces
@@ -416,7 +198,7 @@ class TaggingTask(Task):
         words = [t for s in sentences for t in s.tokens]
         # a trained tokenizer splits each word into pieces; a rule-based one's "piece" is the word itself
         pieces = iter(tokenizer.tokenize_lines(words) if tokenizer.model is not None
-                      else [[_word(self.config, w)] for w in words])
+                      else [[word_form(self.config, w)] for w in words])
         cls_id, sep_id = vocab.stoi[CLS], vocab.stoi[SEP]
         all_ids, all_first, cut = [], [], 0
         for s in sentences:
@@ -488,7 +270,7 @@ class TaggingTask(Task):
     def eval_batches(self, data: EncodedSentences) -> list[TaggingBatch]:
         """Batches sorted by length (built once per split); results are put back in file order by index."""
         if data.batches is None:
-            size = max(64, self.config.train.batch_size)
+            size = pipeline.eval_batch_size(self.config)
             data.batches = [self._batch(data, index) for index in
                             bucket_batches([len(w) for w in data.words], size, shuffle=False)]
         return data.batches
@@ -496,7 +278,7 @@ class TaggingTask(Task):
     # --- loss, prediction, evaluation -------------------------------------------------------------
     def loss(self, model: torch.nn.Module, batch: TaggingBatch) -> torch.Tensor:
         """Sum over the batch's sentences of each sentence's negative log-likelihood."""
-        return model(batch.words, batch.chars, batch.casing, batch.mask, batch.tags, **_pieces(batch)).loss
+        return model(batch.words, batch.chars, batch.casing, batch.mask, batch.tags, **extra_inputs(batch)).loss
 
     @torch.no_grad()
     def decode_tags(self, model: torch.nn.Module, data: EncodedSentences) -> tuple[list[list[str]], float | None]:
@@ -509,7 +291,7 @@ class TaggingTask(Task):
         for batch in self.eval_batches(data):
             batch = batch.to(device)
             emissions = model(batch.words, batch.chars, batch.casing, batch.mask,
-                              **_pieces(batch)).logits.float()  # [B, T, K]
+                              **extra_inputs(batch)).logits.float()  # [B, T, K]
             best = model.head.decode(emissions, batch.mask).cpu().tolist()  # [B, T]
             if data.tags is not None:
                 nll_sum += float(model.head.nll(emissions, batch.tags, batch.mask).sum())
@@ -619,49 +401,3 @@ class TaggingTask(Task):
         if "per_type" in metrics:
             lines += ["per type:", *("  " + line for line in per_type_table(metrics["per_type"]).splitlines())]
         return lines
-
-
-# --- reading (shared by training, evaluate and predict) ---------------------------------------------
-
-def read_sentences(config: Config, path: str, require_tags: bool = True) -> list[Sentence]:
-    """Sentences of a CoNLL file read with the config's columns and scheme; the parse is cached."""
-    data = config.data
-
-    def compute() -> list:
-        return [[list(s.tokens), list(s.tags) if s.tags is not None else None, s.document, s.doc_start, s.line]
-                for s in read_conll(path, token_column=data.token_column, tag_column=data.tag_column,
-                                    scheme=data.tag_scheme, encoding=data.encoding, require_tags=require_tags)]
-
-    settings = {"kind": "conll", "version": 1, "token_column": data.token_column, "tag_column": data.tag_column,
-                "scheme": data.tag_scheme, "encoding": data.encoding, "require_tags": require_tags}
-    return [Sentence(tuple(tokens), tuple(tags) if tags is not None else None, document, doc_start, str(path), line)
-            for tokens, tags, document, doc_start, line in cached(path, settings, compute, enabled=data.cache)]
-
-
-def _pieces(batch: TaggingBatch) -> dict:
-    """The sub-word view of a batch (or a word-level feature encoder's input) as keyword arguments of
-    the model, only for models that read them."""
-    extra = {"pieces": batch.pieces} if batch.pieces is not None else {}
-    if batch.word_inputs is not None:
-        extra["word_inputs"] = batch.word_inputs
-    return extra
-
-
-def _word(config: Config, token: str) -> str:
-    """The form of a token used for the word lookup (lower-cased when data.lowercase)."""
-    return token.lower() if config.data.lowercase else token
-
-
-def _embedding_matrix(config: Config, vocab: Vocab) -> torch.Tensor:
-    """Pretrained vectors for the word vocabulary, set up exactly as the classification task does."""
-    from textnn.interop.vectors import build_embedding_matrix
-
-    data = config.data
-    matrix, coverage = build_embedding_matrix(vocab.itos, data.vectors, seed=config.train.seed)
-    if data.vectors_std:
-        # Rescaled so fine-tuning moves them as readily as a random init (pad row 0 stays zero);
-        # see ClassificationTask.from_data.
-        matrix *= data.vectors_std / matrix[1:].std()
-    print(f"vectors {data.vectors}: {coverage['found']:,} of {coverage['total']:,} vocabulary tokens found "
-          f"({100 * coverage['coverage']:.1f}%), dim {coverage['dim']}", file=sys.stderr)
-    return torch.from_numpy(matrix)

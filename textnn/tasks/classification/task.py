@@ -1,0 +1,412 @@
+"""The classification task: building its text pipeline, splits and model, the loss, the metrics,
+predictions and its part of the report (reading is in data.py, the model in model.py)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from textnn import registry
+from textnn.config import Config
+from textnn.data.batching import bucket_batches, pad
+from textnn.data.packing import pack
+from textnn.data.readers import Record, stratified_kfold_splits
+from textnn.data.subset import subset_indices
+from textnn.data.tokenizers import CLS, SEP, Tokenizer
+from textnn.data.vocab import Vocab
+from textnn.errors import TextnnError, where
+from textnn.metrics import CLASSIFICATION_METRICS, REGRESSION_METRICS, bootstrap_ci, confusion_matrix
+from textnn.models.base import Encoder, InputSpec
+from textnn.tasks import pipeline
+from textnn.tasks.base import BatchTask, blank, empty_answer, line_chunks
+from textnn.tasks.classification.data import (ClassificationBatch, ClassificationData, EncodedSplit, label_order,
+                                              read_and_tokenize, read_split, real_label, table_texts)
+from textnn.tasks.classification.model import ClassificationHeadConfig, Classifier, classifier_head, scores
+from textnn.tasks.features import (FeatureSource, frozen_layers, pad_word_inputs, read_source, save_source,
+                                   source_from_run)
+
+
+class ClassificationTask(BatchTask):
+    data_config = ClassificationData
+    head_config = ClassificationHeadConfig
+    metric_directions = {"loss": False, **{name: True for name in CLASSIFICATION_METRICS},
+                         **{name: True for name in REGRESSION_METRICS}, "mse": False}
+    formats = ("tsv", "csv", "jsonl", "fasttext", "label_text", "class_files")
+
+    @property
+    def default_metric(self) -> str:
+        return "pearson" if self.config.data.regression else "accuracy"
+
+    @classmethod
+    def metrics_for(cls, config: Config) -> list[str]:
+        if config.data.regression:
+            return ["loss", *REGRESSION_METRICS, "mse"]
+        return ["loss", *CLASSIFICATION_METRICS]
+
+    @classmethod
+    def unusable_reason(cls, encoder_cls: type) -> str | None:
+        if not (encoder_cls.gives_sentence or encoder_cls.gives_tokens):
+            return "it gives neither a sentence vector nor per-token states"
+        missing = [name for name in encoder_cls.reads if name != "segments"]
+        if missing:
+            return f"it reads {' and '.join(missing)} features, which classification does not build"
+        return None
+
+    @classmethod
+    def check_config(cls, config: Config) -> None:
+        super().check_config(config)
+        pipeline.check_vectors(config)
+        pipeline.check_extend_vocab(config)
+        encoder_cls = registry.encoder_class(config.model_name)
+        if config.data.features_from and not encoder_cls.takes_context:
+            raise TextnnError(f"config key data.features_from: model {config.model_name} takes no extra features; "
+                              f"use a classifier that does (rnn, cnn) or remove data.features_from")
+        if config.head.bptt and (not encoder_cls.carries_state() or config.data.features_from):
+            carriers = [name for name in registry.ENCODERS if issubclass(registry.encoder_class(name), Encoder)
+                        and registry.encoder_class(name).carries_state()]
+            raise TextnnError(f"config key head.bptt: reading inputs in windows carries a recurrent state from one to "
+                              f"the next, which model {config.model_name} does not"
+                              f"{' with data.features_from' if encoder_cls.carries_state() else ''}; use one of "
+                              f"{', '.join(carriers)} or set head.bptt=0")
+        if config.head.sentence == "pooled" and not encoder_cls.gives_tokens:
+            raise TextnnError(f"config key head.sentence: pooled pools per-token states, which model "
+                              f"{config.model_name} does not give; set head.sentence=encoder")
+        reads = encoder_cls.reads
+        if config.data.regression and config.data.text_pair_column and "segments" not in reads:
+            raise TextnnError(f"config key data.regression: sentence-pair regression packs the pair into one "
+                              f"sequence, which model {config.model_name} does not read; use a bert encoder")
+
+    def __init__(self, config: Config, tokenizer: Tokenizer, vocab: Vocab, labels: list[str]):
+        self.config = config
+        self.tokenizer = tokenizer
+        self.vocab = vocab
+        self.labels = labels
+        self.label_ids = {label: i for i, label in enumerate(labels)}
+        self.splits: dict[str, EncodedSplit] = {}
+        self.pretrained: torch.Tensor | None = None
+        self.vector_coverage: dict = {}
+        self.features: FeatureSource | None = None  # data.features_from
+
+    @property
+    def is_pair(self) -> bool:
+        return bool(self.config.data.text_pair_column)
+
+    @property
+    def packs(self) -> bool:
+        """Inputs are packed into one [CLS] a [SEP] (b [SEP]) sequence with segment ids (BERT)."""
+        return "segments" in registry.encoder_class(self.config.model_name).reads
+
+    # --- building from data or from a run directory -----------------------------------------------
+    @classmethod
+    def from_data(cls, config: Config) -> "ClassificationTask":
+        """Read train/dev/test, build tokenizer, vocab and label set, encode every split."""
+        data = config.data
+        if not data.train:
+            raise TextnnError("config key data.train is empty; set it to the training file")
+        if data.kfold and data.dev:
+            raise TextnnError("data.kfold and data.dev are both set; k-fold makes its own dev split, "
+                              "so leave data.dev empty")
+        tokenizer, start_vocab = pipeline.tokenizer(
+            config, lambda: (text for r in read_split(config, data.train) for text in (r.text, r.text_pair) if text),
+            {"format": data.format, "columns": [data.text_column, data.text_pair_column]})
+        train_records, train_tokens = read_and_tokenize(config, tokenizer, data.train)
+        dev_records, dev_tokens = [], []
+        if data.kfold:
+            folds = stratified_kfold_splits([r.label for r in train_records], data.kfold, seed=config.train.seed)
+            train_idx, dev_idx = folds[data.fold]
+            dev_records, dev_tokens = [train_records[i] for i in dev_idx], [train_tokens[i] for i in dev_idx]
+            train_records, train_tokens = [train_records[i] for i in train_idx], [train_tokens[i] for i in train_idx]
+        elif data.dev:
+            dev_records, dev_tokens = read_and_tokenize(config, tokenizer, data.dev)
+        if data.train_subset:
+            kept = subset_indices(len(train_records), data.train_subset, config.train.seed, data.train)
+            train_records, train_tokens = [train_records[i] for i in kept], [train_tokens[i] for i in kept]
+            print(f"data.train_subset: training on {len(kept):,} examples of {data.train} (seed {config.train.seed})",
+                  file=sys.stderr)
+        # A packing encoder frames its inputs with [CLS] and [SEP] (and pre-trains with [MASK]).
+        packs = "segments" in registry.encoder_class(config.model_name).reads
+        vocab = pipeline.vocabulary(config, tokenizer, start_vocab,
+                                    lambda: (toks for pair in train_tokens for toks in pair if toks is not None),
+                                    packs=packs, extend=data.extend_vocab)
+        labels = [] if data.regression else label_order({r.label for r in train_records})
+        if len(labels) > 50 and len(labels) > len(train_records) / 2:  # a class per example or so: text, not labels
+            print(f"warning: {data.train}: {len(labels):,} distinct labels in {len(train_records):,} training rows of "
+                  f"label column {data.label_column!r}: they look like text; check data.text_column and "
+                  f"data.label_column", file=sys.stderr)
+        task = cls(config, tokenizer, vocab, labels)
+        if data.extend_vocab:
+            task.start_vocab_size = len(start_vocab)
+        if data.features_from:
+            task.features = read_source(data.features_from)
+            if not task.features.word_level:
+                raise TextnnError(f"data.features_from={data.features_from}: classification takes features from a "
+                                  f"word-level encoder (an elmo run); {task.features.model_name} reads sub-word "
+                                  f"pieces: fine-tune it instead (model.init_from)")
+        task.splits["train"] = task.encode(train_records, train_tokens)
+        if dev_records:
+            task.splits["dev"] = task.encode(dev_records, dev_tokens)
+        if data.test:
+            task.splits["test"] = task.encode(*read_and_tokenize(config, tokenizer, data.test))
+        if data.vectors:
+            task.pretrained, task.vector_coverage = pipeline.pretrained_vectors(config, vocab)
+        return task
+
+    @classmethod
+    def from_run(cls, run_path: Path, config: Config) -> "ClassificationTask":
+        tokenizer, vocab = cls.load_text_pipeline(run_path, config.data)
+        labels = cls.read_json(run_path / "labels.json")
+        if not isinstance(labels, list) or not (labels or config.data.regression) or \
+                not all(isinstance(label, str) for label in labels):
+            raise TextnnError(f"{run_path / 'labels.json'}: expected a JSON list of label names; the file is damaged: "
+                              f"re-train the run")
+        task = cls(config, tokenizer, vocab, labels)
+        if config.data.features_from:
+            task.features = source_from_run(run_path)
+        return task
+
+    def save(self, run_path: Path) -> None:
+        (run_path / "tokenizer.json").write_text(json.dumps(self.tokenizer.to_dict()), encoding="utf-8")
+        self.vocab.save(run_path / "vocab.json")
+        (run_path / "labels.json").write_text(json.dumps(self.labels, ensure_ascii=False), encoding="utf-8")
+        if self.features is not None:
+            save_source(self.features, run_path)
+
+    def build_model(self) -> Classifier:
+        frozen = frozen_layers(self.features, self.config.data)
+        encoder = registry.encoder_class(self.config.model_name)(
+            self.config.model, InputSpec(vocab_size=len(self.vocab), pad_id=self.vocab.pad_id,
+                                         pretrained=self.pretrained, context_dim=frozen.size if frozen else 0))
+        head_cfg = self.config.head
+        head = classifier_head(encoder, len(self.labels), head_cfg, pair=self.is_pair and not self.packs,
+                               regression=self.config.data.regression)
+        return Classifier(encoder, head, head_cfg.pooling, frozen, head_cfg.bptt,
+                          own_sentence=head_cfg.sentence == "encoder")
+
+    def _max_length(self) -> int | None:
+        """Tokens kept per input: data.max_length, and never more than the encoder reads (a GPT's context)."""
+        limits = [n for n in (self.config.data.max_length,
+                              registry.encoder_class(self.config.model_name).max_length(self.config.model)) if n]
+        return min(limits) if limits else None
+
+    # --- encoding ---------------------------------------------------------------------------------
+    def encode(self, records: list[Record], tokens: list[tuple[list[str], list[str] | None]],
+               require_known_labels: bool = True) -> EncodedSplit:
+        max_len = self._max_length()
+        segments = None
+        if self.packs:  # one sequence per example, [CLS] a [SEP] (b [SEP]) cut longest-first to max_len in all
+            cls_id, sep_id = self.vocab.stoi[CLS], self.vocab.stoi[SEP]
+            packed = [pack(self.vocab.encode(a), self.vocab.encode(b) if self.is_pair else None, cls_id, sep_id,
+                           max_len or 0) for a, b in tokens]
+            ids, pair_ids, segments = [p.ids for p in packed], None, [p.segments for p in packed]
+        else:
+            ids = [self.vocab.encode(a[:max_len]) for a, _ in tokens]
+            pair_ids = [self.vocab.encode(b[:max_len]) for _, b in tokens] if self.is_pair else None
+        labels: list = []
+        for record in records:
+            if self.config.data.regression:
+                labels.append(real_label(record) if record.label is not None else float("nan"))
+            elif record.label is None:
+                labels.append(-1)
+            elif record.label in self.label_ids:
+                labels.append(self.label_ids[record.label])
+            elif require_known_labels:
+                raise TextnnError(f"{where(record.path, record.line)}: label {record.label!r} never occurs in the "
+                                  f"training data (labels: {', '.join(self.labels)}); fix the label or add "
+                                  f"training examples for it")
+            else:
+                labels.append(-1)
+        for record, (text_tokens, pair_tokens) in zip(records, tokens):  # data files are cleared of these
+            if not text_tokens or (self.is_pair and not pair_tokens):  # by read_and_tokenize: predict input
+                raise TextnnError(f"{where(record.path, record.line)}: the text has no tokens after "
+                                  f"tokenizing; remove the line or fix the text column")
+        encoded = EncodedSplit(records, ids, pair_ids, labels, segments)
+        if self.features is not None:  # the words as the run's tokenizer cut them (and cut to max_len)
+            encoded.word_inputs = [self.features.encode_words(a[:max_len]) for a, _ in tokens]
+            if self.is_pair:
+                encoded.pair_word_inputs = [self.features.encode_words(b[:max_len]) for _, b in tokens]
+        return encoded
+
+    def encode_file(self, path: str, require_labels: bool = True) -> EncodedSplit:
+        records, tokens = read_and_tokenize(self.config, self.tokenizer, path, require_labels=require_labels)
+        return self.encode(records, tokens, require_known_labels=require_labels)
+
+    # --- batches ----------------------------------------------------------------------------------
+    def has_split(self, split: str) -> bool:
+        return split in self.splits
+
+    def _batches(self, split: EncodedSplit, order: list[list[int]]) -> list[ClassificationBatch]:
+        batches = []
+        for index in order:
+            ids, mask = pad([split.ids[i] for i in index], self.vocab.pad_id)
+            pair_ids = pair_mask = None
+            if split.pair_ids is not None:
+                pair_ids, pair_mask = pad([split.pair_ids[i] for i in index], self.vocab.pad_id)
+            segments = pad([split.segments[i] for i in index], 0)[0] if split.segments is not None else None
+            labels = torch.tensor([split.labels[i] for i in index],
+                                  dtype=torch.float32 if self.config.data.regression else torch.long)
+            batch = ClassificationBatch(ids, mask, labels, index, pair_ids, pair_mask, segments)
+            if split.word_inputs is not None:
+                batch.word_inputs = pad_word_inputs([split.word_inputs[i] for i in index], ids.size(1))  # [B, T, C]
+            if split.pair_word_inputs is not None:
+                batch.pair_word_inputs = pad_word_inputs([split.pair_word_inputs[i] for i in index], pair_ids.size(1))
+            batches.append(batch)
+        return batches
+
+    def _lengths(self, split: EncodedSplit) -> list[int]:
+        if split.pair_ids is None:
+            return [len(s) for s in split.ids]
+        return [len(a) + len(b) for a, b in zip(split.ids, split.pair_ids)]
+
+    def _train_order(self, epoch: int) -> list[list[int]]:
+        seed = self.config.train.seed * 100_003 + epoch  # a new, reproducible order every epoch
+        return bucket_batches(self._lengths(self.splits["train"]), self.config.train.batch_size, shuffle=True,
+                              seed=seed)
+
+    def train_batches(self, epoch: int) -> list[ClassificationBatch]:
+        return self._batches(self.splits["train"], self._train_order(epoch))
+
+    def num_train_batches(self, epoch: int) -> int:
+        """len(train_batches(epoch)) without padding a single batch (the trainer plans every epoch)."""
+        return len(self._train_order(epoch))
+
+    def eval_batches(self, split: EncodedSplit, batch_size: int = 0) -> list[ClassificationBatch]:
+        order = bucket_batches(self._lengths(split), batch_size or pipeline.eval_batch_size(self.config), shuffle=False)
+        return self._batches(split, order)
+
+    # --- loss, evaluation, prediction -------------------------------------------------------------
+    def loss(self, model: torch.nn.Module, batch: ClassificationBatch) -> torch.Tensor:
+        out = scores(model, batch)
+        if self.config.data.regression:
+            return F.mse_loss(out.logits.float(), batch.labels, reduction="sum")
+        return F.cross_entropy(out.logits.float(), batch.labels, reduction="sum")
+
+    @torch.no_grad()
+    def regression_values(self, model: torch.nn.Module, split: EncodedSplit) -> np.ndarray:
+        """Predicted values [N] in the split's original order (regression)."""
+        model.eval()
+        device = next(model.parameters()).device
+        values = np.zeros(len(split.ids), dtype=np.float64)
+        for batch in self.eval_batches(split):
+            batch = batch.to(device)
+            out = scores(model, batch).logits.float()
+            values[batch.index] = out.cpu().numpy()
+        return values
+
+    def evaluate_regression(self, model: torch.nn.Module, data: EncodedSplit, bootstrap_samples: int) -> dict:
+        """Mean squared error (loss and mse), Pearson and Spearman, and (optionally) a 95% CI of the metric."""
+        predicted = self.regression_values(model, data)
+        gold = np.asarray(data.labels, dtype=np.float64)
+        if np.isnan(gold).any():
+            raise TextnnError("cannot evaluate on examples without labels; use `textnn predict` instead")
+        mse = float(np.mean((predicted - gold) ** 2))
+        results: dict = {"loss": mse, "mse": mse, "examples": len(gold)}
+        for name, fn in REGRESSION_METRICS.items():
+            results[name] = float(fn(predicted, gold))
+        metric = self.config.train.metric or self.default_metric
+        if bootstrap_samples and metric in REGRESSION_METRICS:
+            low, high = bootstrap_ci(REGRESSION_METRICS[metric], gold, predicted, n_samples=bootstrap_samples,
+                                     seed=self.config.train.seed)
+            results[f"{metric}_ci_low"], results[f"{metric}_ci_high"] = float(low), float(high)
+        return results
+
+    @torch.no_grad()
+    def probabilities(self, model: torch.nn.Module, split: EncodedSplit) -> np.ndarray:
+        """Class probabilities [N, C] in the split's original order."""
+        model.eval()
+        device = next(model.parameters()).device
+        probs = np.zeros((len(split.ids), len(self.labels)), dtype=np.float32)
+        for batch in self.eval_batches(split):
+            batch = batch.to(device)
+            logits = scores(model, batch).logits.float()
+            probs[batch.index] = torch.softmax(logits, dim=-1).cpu().numpy()
+        return probs
+
+    def evaluate(self, model: torch.nn.Module, split: str | EncodedSplit, bootstrap_samples: int = 0) -> dict:
+        """Loss, every classification metric, a confusion matrix and (optionally) a 95% CI."""
+        data = self.splits[split] if isinstance(split, str) else split
+        if self.config.data.regression:
+            return self.evaluate_regression(model, data, bootstrap_samples)
+        probs = self.probabilities(model, data)
+        gold = np.asarray(data.labels)
+        if (gold < 0).any():
+            raise TextnnError("cannot evaluate on examples without labels; use `textnn predict` instead")
+        pred = probs.argmax(axis=1)
+        results: dict = {"loss": float(-np.log(np.clip(probs[np.arange(len(gold)), gold], 1e-12, None)).mean()),
+                         "examples": len(gold)}
+        binary = len(self.labels) == 2
+        for name, fn in CLASSIFICATION_METRICS.items():
+            if name == "f1" and not binary:
+                continue
+            results[name] = float(fn(gold, pred))
+        metric = self.config.train.metric or self.default_metric
+        if bootstrap_samples and metric in CLASSIFICATION_METRICS:
+            low, high = bootstrap_ci(CLASSIFICATION_METRICS[metric], gold, pred, n_samples=bootstrap_samples,
+                                     seed=self.config.train.seed)
+            results[f"{metric}_ci_low"], results[f"{metric}_ci_high"] = float(low), float(high)
+        results["confusion_matrix"] = confusion_matrix(gold, pred, len(self.labels)).tolist()
+        return results
+
+
+    # --- commands ---------------------------------------------------------------------------------
+    def predict(self, model: torch.nn.Module, lines: Iterable[str], source: str, options: dict) -> Iterator[str]:
+        """One JSON line per input line (`text`, or `text<TAB>pair` for a pair model): label and probabilities."""
+        if options.get("input_format") or options.get("output_format"):
+            raise TextnnError("--input-format and --output-format apply to tagging runs only; a classifier "
+                              "reads one text per line and writes JSONL, so drop them")
+        empty = {"text": None, **({"value": None} if self.config.data.regression else
+                                   {"label": None, "probabilities": None})}
+        answered = False
+        for first, chunk in line_chunks(table_texts(lines, source, self.config.data)):
+            answered = True
+            records = []
+            for number, line in enumerate(chunk, start=first):
+                line = line.rstrip("\n")
+                if blank(line):
+                    continue
+                text, _, pair = line.partition("\t") if self.is_pair else (line, "", "")
+                if self.is_pair and not pair:
+                    raise TextnnError(f"{source}:{number}: this model classifies sentence pairs; give "
+                                      f"`first sentence<TAB>second sentence` on each line")
+                records.append(Record(text=text, label=None, text_pair=pair or None, path=source, line=number))
+            answers = iter(self._answers(model, records) if records else [])
+            for line in chunk:
+                yield empty_answer(empty) if blank(line) else next(answers)
+        if not answered:
+            raise TextnnError(f"{source}: no input lines to predict")
+
+    def _answers(self, model: torch.nn.Module, records: list[Record]) -> list[str]:
+        """The JSON output line of each record to predict: its text, and its label and probabilities (or value)."""
+        tokens = [(self.tokenizer(r.text), self.tokenizer(r.text_pair) if r.text_pair is not None else None)
+                  for r in records]
+        encoded = self.encode(records, tokens, require_known_labels=False)
+        texts = [{"text": r.text, **({"text_pair": r.text_pair} if r.text_pair else {})} for r in records]
+        if self.config.data.regression:
+            return [json.dumps({**text, "value": round(float(value), 6)}, ensure_ascii=False)
+                    for text, value in zip(texts, self.regression_values(model, encoded))]
+        return [json.dumps({**text, "label": self.labels[int(row.argmax())],
+                            "probabilities": {label: round(float(p), 6) for label, p in zip(self.labels, row)}},
+                           ensure_ascii=False)
+                for text, row in zip(texts, self.probabilities(model, encoded))]
+
+    def report_sections(self, metrics: dict, split: str, run_path: Path) -> list[str]:
+        """The confusion matrix of the split, as a plot."""
+        from textnn.viz.plots import plot_confusion_matrix
+
+        if "confusion_matrix" not in metrics:
+            return []
+        plot_confusion_matrix(np.asarray(metrics["confusion_matrix"]), self.labels,
+                              run_path / f"confusion_{split}.png", title=f"{run_path.name} ({split})")
+        return [f"![confusion matrix](confusion_{split}.png)", ""]
+
+    def format_metrics(self, metrics: dict) -> list[str]:
+        lines = super().format_metrics({k: v for k, v in metrics.items() if k != "confusion_matrix"})
+        if "confusion_matrix" in metrics:
+            lines.append("confusion matrix (rows = gold, columns = predicted):")
+            lines += ["  " + " ".join(f"{n:6d}" for n in row) for row in metrics["confusion_matrix"]]
+        return lines

@@ -1,0 +1,340 @@
+"""The language-modelling task: building its pipeline and streams, BPTT batches with the carried state,
+the next-token loss, perplexity / bpc / word perplexity, and encoding and decoding text for generation."""
+
+# B batch (parallel windows or rows), T window length (data.bptt), V vocabulary size, N stream length,
+# D encoder state size, B' batch rows kept by reorder_state, L layers, H heads
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from textnn import registry
+from textnn.config import Config
+from textnn.data.streams import (EOS, LMBatch, SlidingWindows, StreamBatches, WindowBatches, batchify, bptt_lengths,
+                                 document_tokens, shuffled_windows, to_vocab_ids, vocab_from_counts)
+from textnn.data.tokenizers import Tokenizer
+from textnn.data.vocab import PAD, UNK, Vocab
+from textnn.errors import TextnnError
+from textnn.models.base import detach_state
+from textnn.tasks import pipeline
+from textnn.tasks.base import BatchTask
+from textnn.tasks.language_modeling.data import (SPECIALS, EncodedStream, LanguageModelingData, kept_lines, read_stream,
+                                                 text_lines, train_bpe)
+from textnn.tasks.language_modeling.model import LanguageModel, LanguageModelingHead, language_model
+from textnn.training import distributed
+
+DIRECTIONS = ("forward", "backward")  # a bidirectional LM reports each one's loss and perplexity
+
+
+class LanguageModelingTask(BatchTask):
+    """Next-token prediction on plain-text streams, in the trainer's task protocol (see the module doc)."""
+
+    intervals = False  # perplexity has no bootstrap interval here
+
+    data_config = LanguageModelingData
+    head_config = LanguageModelingHead
+    formats = ("text", "tsv", "csv")
+    keeps_start_head = True  # its output layer scores the vocabulary, which a run it starts from gives
+    metric_directions = {"loss": False, "perplexity": False, "bpc": False, "word_perplexity": False,
+                         **{f"{direction}_{name}": False for direction in DIRECTIONS for name in ("loss", "perplexity")}}
+
+    def __init__(self, config: Config, tokenizer: Tokenizer, vocab: Vocab):
+        self.config = config
+        self.tokenizer = tokenizer
+        self.vocab = vocab
+        self.splits: dict[str, EncodedStream] = {}
+        self._rows: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None  # batchified train stream
+        self._state: object = None  # the recurrent state carried between stateful training windows
+
+    @property
+    def default_metric(self) -> str:
+        """Bits per character for character models, perplexity for word models (both lower = better)."""
+        return "bpc" if self.tokenizer.kind == "char" else "perplexity"
+
+    # --- what the task can use ----------------------------------------------------------------------
+    @classmethod
+    def unusable_reason(cls, encoder_cls: type) -> str | None:
+        if encoder_cls.bidirectional_lm:
+            return None  # it reads the vocabulary's words itself (BidirectionalLanguageModel)
+        if not (encoder_cls.gives_tokens and encoder_cls.causal):
+            return ("a language model predicts each token from the ones before it: it needs a causal encoder "
+                    "that gives a state per token")
+        if encoder_cls.reads:
+            return f"it reads {', '.join(encoder_cls.reads)} besides the token ids, which a text stream does not give"
+        return None
+
+    @classmethod
+    def check_config(cls, config: Config) -> None:
+        """The common checks, then data.bptt against the longest window the encoder can read (GPT's
+        learned positions), so a too-long window fails here rather than at the first training step."""
+        super().check_config(config)
+        pipeline.check_extend_vocab(config)
+        encoder_cls = registry.encoder_class(config.model_name)
+        softmax = encoder_cls.lm_softmax if config.head.softmax == "auto" else config.head.softmax
+        if config.data.extend_vocab and softmax == "adaptive":
+            raise TextnnError(f"config key data.extend_vocab: the adaptive softmax of {config.model_name} groups the "
+                              f"vocabulary by frequency, which added words would break; set data.extend_vocab=0 "
+                              f"(or head.softmax=full)")
+        limit = encoder_cls.max_length(config.model)
+        if limit and config.data.bptt > limit:
+            raise TextnnError(f"config key data.bptt: got {config.data.bptt}, but {config.model_name} reads at most "
+                              f"{limit} tokens at once (model.context = {limit}); lower data.bptt to <= {limit} or "
+                              f"raise model.context")
+
+    @classmethod
+    def metrics_for(cls, config: Config) -> list[str]:
+        """loss and perplexity; bpc for character models, word_perplexity for BPE models."""
+        extra = {"char": ["bpc"], "bpe": ["word_perplexity"]}.get(config.data.tokenizer, [])
+        if registry.encoder_class(config.model_name).bidirectional_lm:
+            extra += [f"{direction}_{name}" for direction in DIRECTIONS for name in ("loss", "perplexity")]
+        return ["loss", "perplexity", *extra]
+
+    # --- building from data or from a run directory -----------------------------------------------
+    @classmethod
+    def from_data(cls, config: Config) -> "LanguageModelingTask":
+        """Read train/dev/test as token streams and encode every split, with the vocabulary built from
+        train, or the tokenizer and vocabulary of the run in model.init_from."""
+        data = config.data
+        if not data.train:
+            raise TextnnError("config key data.train is empty; set it to the training text file")
+        holdout = data.holdout if not data.dev else 0.0
+        vocab: Vocab | None = None
+        lines: list[str] | None = None
+        if config.init_from:  # the starting run's tokenizer and vocabulary: its encoder was trained on them
+            tokenizer, vocab = pipeline.load(Path(config.init_from))
+        elif data.tokenizer == "bpe":
+            # The BPE must not see held-out text, and until it exists there are no tokens to count:
+            # the held-out part is the final fraction of the LINES, and the stream is cut there too.
+            lines = text_lines(data, data.train)
+            tokenizer = train_bpe(config, lines[:kept_lines(lines, holdout, data.train)])
+        else:
+            tokenizer = Tokenizer(data.tokenizer, data.lowercase)
+        stream = read_stream(data, data.train, tokenizer)
+        if tokenizer.kind == "bpe":
+            lines = lines if lines is not None else text_lines(data, data.train)
+            kept = kept_lines(lines, holdout, data.train)
+            held = sum(len(tokens) + 1 for tokens in tokenizer.tokenize_lines(lines[kept:]))  # + <eos> per line
+            cut = len(stream.ids) - held
+        else:
+            cut = len(stream.ids) - int(round(len(stream.ids) * holdout))
+        start_vocab_size = None
+        if vocab is not None and data.extend_vocab:
+            counts = np.bincount(stream.ids[:cut], minlength=len(stream.types))
+            start_vocab_size = len(vocab)
+            vocab = pipeline.extend_start_vocab(vocab, dict(zip(stream.types, counts.tolist())), data.extend_vocab)
+        elif vocab is None and tokenizer.kind == "bpe":
+            vocab = Vocab(tokenizer.vocabulary())
+        elif vocab is None:
+            counts = np.bincount(stream.ids[:cut], minlength=len(stream.types))
+            specials = (PAD, UNK) if tokenizer.kind == "char" else SPECIALS
+            vocab = vocab_from_counts(stream.types, counts, data.min_freq, data.max_vocab, specials)
+        task = cls(config, tokenizer, vocab)
+        task.start_vocab_size = start_vocab_size
+        ids = to_vocab_ids(stream, vocab)  # [N]
+        task.splits["train"] = EncodedStream(ids[:cut], data.train)
+        if cut < data.bptt + 1:
+            raise TextnnError(f"{data.train}: the training stream has {cut} tokens, fewer than "
+                              f"data.bptt + 1 = {data.bptt + 1}; lower data.bptt or give more text")
+        if holdout:
+            if len(ids) - cut < 2:
+                raise TextnnError(f"{data.train}: data.holdout={holdout} keeps {len(ids) - cut} token(s) for dev; "
+                                  f"a language model needs at least 2; raise data.holdout")
+            task.splits["dev"] = EncodedStream(ids[cut:], f"{data.train} (final {holdout:g} held out)")
+        for split in ("dev", "test"):
+            path = getattr(data, split)
+            if path:
+                task.splits[split] = task.encode_file(path)
+        return task
+
+    @classmethod
+    def from_run(cls, run_path: Path, config: Config) -> "LanguageModelingTask":
+        return cls(config, *cls.load_text_pipeline(run_path, config.data))
+
+    def save(self, run_path: Path) -> None:
+        """tokenizer.json (a BPE model included) and vocab.json: all a run needs to read text again."""
+        (run_path / "tokenizer.json").write_text(json.dumps(self.tokenizer.to_dict(), ensure_ascii=False),
+                                                 encoding="utf-8")
+        self.vocab.save(run_path / "vocab.json")
+
+    def build_model(self) -> LanguageModel:
+        return language_model(self.config.model_name, self.config.model, len(self.vocab), self.vocab.pad_id,
+                              self.config.head, words=self.vocab.itos)
+
+    # --- encoding and decoding ----------------------------------------------------------------------
+    def encode_file(self, path: str, require_labels: bool = True) -> EncodedStream:
+        """A text file as one encoded stream (`require_labels` is accepted for the task protocol: text has none)."""
+        stream = read_stream(self.config.data, path, self.tokenizer)
+        if len(stream.ids) < 2:
+            raise TextnnError(f"{path}: {len(stream.ids)} token(s); a language model needs at least 2 to predict one")
+        return EncodedStream(to_vocab_ids(stream, self.vocab), str(path))
+
+    def encode_text(self, text: str) -> list[int]:
+        """Ids of a piece of text as the model reads it (a generation prompt): no `<eos>` is added."""
+        return self.vocab.encode(self.tokenizer(text))
+
+    def encode_document(self, text: str) -> list[int]:
+        """Ids of a text read as a file would be: characters as they are, or each line followed by `<eos>`."""
+        return self.vocab.encode(document_tokens(text, self.tokenizer))
+
+    def decode(self, ids) -> str:
+        """Text of a list of ids: characters concatenate; words and BPE pieces form lines that `<eos>` ends."""
+        tokens = self.vocab.decode(ids)
+        if self.tokenizer.kind == "char":
+            return "".join(tokens)
+        lines, line = [], []
+        for token in tokens:
+            if token == EOS:
+                lines.append(self.tokenizer.join(line) + "\n")
+                line = []
+            else:
+                line.append(token)
+        return "".join(lines) + self.tokenizer.join(line)
+
+    def token_pieces(self, ids) -> list[str]:
+        """The text each token stands for, so that a view can colour text token by token.
+
+        Characters are themselves; a word is followed by a space; `<eos>` is a newline. A BPE piece is
+        its decoded bytes; a character whose bytes span several pieces belongs to the piece that
+        completes it (the others stand for ""), so the pieces of BPE ids join to exactly `decode(ids)`.
+        """
+        tokens = self.vocab.decode(ids)
+        if self.tokenizer.kind == "char":
+            return tokens
+        pieces: list[str] = []
+        pending: list[str] = []  # BPE pieces whose last character is not complete yet
+        for token in tokens + [EOS]:  # a final <eos> flushes what is pending; its piece is dropped below
+            if pending and (token == EOS or not self.tokenizer.join(pending).endswith("\ufffd")):
+                pieces[-1] = self.tokenizer.join(pending)
+                pending = []
+            if token == EOS:
+                pieces.append("\n")
+            elif self.tokenizer.kind != "bpe":
+                pieces.append(token + " ")
+            else:
+                pending.append(token)
+                pieces.append("")
+        return pieces[:-1]
+
+    # --- batches ----------------------------------------------------------------------------------
+    def has_split(self, split: str) -> bool:
+        return split in self.splits
+
+    def train_batches(self, epoch: int) -> StreamBatches | WindowBatches:
+        """This epoch's windows: contiguous rows in order (stateful) or shuffled independent windows."""
+        data, train = self.config.data, self.config.train
+        if not data.stateful:
+            return shuffled_windows(self.splits["train"].ids, data.bptt, train.batch_size, train.seed, epoch)
+        if self._rows is None:
+            # Several processes (training/distributed.py): batch_size rows for each, of one layout.
+            rows = train.batch_size * distributed.world()
+            self._rows = batchify(self.splits["train"].ids, rows, self.vocab.pad_id)
+        inputs, targets, mask = self._rows
+        lengths = bptt_lengths(inputs.size(1), data.bptt, data.bptt_variable, train.seed, epoch)
+        batches = StreamBatches(inputs, targets, mask, lengths, data.bptt, scale_lr=data.bptt_variable)
+        return distributed.stream_row_blocks(batches, train.batch_size)  # each process its own rows
+
+    def num_train_batches(self, epoch: int) -> int:
+        """Windows in this epoch (they differ from epoch to epoch with variable BPTT or stateless windows)."""
+        return len(self.train_batches(epoch))  # cheap: the batches are built on access
+
+    def eval_batches(self, data: EncodedStream, streams: int = 0) -> StreamBatches | SlidingWindows:
+        """How evaluation reads a whole stream (module docstring): one row carrying its state (`streams`
+        rows side by side when asked), or overlapping windows for an encoder that carries no state."""
+        bptt = self.config.data.bptt
+        if registry.encoder_class(self.config.model_name).windowed and not streams:
+            stride = self.config.data.eval_stride or max(1, bptt // 2)
+            return SlidingWindows(data.ids, bptt, stride, self.config.train.batch_size, self.vocab.pad_id)
+        inputs, targets, mask = batchify(data.ids, streams or 1, self.vocab.pad_id)
+        return StreamBatches(inputs, targets, mask, bptt_lengths(inputs.size(1), bptt), bptt)
+
+    # --- loss and evaluation ----------------------------------------------------------------------
+    def loss(self, model: torch.nn.Module, batch: LMBatch) -> torch.Tensor:
+        """Sum of the next-token negative log-likelihoods over the batch's real targets (+ regularizer).
+
+        A stateful batch starts from the state the previous window left (zeros when `batch.reset`),
+        and its own final state is kept, detached, for the next one. A model's `regularizer` (AWD-LSTM's
+        AR/TAR, a mean per target; returned in training only) is added as regularizer * count, so that
+        the trainer's division by the count gives mean loss + regularizer.
+        """
+        state = self._state if batch.carry and not batch.reset else None
+        out = model(batch.ids, state, batch.mask, batch.targets)  # a real target's input is real: padding fills both
+        if batch.carry:
+            self._state = detach_state(out.state)
+        total = out.loss
+        if out.regularizer is not None:
+            total = total + out.regularizer * batch.count
+        return total
+
+    def carried_state(self) -> object:
+        """The detached state the next stateful training window starts from (None before the first)."""
+        return self._state
+
+    def restore_carried_state(self, state: object) -> None:
+        self._state = state
+
+    def evaluate_file(self, model: torch.nn.Module, path: str, bootstrap_samples: int = 0,
+                      options: dict | None = None) -> dict:
+        """`textnn evaluate` on a text file; options["streams"]: rows read side by side (0 = the default reading)."""
+        options = dict(options or {})
+        streams = options.pop("streams", 0)
+        if options:
+            raise TextnnError(f"{', '.join('--' + key for key in options)}: not an option of language modelling")
+        return self.evaluate(model, self.encode_file(path), bootstrap_samples=bootstrap_samples, streams=streams)
+
+    @torch.no_grad()
+    def evaluate(self, model: torch.nn.Module, split: str | EncodedStream, bootstrap_samples: int = 0,
+                 streams: int = 0) -> dict:
+        """Loss (nats/token), perplexity, bpc (char) or word perplexity (bpe), and counts, over the whole stream.
+
+        The recurrent state is carried from each window to the next (see the module docstring for
+        `streams`). `bootstrap_samples` is accepted for the task protocol; no confidence interval is
+        computed for language models (consecutive tokens are not independent samples).
+        """
+        data = self.splits[split] if isinstance(split, str) else split
+        model.eval()
+        device = next(model.parameters()).device
+        total, count, state = torch.zeros((), dtype=torch.float64, device=device), 0, None
+        parts: dict[str, torch.Tensor] = {}  # a bidirectional LM's summed nll per direction
+        for batch in self.eval_batches(data, streams):
+            batch = batch.to(device)
+            out = model(batch.ids, state, batch.mask, batch.targets)
+            state = detach_state(out.state)
+            total += out.loss.double()
+            for name, value in (out.losses or {}).items():
+                parts[name] = parts.get(name, 0.0) + value.double()
+            count += batch.count
+        nll = float(total)
+        loss = nll / count
+        results = {"loss": loss, "perplexity": _exp(loss)}
+        for name, value in parts.items():  # the mean's perplexity is the geometric mean of these two
+            results[f"{name}_loss"] = float(value) / count
+            results[f"{name}_perplexity"] = _exp(float(value) / count)
+        if self.tokenizer.kind == "char":
+            results["bpc"] = loss / math.log(2)
+        if self.tokenizer.kind == "bpe":
+            words = self.word_count(data)
+            results["word_perplexity"] = _exp(nll / words)
+            results["words"] = words
+        results["tokens"] = count
+        return results
+
+    def word_count(self, data: EncodedStream) -> int:
+        """Word-level targets of a stream: its whitespace words + one per `<eos>`, less the first token.
+
+        This is the token count a word-level model predicts on the same text, so total nll / words is
+        a per-word perplexity whatever the tokenizer (counted by decoding; cached on the stream).
+        """
+        if data.words is None:
+            ids = data.ids.tolist()
+            eos = ids.count(self.vocab.stoi[EOS]) if EOS in self.vocab.stoi else 0
+            data.words = max(1, len(self.decode(ids).split()) + eos - 1)
+        return data.words
+
+
+def _exp(loss: float) -> float:
+    return math.exp(loss) if loss < 700 else float("inf")

@@ -20,14 +20,18 @@ MAX_STREAM_BYTES = 64 * GiB
 MAX_BEAM = 1000
 MAX_NEW_TOKENS = 100_000
 MAX_EXAMPLE_TOKENS = 20_000
+MAX_PAIR_TOKENS = 1024
 
 TABLE = {
     "line": (MAX_LINE_BYTES, "bytes in one line of an input read line by line (predict, translate, generate --file)"),
     "stream": (MAX_STREAM_BYTES, "bytes read from a data file that is not a regular file (a pipe, a device)"),
     "beam": (MAX_BEAM, "--beam and --n-best of translate, generate and evaluate"),
     "new_tokens": (MAX_NEW_TOKENS, "tokens one `generate` or `translate` may write per input"),
-    "example_tokens": (MAX_EXAMPLE_TOKENS, "tokens of one training or input sentence a tagger or translator reads "
-                                           "whole (a tagger's sentence, a translation pair's side)"),
+    "example_tokens": (MAX_EXAMPLE_TOKENS, "tokens of one sentence a tagger reads whole (training, evaluate, "
+                                           "predict): a longer one is refused"),
+    "pair_tokens": (MAX_PAIR_TOKENS, "tokens of a side of a translation pair when neither data.max_length nor the "
+                                     "model sets a limit: longer training pairs are skipped and counted, longer "
+                                     "sources cut (as fairseq's default positions)"),
     "memory": (None, "a model whose training needs more memory than the machine has free is refused before "
                      "it is built (weights, gradients and the optimizer's two moments)"),
 }

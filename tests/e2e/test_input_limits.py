@@ -104,3 +104,45 @@ def test_explain_lists_the_limits(folder):
     shown = done.stdout.decode()
     for name, (value, _) in limits.TABLE.items():
         assert name in shown and (value is None or f"{value:,}" in shown), (name, shown)
+
+
+TAGGER = ("task: tagging\ndata: {format: conll, tag_scheme: iob1, train: TRAIN, dev: ner.txt}\n"
+          "model: {name: rnn_tagger, preset: tiny}\n" + TRAIN)
+TRANSLATOR = ("task: translation\ndata: {format: parallel, source: de, target: en, bpe_vocab_size: 200, train: mt, "
+              "dev: mt}\nmodel: {name: seq2seq, preset: tiny}\n" + TRAIN)
+
+
+def test_a_tagging_sentence_beyond_the_limit_is_refused_in_training_and_in_predict(tmp_path):
+    """A sentence read whole (the CRF's table, the char encoder) of more than MAX_EXAMPLE_TOKENS tokens: one
+    line naming the file and the sentence's first line, in training and in `predict` on raw text."""
+    from tests.e2e.test_tagging_cli import write_toy_ner
+
+    write_toy_ner(tmp_path / "ner.txt", 30, seed=1)
+    long = "\n".join(["-DOCSTART- -X- O O", ""] + ["word NN I-NP O"] * (limits.MAX_EXAMPLE_TOKENS + 1)) + "\n"
+    (tmp_path / "long.txt").write_text(long + "\n" + (tmp_path / "ner.txt").read_text(encoding="utf-8"),
+                                       encoding="utf-8")
+    (tmp_path / "long.yaml").write_text(TAGGER.replace("TRAIN", "long.txt"), encoding="utf-8")
+    refused(textnn("train", "long.yaml", "--run-dir", "long", cwd=tmp_path), "long.txt:3", "20,001 tokens")
+    assert not (tmp_path / "long").exists()
+    (tmp_path / "ok.yaml").write_text(TAGGER.replace("TRAIN", "ner.txt"), encoding="utf-8")
+    done = textnn("train", "ok.yaml", "--run-dir", "run", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    line = " ".join(["word"] * (limits.MAX_EXAMPLE_TOKENS + 1)) + "\n"
+    refused(textnn("predict", "run", cwd=tmp_path, input=("Angela met Emmanuel .\n" + line).encode()),
+            "<stdin>:2", "20,001 tokens")
+
+
+def test_a_translation_pair_beyond_the_default_limit_is_skipped_and_counted(tmp_path):
+    """Without data.max_length, a recurrent translator (no length limit of its own) skips training pairs of
+    more than MAX_PAIR_TOKENS tokens on a side, and says how many, instead of allocating for them."""
+    from tests.e2e.test_translation_cli import write_corpus
+
+    prefix = write_corpus(tmp_path, "mt", 40, seed=1)
+    for side, word in (("de", "hund"), ("en", "dog")):
+        path = Path(f"{prefix}.{side}")
+        path.write_text(path.read_text(encoding="utf-8") + " ".join([word] * 5000) + "\n", encoding="utf-8")
+    (tmp_path / "mt.yaml").write_text(TRANSLATOR, encoding="utf-8")
+    done = textnn("train", "mt.yaml", "--run-dir", "run", cwd=tmp_path)
+    stderr = done.stderr.decode()
+    assert done.returncode == 0, stderr[-2000:]
+    assert "skipped 1 of 41 training pairs" in stderr and f"more than {limits.MAX_PAIR_TOKENS} tokens" in stderr

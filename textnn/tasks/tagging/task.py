@@ -20,7 +20,8 @@ from textnn.data.batching import bucket_batches, pad
 from textnn.data.conll import MAX_WORD_CHARS, Sentence, convert_tags, normalise_scheme, split_tag, tag_set
 from textnn.data.tokenizers import CLS, SEP, UNK as WORDPIECE_UNK, Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
-from textnn.errors import TextnnError
+from textnn.errors import TextnnError, where
+from textnn.limits import check_example
 from textnn.metrics.spans import SPAN_METRICS, sentence_counts, span_bootstrap_ci, span_scores
 from textnn.models.base import InputSpec
 from textnn.modules.heads import TaggerHead
@@ -157,6 +158,7 @@ class TaggingTask(BatchTask):
         words, chars, casings, tags = [], [], [], []
         unknown: dict[str, int] = {}
         for s in sentences:
+            check_example(len(s.tokens), where(s.path, s.line), "a sentence")  # read whole, the CRF's table too
             words.append(np.asarray(self.vocab.encode([word_form(self.config, t) for t in s.tokens]), dtype=np.int64))
             width = min(MAX_WORD_CHARS, max(len(t) for t in s.tokens))
             table = np.zeros((len(s.tokens), width), dtype=np.int64)  # [T, C]
@@ -181,10 +183,10 @@ class TaggingTask(BatchTask):
         if self.features is not None and self.features.word_level:  # ELMo reads the words as they are
             encoded.word_inputs = [self.features.encode_words(s.tokens) for s in sentences]
         elif self.subwords or self.features is not None:
-            encoded.pieces, encoded.first = self.encodeextra_inputs(sentences)
+            encoded.pieces, encoded.first = self.encode_pieces(sentences)
         return encoded
 
-    def encodeextra_inputs(self, sentences: list[Sentence]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    def encode_pieces(self, sentences: list[Sentence]) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """[CLS] pieces [SEP] of each sentence (words split one at a time, so pieces never straddle
         words) and the position of each word's first piece; see the module docstring."""
         if self.features is not None:  # the frozen feature encoder's pieces

@@ -32,7 +32,8 @@ class TranslationData(DataConfig):
     joint_vocab: bool = opt(True, "one tokenizer and vocabulary for both languages (lets a family share its "
                                   "embeddings); false = one per language")
     max_length: int = opt(0, "training: skip (and count) pairs with more tokens than this on a side; evaluation "
-                             "and translation cut the source to it; 0 = no limit beyond the family's own")
+                             "and translation cut the source to it; 0 = the family's own limit, or 1,024 without one "
+                             "(`textnn explain limits`)")
     skip_bad: bool = opt(False, "skip and count pairs with text on one side only, instead of stopping with an error")
     batch_tokens: int = opt(0, "batches of about this many padded tokens (sorted by length) instead of "
                                "train.batch_size pairs; 0 = by pair count")

@@ -21,6 +21,7 @@ from textnn.data.parallel import ParallelText, detokenize_words, read_parallel
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import UNK, Vocab
 from textnn.errors import TextnnError
+from textnn.limits import MAX_PAIR_TOKENS
 from textnn.generation.decoding import DecodingConfig, Hypothesis, decode
 from textnn.metrics.bleu import corpus_scores
 from textnn.models.base import EncoderDecoder, InputSpec
@@ -93,10 +94,11 @@ class TranslationTask(BatchTask):
         return self.source_vocab is self.target_vocab
 
     def _length_limit(self) -> int:
-        """Most tokens per side before </s> (or after <s>): data.max_length and the family's own limit."""
+        """Most tokens per side before </s> (or after <s>): data.max_length and the family's own limit, and
+        without either the input-size policy's limit on a sentence (textnn/limits.py)."""
         family = registry.encoder_class(self.config.model_name).max_length(self.config.model)
         limits = [n for n in (self.config.data.max_length, family - 1 if family else 0) if n > 0]
-        return min(limits) if limits else 0
+        return min(limits) if limits else MAX_PAIR_TOKENS
 
     # --- building from data or from a run directory -----------------------------------------------
     @classmethod

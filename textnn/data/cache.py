@@ -16,6 +16,7 @@ from typing import Callable
 
 import numpy as np
 
+from textnn.data.fingerprint import digest
 from textnn.data.readers import missing_file
 from textnn.files import atomic_write_bytes
 
@@ -29,14 +30,7 @@ def file_digest(path: str | Path) -> str:
     path = Path(path)
     if not path.exists():  # named here, or open() below would end in a traceback before any reader looks
         raise missing_file(path)
-    digest = hashlib.sha256()
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    for file in files:
-        digest.update(file.name.encode())
-        with open(file, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()
+    return digest(sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path])
 
 
 def cacheable(path: str | Path) -> bool:

@@ -41,7 +41,7 @@ def fingerprint(path: str | Path) -> dict:
     """{"files", "size", "mtime_ns", "sha256"} of the files a data path names."""
     files = data_files(path)
     count, size, mtime = _measure(files)
-    return {"files": count, "size": size, "mtime_ns": mtime, "sha256": _digest(files)}
+    return {"files": count, "size": size, "mtime_ns": mtime, "sha256": digest(files)}
 
 
 def change(path: str | Path, recorded: dict) -> str | None:
@@ -57,7 +57,7 @@ def change(path: str | Path, recorded: dict) -> str | None:
         return f"{size:,} bytes, were {recorded['size']:,}, modified {_when(mtime)}"
     if mtime == recorded["mtime_ns"]:
         return None  # same size, same time: unchanged (not read again)
-    if _digest(files) != recorded["sha256"]:
+    if digest(files) != recorded["sha256"]:
         return f"the same size, {size:,} bytes, but other content, modified {_when(mtime)}"
     return None  # touched or copied, same content
 
@@ -68,8 +68,8 @@ def _measure(files: list[Path]) -> tuple[int, int, int]:
     return len(files), sum(s.st_size for s in stats), max((s.st_mtime_ns for s in stats), default=0)
 
 
-def _digest(files: list[Path]) -> str:
-    """sha256 over the names and contents of `files`, read 1 MiB at a time."""
+def digest(files: list[Path]) -> str:
+    """sha256 over the names and contents of `files`, read 1 MiB at a time (also the data cache's key)."""
     digest = hashlib.sha256()
     for file in files:
         digest.update(file.name.encode())

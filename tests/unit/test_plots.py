@@ -111,3 +111,27 @@ def test_importing_plots_does_not_import_matplotlib():
     code = "import sys, textnn.viz.plots; print('matplotlib' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+def _series(figure) -> dict[str, dict[str, str]]:
+    """Every drawn curve of every panel by its legend label: its marker and how many points it has."""
+    return {line.get_label(): {"marker": line.get_marker(), "points": len(line.get_xdata())}
+            for axes in figure.axes for line in axes.get_lines()}
+
+
+def _legend_labels(figure) -> list[list[str]]:
+    return [[text.get_text() for text in axes.get_legend().get_texts()] for axes in figure.axes]
+
+
+def test_a_short_run_shows_every_point_as_a_marker_with_one_legend_entry_per_series(tmp_path):
+    records = _train_records(steps=(5,)) + [{"step": 5, "split": "dev", "loss": 0.9, "accuracy": 0.6}]
+    figure = plot_loss_curve(records, tmp_path / "loss.png")
+    assert _series(figure) == {"train loss": {"marker": "o", "points": 1}, "dev loss": {"marker": "o", "points": 1},
+                               "dev accuracy": {"marker": "o", "points": 1}}
+    assert _legend_labels(figure) == [["train loss", "dev loss"], ["dev accuracy"]]
+
+
+def test_a_long_training_curve_is_a_plain_line_and_its_dev_points_stay_markers(tmp_path):
+    dev = [{"step": s, "split": "dev", "loss": 1.0 / (1 + s)} for s in range(0, 2000, 50)]  # 40 evaluations
+    figure = plot_loss_curve(_train_records(steps=range(0, 2000, 10)) + dev, tmp_path / "loss.png")
+    assert _series(figure) == {"train loss": {"marker": "None", "points": 200}, "dev loss": {"marker": "o", "points": 40}}

@@ -54,7 +54,18 @@ def _metric_names(records: list[dict]) -> list[str]:
     return names
 
 
-def plot_loss_curve(records: list[dict], path: str | Path) -> None:
+# A curve of at most this many points is drawn with a marker on each: a line alone through two or
+# three points reads as a stray stroke, and through one point draws nothing at all.
+FEW_POINTS = 30
+
+
+def _marker(points: int, always: bool = False) -> str | None:
+    """The marker for a curve of `points` points: a dot on each when they are few (or `always`, as for
+    evaluations, which are sparse by nature), none on a dense training curve."""
+    return "o" if always or points <= FEW_POINTS else None
+
+
+def plot_loss_curve(records: list[dict], path: str | Path):
     """Plot a run's loss curve(s) to a PNG at `path`.
 
     `records` are the dicts of a run's `metrics.jsonl`, each with a "step" and a "split" (missing
@@ -63,6 +74,8 @@ def plot_loss_curve(records: list[dict], path: str | Path) -> None:
     {"step": 50, "split": "dev", "loss": 0.6, "accuracy": 0.8}. The left panel shows the loss of
     every split against step; when evaluation records carry metrics (any name in
     `textnn.metrics.HIGHER_IS_BETTER` other than "loss"), a right panel shows them against step.
+    Evaluation points, and the points of a curve with few of them (a short run), are drawn as markers,
+    so that a run of a few steps still shows its losses. Returns the figure (its axes and legends).
     """
     by_split: dict[str, list[dict]] = {}
     for index, record in enumerate(records):
@@ -99,8 +112,7 @@ def plot_loss_curve(records: list[dict], path: str | Path) -> None:
         if not points:
             continue
         steps, losses = zip(*points)
-        # Evaluations are sparse, so mark each one; training logs are dense enough for a plain line.
-        marker = None if split == "train" else "o"
+        marker = _marker(len(points), always=split != "train")
         loss_axes.plot(steps, losses, marker=marker, markersize=4, label=f"{split} loss")
     loss_axes.set_title("Loss")
     loss_axes.set_xlabel("step")
@@ -129,6 +141,7 @@ def plot_loss_curve(records: list[dict], path: str | Path) -> None:
         metric_axes.legend()
     figure.tight_layout()
     _save(figure, path)
+    return figure
 
 
 def plot_confusion_matrix(

@@ -138,6 +138,8 @@ def test_a_long_training_curve_is_a_plain_line_and_its_dev_points_stay_markers(t
 
 
 def test_a_comparison_names_each_run_in_its_legend_and_bars_with_intervals_where_present(tmp_path):
+    from matplotlib.colors import to_rgba
+
     from textnn.viz.plots import ComparedRun, plot_comparison
 
     runs = [ComparedRun("bow", "accuracy", 0.8, 0.75, 0.85, curve=[(10, 0.6), (20, 0.8)]),
@@ -151,6 +153,8 @@ def test_a_comparison_names_each_run_in_its_legend_and_bars_with_intervals_where
     assert [text.get_text() for text in curves.get_legend().get_texts()] == ["bow", "cnn"]
     assert [label.get_text() for label in bars.get_xticklabels()] == ["bow", "cnn"]
     assert [round(patch.get_height(), 6) for patch in bars.patches] == [0.8, 0.7]
+    assert [line.get_color() for line in curves.get_lines()] == ["C0", "C1"]  # each run one colour in both panels
+    assert [tuple(patch.get_facecolor()) for patch in bars.patches] == [to_rgba("C0"), to_rgba("C1")]
     (error_bars,) = bars.collections  # one vertical segment per run: the interval, or none for "cnn"
     assert [tuple(np.round(segment[:, 1], 6)) for segment in error_bars.get_segments()] == [(0.75, 0.85), (0.7, 0.7)]
 

@@ -157,6 +157,11 @@ class ComparedRun:
     curve: list[tuple[float, float]] = field(default_factory=list)  # (step, value) of each dev evaluation
 
 
+def _colour(index: int) -> str:
+    """The colour of the `index`-th run of a comparison, the same in both panels (matplotlib's cycle)."""
+    return f"C{index % 10}"
+
+
 def plot_comparison(runs: list[ComparedRun], path: str | Path):
     """One picture of several runs, written as a PNG at `path`: their dev metric against step side by side
     (left, when any run evaluated during training) and their final values as bars with the bootstrap
@@ -170,10 +175,11 @@ def plot_comparison(runs: list[ComparedRun], path: str | Path):
     figure = _new_figure(6.0 * panels, 4.5)
     if with_curves:
         curve_axes = figure.add_subplot(1, panels, 1)
-        for run in runs:
+        for index, run in enumerate(runs):
             if run.curve:
                 steps, values = zip(*sorted(run.curve))
-                curve_axes.plot(steps, values, marker=_marker(len(steps)), markersize=4, label=run.name)
+                curve_axes.plot(steps, values, marker=_marker(len(steps)), markersize=4, label=run.name,
+                                color=_colour(index))
         curve_axes.set_title(f"dev {metric_label} during training")
         curve_axes.set_xlabel("step")
         curve_axes.set_ylabel(metric_label)
@@ -188,7 +194,7 @@ def plot_comparison(runs: list[ComparedRun], path: str | Path):
     above = [run.ci_high - run.value if run.ci_high is not None else 0.0 for run in runs]
     has_intervals = any(run.ci_low is not None for run in runs)
     bar_axes.bar(positions, values, yerr=[below, above] if has_intervals else None, capsize=4,
-                 color=[f"C{index % 10}" for index in range(len(runs))])
+                 color=[_colour(index) for index in range(len(runs))])
     bar_axes.set_xticks(positions)
     bar_axes.set_xticklabels([run.name for run in runs], rotation=30 if len(runs) > 3 else 0,
                              ha="right" if len(runs) > 3 else "center")

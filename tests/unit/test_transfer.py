@@ -110,3 +110,18 @@ def test_a_directory_or_a_path_is_taken_as_it_is(tmp_path, no_hub_variables):
     assert resolve_start("runs/lm", "c.yaml") == "runs/lm"  # a directory of that name wins over an id
     assert resolve_start(str(tmp_path / "missing"), "c.yaml") == str(tmp_path / "missing")  # not an id: the
     assert resolve_start("./runs/missing", "c.yaml") == "./runs/missing"  # readers say what is wrong
+
+
+def test_train_from_a_model_id_the_cache_lacks_is_one_line_before_any_work(tmp_path, monkeypatch, no_hub_variables,
+                                                                          capsys):
+    from textnn.cli import main
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    (tmp_path / "train.tsv").write_text("sentence\tlabel\na good film\t1\na bad film\t0\n", encoding="utf-8")
+    (tmp_path / "c.yaml").write_text("task: classification\ndata: {format: tsv, train: train.tsv}\n"
+                                     "model: {init_from: bert-base-uncased}\n", encoding="utf-8")
+    assert main(["train", "c.yaml", "--run-dir", "run"]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and str(tmp_path / "hf" / "hub" / "models--bert-base-uncased") in error, error
+    assert "huggingface-cli download bert-base-uncased" in error
+    assert not (tmp_path / "run").exists()

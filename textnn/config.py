@@ -408,6 +408,7 @@ def config_from_dict(raw: dict, origin: str, resolve_init: bool = True) -> Confi
     if init_from and resolve_init:
         from textnn import transfer  # reads the start (and imports torch) only when there is one
 
+        init_from = transfer.resolve_start(init_from, origin)  # a Hugging Face model id: its cached checkpoint
         start = transfer.read_start_config(init_from, origin)
         start_model = dict(start.get("model") or {})
         start_model.pop("init_from", None)
@@ -539,8 +540,8 @@ def explain(section: str = "") -> str:
         parts += ["[train]", *describe(TrainConfig, "train")]
     if section in ("", "model") or wanted in registry.ENCODERS:
         parts.append("  model.init_from          str    default=''  a run directory, or a Hugging Face checkpoint "
-                     "directory (BERT family, GPT-2), to start from: its encoder weights, tokenizer, vocabulary and model "
-                     "settings (the task adds its head)")
+                     "directory (BERT family, GPT-2) or model id found in the local Hugging Face cache, to start from: "
+                     "its encoder weights, tokenizer, vocabulary and model settings (the task adds its head)")
         for name in registry.ENCODERS:
             if wanted and wanted != "model" and wanted != name:
                 continue

@@ -21,7 +21,7 @@ import torch
 from textnn import registry
 from textnn.config import Config, load_config, starts_with_head
 from textnn.errors import TextnnError
-from textnn.files import atomic_write_text, unwritable
+from textnn.files import atomic_write_text, check_file_place, unwritable
 from textnn.generation.decoding import Decoder, DecodingConfig, PromptDecoder
 from textnn.limits import check_training_memory
 from textnn.runs import FollowerRunDir, RunDir, human_size
@@ -398,10 +398,14 @@ class CompareRow:
     run_dir: str
 
 
-def compare(config_paths: list[str], overrides: list[str], runs_root: str | Path) -> list[CompareRow]:
+def compare(config_paths: list[str], overrides: list[str], runs_root: str | Path,
+            plot: str | Path | None = None) -> list[CompareRow]:
     """Train each config (same overrides for all) and collect one comparable row per config. A config whose
-    run an earlier compare finished under `runs_root` is not trained again: its run is reused."""
+    run an earlier compare finished under `runs_root` is not trained again: its run is reused. With `plot`,
+    one PNG there shows the runs side by side (`plot_comparison`); its place is checked before any training."""
     configs = [load_config(path, overrides) for path in config_paths]  # fail fast on any bad config
+    if plot:
+        check_file_place(plot, "comparison plot")
     names = [c.name for c in configs]
     if len(set(names)) != len(names):
         raise TextnnError(f"two configs share the run name {names}; give each a distinct `name:`")
@@ -416,7 +420,25 @@ def compare(config_paths: list[str], overrides: list[str], runs_root: str | Path
         run, result = train(config, Path(runs_root) / config.name)
         rows.append(_row(config, run, result.metric_name, result.dev or result.test, result.higher_is_better,
                          result.parameters, result.train_seconds, result.examples_per_second))
+    if plot:
+        plot_comparison_rows(rows, plot)
+        print(f"comparison plot: {plot}", file=sys.stderr)
     return rows
+
+
+def plot_comparison_rows(rows: list[CompareRow], path: str | Path):
+    """Draw `rows` (one per run) as one PNG at `path`: each run's dev metric at every evaluation its
+    metrics.jsonl holds, and its final value with its bootstrap interval. Returns the figure."""
+    from textnn.viz.plots import ComparedRun, plot_comparison
+
+    runs = []
+    for row in rows:
+        curve = [(record["step"], record[row.metric]) for record in RunDir(row.run_dir).read_metrics()
+                 if record.get("split") == "dev" and isinstance(record.get(row.metric), (int, float))
+                 and isinstance(record.get("step"), (int, float))]
+        runs.append(ComparedRun(name=row.name, metric=row.metric, value=row.value, ci_low=row.ci_low,
+                                ci_high=row.ci_high, curve=curve))
+    return plot_comparison(runs, path)
 
 
 # Options that change how a run is shown or where it computes, not what it learns: a finished run

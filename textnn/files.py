@@ -130,6 +130,22 @@ def temporary_dir_beside(path: str | Path, what: str = "directory"):
         raise
 
 
+def check_file_place(path: str | Path, what: str = "file") -> None:
+    """Refuse, before any long work, a place where the file `path` could not be written later: a directory
+    of that name, a file where one of its folders should be, or a folder this process may not write in.
+    Folders still missing are fine (the writer creates them)."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        raise TextnnError(f"{path}: a directory of that name is in the way of the {what}; give a file name")
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:  # the nearest folder that exists
+        folder = folder.parent
+    if not folder.is_dir():
+        raise TextnnError(f"{path}: cannot write the {what}: {folder} is a file, not a folder; choose another place")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise TextnnError(f"{path}: cannot write the {what}: permission denied in {folder}; choose another place")
+
+
 def atomic_write_bytes(path: str | Path, data: bytes, what: str = "file") -> None:
     """Write to a temp file in the same directory, fsync it, then rename over `path`."""
     with temporary_beside(path, what) as handle:

@@ -2,7 +2,9 @@
 
 A start is either a textnn run directory (config.yaml, tokenizer.json, vocab.json, model.safetensors)
 or a Hugging Face checkpoint directory (config.json, model.safetensors, vocabulary files; read by
-interop/huggingface.py). `start_kind` alone decides which; everything else here asks it:
+interop/huggingface.py). `start_kind` alone decides which; everything else here asks it. A Hugging
+Face model id (`bert-base-uncased`, `sentence-transformers/all-MiniLM-L6-v2`) names the checkpoint
+directory the local Hugging Face cache holds for it (`resolve_start`); nothing is downloaded:
 
 - `read_start_config`: the config sections the new run inherits (config.py resolves them);
 - `read_start_pipeline`: the tokenizer and vocabulary the start read its text with (the tasks' text
@@ -16,6 +18,8 @@ without an import pointing up; it reads files and fills models, and decides noth
 
 from __future__ import annotations
 
+import os
+import re
 from pathlib import Path
 
 import torch
@@ -43,6 +47,60 @@ def start_kind(path: str | Path) -> str:
     if (path / "config.json").is_file():
         return HUGGING_FACE
     return ""
+
+
+# A Hugging Face model id: NAME or ORG/NAME, each part letters, digits, '.', '_' or '-'.
+HUB_MODEL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?")
+
+
+def hub_cache() -> Path:
+    """The folder the Hugging Face libraries keep downloaded models in, found as they find it:
+    $HF_HUB_CACHE (or its older name $HUGGINGFACE_HUB_CACHE), else $HF_HOME/hub, else
+    $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub."""
+    for variable in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE"):
+        if os.environ.get(variable):
+            return Path(os.environ[variable]).expanduser()
+    if os.environ.get("HF_HOME"):
+        return Path(os.environ["HF_HOME"]).expanduser() / "hub"
+    cache_home = Path(os.environ.get("XDG_CACHE_HOME") or "~/.cache").expanduser()
+    return cache_home / "huggingface" / "hub"
+
+
+def cached_snapshot(model_id: str, cache: Path) -> Path | None:
+    """The checkpoint directory of `model_id` in the hub cache `cache`, or None when it is not there.
+
+    The cache keeps a model in models--ORG--NAME/: snapshots/<commit>/ holds its files (links into
+    blobs/), refs/main names the commit a plain download fetched. That snapshot is taken when it is a
+    checkpoint (it holds config.json); otherwise the newest snapshot that is one.
+    """
+    repo = cache / f"models--{model_id.replace('/', '--')}"
+    snapshots = repo / "snapshots"
+    main = repo / "refs" / "main"
+    if main.is_file():
+        pinned = snapshots / main.read_text(encoding="utf-8").strip()
+        if start_kind(pinned) == HUGGING_FACE:
+            return pinned
+    if not snapshots.is_dir():
+        return None
+    usable = [folder for folder in snapshots.iterdir() if start_kind(folder) == HUGGING_FACE]
+    return max(usable, key=lambda folder: folder.stat().st_mtime) if usable else None
+
+
+def resolve_start(value: str, origin: str) -> str:
+    """The directory that `model.init_from: value` names: `value` itself when it is a directory or does not
+    read as a model id (the readers below name what is wrong with it); else, for a Hugging Face model id,
+    its checkpoint directory in the local Hugging Face cache. An id the cache lacks is one error that says
+    where it looked and how to download the model; nothing is fetched while a run starts."""
+    if Path(value).is_dir() or not HUB_MODEL_ID.fullmatch(value):
+        return value
+    cache = hub_cache()
+    snapshot = cached_snapshot(value, cache)
+    if snapshot is not None:
+        return str(snapshot)
+    raise TextnnError(f"{origin}: model.init_from={value}: no directory {value} here, and no Hugging Face model "
+                      f"{value} in the local cache (looked in {cache / ('models--' + value.replace('/', '--'))}); "
+                      f"download it first with `huggingface-cli download {value}` (it goes to that cache; "
+                      f"HF_HOME or HF_HUB_CACHE move it), or give a run or checkpoint directory")
 
 
 def read_start_config(path: str | Path, origin: str) -> dict:

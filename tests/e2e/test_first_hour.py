@@ -219,6 +219,38 @@ def test_compare_run_again_reuses_each_finished_run_and_refuses_an_unfinished_on
     assert "--resume" not in refused.stderr and "reusing" not in refused.stderr  # refused before any work
 
 
+def test_compare_plot_draws_the_runs_side_by_side_in_one_png(ws):
+    from textnn.experiment import CompareRow, plot_comparison_rows
+
+    configs = ["bow.yaml", "cbow.yaml"]
+    (ws.root / "plots").mkdir()
+    (ws.root / "plots" / "compare.png").symlink_to(ws.root / "bow.yaml")  # written by replace, never through
+    drawn = ws.ok("compare", *configs, *(f"--set={item}" for item in QUICK), "--runs-dir", "runs/compare",
+                  "--plot", "plots/compare.png")
+    picture = ws.root / "plots" / "compare.png"
+    assert not picture.is_symlink() and picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "comparison plot: plots/compare.png" in drawn.stderr
+    assert (ws.root / "bow.yaml").read_text(encoding="utf-8").startswith("task: classification")
+
+    rows = [CompareRow(name, name, "accuracy", 0.5, None, None, True, 1, 1.0, 1.0, str(ws.root / "runs" / "compare" / name))
+            for name in ("bow", "cbow")]
+    figure = plot_comparison_rows(rows, ws.root / "plots" / "again.png")
+    curves, bars = figure.axes
+    assert [text.get_text() for text in curves.get_legend().get_texts()] == ["bow", "cbow"]
+    assert all(len(line.get_xdata()) >= 1 for line in curves.get_lines())  # each run's dev evaluations
+    assert [label.get_text() for label in bars.get_xticklabels()] == ["bow", "cbow"]
+
+
+@pytest.mark.parametrize("place", ["a folder", "below a file"])
+def test_compare_refuses_a_plot_place_it_cannot_write_before_any_training(ws, place):
+    target = {"a folder": "runs", "below a file": "bow.yaml/compare.png"}[place]
+    refused = ws.cli("compare", "bow.yaml", *(f"--set={item}" for item in QUICK), "--runs-dir", "never",
+                     "--plot", target)
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+    assert target in refused.stderr and "comparison plot" in refused.stderr
+    assert not (ws.root / "never").exists()
+
+
 # --------------------------------------------------------------------------------- train.keep_checkpoint
 
 def test_a_finished_run_keeps_its_weights_and_by_default_not_its_checkpoint(ws):

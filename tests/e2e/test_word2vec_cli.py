@@ -88,6 +88,14 @@ def test_evaluate_dispatches_on_the_file(trained) -> None:
     assert "semantic" in text.stdout and "coverage" in text.stdout
 
 
+def test_evaluate_on_a_missing_file_says_where_analogy_questions_come_from(trained) -> None:
+    ws, run = trained
+    missing = ws.cli("evaluate", run, "--data", "questions-words.txt")
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1, missing.stderr
+    assert missing.stderr.startswith("error: questions-words.txt: file does not exist"), missing.stderr
+    assert "github.com/tmikolov/word2vec" in missing.stderr and "datapath('questions-words.txt')" in missing.stderr
+
+
 def test_neighbors_and_analogy_commands(trained) -> None:
     ws, run = trained
     result = ws.cli("neighbors", run, "apple", "gear", "-k", "3")

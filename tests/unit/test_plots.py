@@ -111,3 +111,57 @@ def test_importing_plots_does_not_import_matplotlib():
     code = "import sys, textnn.viz.plots; print('matplotlib' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+def _series(figure) -> dict[str, dict[str, str]]:
+    """Every drawn curve of every panel by its legend label: its marker and how many points it has."""
+    return {line.get_label(): {"marker": line.get_marker(), "points": len(line.get_xdata())}
+            for axes in figure.axes for line in axes.get_lines()}
+
+
+def _legend_labels(figure) -> list[list[str]]:
+    return [[text.get_text() for text in axes.get_legend().get_texts()] for axes in figure.axes]
+
+
+def test_a_short_run_shows_every_point_as_a_marker_with_one_legend_entry_per_series(tmp_path):
+    records = _train_records(steps=(5,)) + [{"step": 5, "split": "dev", "loss": 0.9, "accuracy": 0.6}]
+    figure = plot_loss_curve(records, tmp_path / "loss.png")
+    assert _series(figure) == {"train loss": {"marker": "o", "points": 1}, "dev loss": {"marker": "o", "points": 1},
+                               "dev accuracy": {"marker": "o", "points": 1}}
+    assert _legend_labels(figure) == [["train loss", "dev loss"], ["dev accuracy"]]
+
+
+def test_a_long_training_curve_is_a_plain_line_and_its_dev_points_stay_markers(tmp_path):
+    dev = [{"step": s, "split": "dev", "loss": 1.0 / (1 + s)} for s in range(0, 2000, 50)]  # 40 evaluations
+    figure = plot_loss_curve(_train_records(steps=range(0, 2000, 10)) + dev, tmp_path / "loss.png")
+    assert _series(figure) == {"train loss": {"marker": "None", "points": 200}, "dev loss": {"marker": "o", "points": 40}}
+
+
+def test_a_comparison_names_each_run_in_its_legend_and_bars_with_intervals_where_present(tmp_path):
+    from matplotlib.colors import to_rgba
+
+    from textnn.viz.plots import ComparedRun, plot_comparison
+
+    runs = [ComparedRun("bow", "accuracy", 0.8, 0.75, 0.85, curve=[(10, 0.6), (20, 0.8)]),
+            ComparedRun("cnn", "accuracy", 0.7, curve=[(10, 0.7)])]
+    path = tmp_path / "compare.png"
+    figure = plot_comparison(runs, path)
+    assert path.read_bytes()[:8] == PNG_SIGNATURE
+    curves, bars = figure.axes
+    assert {line.get_label(): (line.get_marker(), len(line.get_xdata())) for line in curves.get_lines()} == {
+        "bow": ("o", 2), "cnn": ("o", 1)}
+    assert [text.get_text() for text in curves.get_legend().get_texts()] == ["bow", "cnn"]
+    assert [label.get_text() for label in bars.get_xticklabels()] == ["bow", "cnn"]
+    assert [round(patch.get_height(), 6) for patch in bars.patches] == [0.8, 0.7]
+    assert [line.get_color() for line in curves.get_lines()] == ["C0", "C1"]  # each run one colour in both panels
+    assert [tuple(patch.get_facecolor()) for patch in bars.patches] == [to_rgba("C0"), to_rgba("C1")]
+    (error_bars,) = bars.collections  # one vertical segment per run: the interval, or none for "cnn"
+    assert [tuple(np.round(segment[:, 1], 6)) for segment in error_bars.get_segments()] == [(0.75, 0.85), (0.7, 0.7)]
+
+
+def test_a_comparison_without_dev_evaluations_is_bars_alone(tmp_path):
+    from textnn.viz.plots import ComparedRun, plot_comparison
+
+    figure = plot_comparison([ComparedRun("a", "f1", 0.5), ComparedRun("b", "f1", 0.6)], tmp_path / "c.png")
+    (bars,) = figure.axes
+    assert bars.get_legend() is None and [label.get_text() for label in bars.get_xticklabels()] == ["a", "b"]

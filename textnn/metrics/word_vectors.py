@@ -1,7 +1,8 @@
 """Intrinsic evaluation of word vectors: analogies (3CosAdd, 3CosMul) and word-pair similarity.
 
 Analogy files are word2vec's `questions-words.txt` format: `: section` lines, then `a b c d`
-lines read "a is to b as c is to d". As word2vec's compute-accuracy (and gensim's
+lines read "a is to b as c is to d". Neither textnn nor its data ship such a file: word2vec's own
+source does (`ANALOGY_FILE_SOURCE` says where). As word2vec's compute-accuracy (and gensim's
 `evaluate_word_analogies`) do, only the `top_n` most frequent words are candidates, a question
 with a word outside them is not answered (counted, and reported as coverage), the comparison is
 case-insensitive, and a, b and c are never the answer. Sections whose name starts with "gram" are
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from textnn.data.readers import read_text
+from textnn.data.readers import missing_file, read_text
 from textnn.errors import TextnnError, where
 from textnn.metrics.correlation import spearman
 
@@ -28,7 +29,19 @@ from textnn.metrics.correlation import spearman
 COSMUL_EPSILON = 1e-3
 
 
+# Where a user gets the analogy questions of Mikolov et al. (2013a): its error for a missing file and
+# the README both say it.
+ANALOGY_FILE_SOURCE = ("word2vec's analogy questions are questions-words.txt in word2vec's source "
+                       "(https://github.com/tmikolov/word2vec, questions-words.txt; download that file), and "
+                       "gensim installs a copy: python -c \"from gensim.test.utils import datapath; "
+                       "print(datapath('questions-words.txt'))\"")
+
+
 def _read_lines(path: str | Path) -> list[str]:
+    """The lines of an evaluation file; a missing one is an error that says where analogy files come from."""
+    if not Path(path).exists():
+        raise TextnnError(f"{missing_file(path)}; {ANALOGY_FILE_SOURCE}; a similarity file holds "
+                          f"word1<TAB>word2<TAB>score lines")
     return read_text(path).splitlines()
 
 

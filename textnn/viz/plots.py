@@ -8,6 +8,7 @@ figure lingers in pyplot's registry, and matplotlib is imported only when a plot
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,18 @@ def _metric_names(records: list[dict]) -> list[str]:
     return names
 
 
-def plot_loss_curve(records: list[dict], path: str | Path) -> None:
+# A curve of at most this many points is drawn with a marker on each: a line alone through two or
+# three points reads as a stray stroke, and through one point draws nothing at all.
+FEW_POINTS = 30
+
+
+def _marker(points: int, always: bool = False) -> str | None:
+    """The marker for a curve of `points` points: a dot on each when they are few (or `always`, as for
+    evaluations, which are sparse by nature), none on a dense training curve."""
+    return "o" if always or points <= FEW_POINTS else None
+
+
+def plot_loss_curve(records: list[dict], path: str | Path):
     """Plot a run's loss curve(s) to a PNG at `path`.
 
     `records` are the dicts of a run's `metrics.jsonl`, each with a "step" and a "split" (missing
@@ -63,6 +75,8 @@ def plot_loss_curve(records: list[dict], path: str | Path) -> None:
     {"step": 50, "split": "dev", "loss": 0.6, "accuracy": 0.8}. The left panel shows the loss of
     every split against step; when evaluation records carry metrics (any name in
     `textnn.metrics.HIGHER_IS_BETTER` other than "loss"), a right panel shows them against step.
+    Evaluation points, and the points of a curve with few of them (a short run), are drawn as markers,
+    so that a run of a few steps still shows its losses. Returns the figure (its axes and legends).
     """
     by_split: dict[str, list[dict]] = {}
     for index, record in enumerate(records):
@@ -99,8 +113,7 @@ def plot_loss_curve(records: list[dict], path: str | Path) -> None:
         if not points:
             continue
         steps, losses = zip(*points)
-        # Evaluations are sparse, so mark each one; training logs are dense enough for a plain line.
-        marker = None if split == "train" else "o"
+        marker = _marker(len(points), always=split != "train")
         loss_axes.plot(steps, losses, marker=marker, markersize=4, label=f"{split} loss")
     loss_axes.set_title("Loss")
     loss_axes.set_xlabel("step")
@@ -129,6 +142,68 @@ def plot_loss_curve(records: list[dict], path: str | Path) -> None:
         metric_axes.legend()
     figure.tight_layout()
     _save(figure, path)
+    return figure
+
+
+@dataclass
+class ComparedRun:
+    """One run of a comparison as `plot_comparison` draws it."""
+
+    name: str  # the legend label and bar label
+    metric: str  # the metric the comparison ranks by, e.g. "accuracy"
+    value: float  # its final (best checkpoint's) dev value
+    ci_low: float | None = None  # its bootstrap interval, when the run computed one
+    ci_high: float | None = None
+    curve: list[tuple[float, float]] = field(default_factory=list)  # (step, value) of each dev evaluation
+
+
+def _colour(index: int) -> str:
+    """The colour of the `index`-th run of a comparison, the same in both panels (matplotlib's cycle)."""
+    return f"C{index % 10}"
+
+
+def plot_comparison(runs: list[ComparedRun], path: str | Path):
+    """One picture of several runs, written as a PNG at `path`: their dev metric against step side by side
+    (left, when any run evaluated during training) and their final values as bars with the bootstrap
+    intervals where the runs have them (right). Returns the figure (its axes and legends)."""
+    if not runs:
+        raise TextnnError("no runs to compare; give at least one config")
+    metrics = list(dict.fromkeys(run.metric for run in runs))
+    metric_label = " / ".join(metrics)
+    with_curves = any(run.curve for run in runs)
+    panels = 2 if with_curves else 1
+    figure = _new_figure(6.0 * panels, 4.5)
+    if with_curves:
+        curve_axes = figure.add_subplot(1, panels, 1)
+        for index, run in enumerate(runs):
+            if run.curve:
+                steps, values = zip(*sorted(run.curve))
+                curve_axes.plot(steps, values, marker=_marker(len(steps)), markersize=4, label=run.name,
+                                color=_colour(index))
+        curve_axes.set_title(f"dev {metric_label} during training")
+        curve_axes.set_xlabel("step")
+        curve_axes.set_ylabel(metric_label)
+        curve_axes.grid(True, alpha=0.3)
+        curve_axes.legend()
+
+    bar_axes = figure.add_subplot(1, panels, panels)
+    positions = np.arange(len(runs))
+    values = np.array([run.value for run in runs], dtype=np.float64)
+    # Error bars as distances below and above each value; a run without an interval gets none (0, 0).
+    below = [run.value - run.ci_low if run.ci_low is not None else 0.0 for run in runs]
+    above = [run.ci_high - run.value if run.ci_high is not None else 0.0 for run in runs]
+    has_intervals = any(run.ci_low is not None for run in runs)
+    bar_axes.bar(positions, values, yerr=[below, above] if has_intervals else None, capsize=4,
+                 color=[_colour(index) for index in range(len(runs))])
+    bar_axes.set_xticks(positions)
+    bar_axes.set_xticklabels([run.name for run in runs], rotation=30 if len(runs) > 3 else 0,
+                             ha="right" if len(runs) > 3 else "center")
+    bar_axes.set_title(f"final dev {metric_label}" + (" (95% bootstrap interval)" if has_intervals else ""))
+    bar_axes.set_ylabel(metric_label)
+    bar_axes.grid(True, axis="y", alpha=0.3)
+    figure.tight_layout()
+    _save(figure, path)
+    return figure
 
 
 def plot_confusion_matrix(

@@ -1,0 +1,123 @@
+"""The recipe scripts README names (recipes/run_ulmfit.sh, recipes/run_transfer_curves.sh), run as README shows
+them but with `--dry-run`: each prints the commands it would run, and every `textnn train` among them loads
+its config with its overrides (in this process, through textnn.config.load_config), each stage starting from
+a stand-in of the run the command before it would write. Nothing trains, and no output folder is made."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, shared_data
+from textnn.config import Config, load_config
+
+SCRIPTS_TESTED = {"recipes/run_ulmfit.sh", "recipes/run_transfer_curves.sh"}
+
+
+def script(name: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`bash recipes/NAME ARGS...` with this interpreter's folder first on PATH (the scripts call `python`)."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    return subprocess.run(["bash", str(REPO / "recipes" / name), *args], capture_output=True, text=True,
+                          env={**os.environ, "PATH": path, **(env or {})}, timeout=120)
+
+
+def dry_run(name: str, *args: str, env: dict | None = None) -> list[list[str]]:
+    """The commands `--dry-run` prints, each as its words."""
+    done = script(name, *args, env=env)
+    assert done.returncode == 0, done.stderr
+    return [shlex.split(line) for line in done.stdout.splitlines() if line.strip()]
+
+
+def stand_in(run_dir: str | Path, config: Config) -> Path:
+    """What a later stage reads of a finished run in `run_dir` to start from it: its resolved config.yaml and a
+    model.safetensors (empty: configs are loaded here, weights never)."""
+    run = Path(run_dir)
+    run.mkdir(parents=True, exist_ok=True)
+    (run / "config.yaml").write_text(config.to_yaml(), encoding="utf-8")
+    (run / "model.safetensors").write_bytes(b"")
+    return run
+
+
+def check_commands(commands: list[list[str]], out: Path) -> dict[str, Config]:
+    """Load every `textnn train` command's config with its overrides, in order, leaving a stand-in of each run
+    for the stages that start from it; the other commands are the repository's own Python scripts.
+    Returns the loaded configs by run folder name."""
+    configs = {}
+    for words in commands:
+        if words[:2] != ["textnn", "train"]:
+            assert words[0] == "python" and (REPO / words[1]).is_file(), words
+            continue
+        recipe, rest = words[2], words[3:]
+        assert recipe.startswith("recipes/") and (REPO / recipe).is_file(), words
+        at = rest.index("--run-dir")
+        run_dir, overrides = Path(rest[at + 1]), rest[:at] + rest[at + 2:]
+        assert run_dir.parent == out, words  # every run goes to the OUT_DIR given
+        config = load_config(REPO / recipe, overrides)
+        configs[run_dir.name] = config
+        stand_in(run_dir, config)
+    return configs
+
+
+@pytest.fixture
+def at_repo(monkeypatch):
+    """Recipes name their data relative to the repository root, where the scripts run."""
+    monkeypatch.chdir(REPO)
+
+
+def test_every_script_readme_names_is_tested_here():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert set(re.findall(r"recipes/[\w.-]+\.sh", readme)) == SCRIPTS_TESTED
+
+
+@pytest.mark.parametrize("task", ["sst2", "cola"])
+def test_run_ulmfit_dry_run_prints_commands_whose_configs_all_load(tmp_path, at_repo, task):
+    out = tmp_path / "ulmfit"
+    commands = dry_run("run_ulmfit.sh", task, str(out), "--variants", "--dry-run", "train.max_steps=5")
+    assert not out.exists()  # a dry run makes nothing
+    configs = check_commands(commands, out)
+    assert list(configs) == ["wikitext2_ulmfit_lm", f"{task}_ulmfit_lm", f"{task}_ulmfit",
+                             f"{task}_ulmfit_no_unfreezing", f"{task}_ulmfit_a_only", f"{task}_ulmfit_scratch"]
+    # the chain of stages: (a) -> (b) -> (c), each from the run the one before wrote
+    assert configs[f"{task}_ulmfit_lm"].init_from == str(out / "wikitext2_ulmfit_lm")
+    assert configs[f"{task}_ulmfit"].init_from == str(out / f"{task}_ulmfit_lm")
+    assert configs[f"{task}_ulmfit_scratch"].init_from == "" and configs[f"{task}_ulmfit_no_unfreezing"].train.unfreeze == 0
+    assert all(config.train.max_steps == 5 for config in configs.values())  # the extra override reaches every run
+    assert commands[-1] == ["python", "recipes/results_table.py", str(out)]
+
+
+def test_run_ulmfit_refuses_bad_arguments_with_its_usage(tmp_path):
+    for args, words in ((["mnli"], "sst2 or cola"), (["sst2", str(tmp_path / "o"), "--dry-run", "max_steps"], "override")):
+        done = script("run_ulmfit.sh", *args)
+        assert done.returncode == 2 and words in done.stderr and "usage:" in done.stderr, done.stderr
+        assert not (tmp_path / "o").exists()
+
+
+def test_run_transfer_curves_dry_run_prints_commands_whose_configs_all_load(tmp_path, at_repo):
+    shared_data("sst2", "train.tsv")  # the script sizes its runs' epochs by it
+    starts = tmp_path / "starts"
+    general = stand_in(starts / "wikitext2_ulmfit_lm", load_config(REPO / "recipes" / "wikitext2_ulmfit_lm.yaml"))
+    env = {"SIZES": "100 all", "SEEDS": "1 2",
+           "ULMFIT_LM": str(stand_in(starts / "sst2_ulmfit_lm", load_config(
+               REPO / "recipes" / "sst2_ulmfit_lm.yaml", [f"model.init_from={general}"]))),
+           "BERT_RUN": str(stand_in(starts / "bert", load_config(REPO / "recipes" / "wikitext2_bert_mini_pretrain.yaml"))),
+           "ELMO_RUN": str(stand_in(starts / "elmo", load_config(REPO / "recipes" / "wikitext2_elmo.yaml")))}
+    out = tmp_path / "transfer"
+    commands = dry_run("run_transfer_curves.sh", "--dry-run", str(out), "train.max_steps=2", env=env)
+    assert not out.exists()
+    configs = check_commands(commands, out)
+    methods = ["scratch_lstm", "ulmfit", "scratch_bert", "bert", "elmo", "minilm"]
+    # two seeds at 100 rows, one for the whole set
+    assert list(configs) == [f"{m}_100_s{seed}" for seed in (1, 2) for m in methods] + [f"{m}_all_s1" for m in methods]
+    assert configs["ulmfit_100_s1"].init_from == env["ULMFIT_LM"]
+    assert configs["bert_100_s1"].init_from == env["BERT_RUN"]
+    assert configs["elmo_100_s1"].data.features_from == env["ELMO_RUN"]
+    assert configs["scratch_bert_100_s1"].model.n_layers == 4
+    assert configs["scratch_lstm_100_s1"].data.train_subset == 100 and configs["minilm_all_s1"].data.train_subset == 0
+    assert all(config.train.max_steps == 2 for config in configs.values())
+    assert commands[-1][:2] == ["python", "recipes/transfer_curves.py"] and commands[-1][2] == str(out)

@@ -13,6 +13,7 @@ import os
 import sys
 from pathlib import Path
 
+from textnn import limits
 from textnn.errors import TextnnError
 
 
@@ -23,22 +24,28 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {self.prog}: {message}; see {self.prog} --help\n")
 
 
-def _integer(minimum: int, maximum: int | None = None):
+def _integer(minimum: int, maximum: int | None = None, why: str = ""):
     """argparse type of an integer option in [minimum, maximum]: a count, a size, a seed, where a negative
-    value means nothing and would otherwise be read as something else (`-k -3`: all but three words)."""
+    value means nothing and would otherwise be read as something else (`-k -3`: all but three words).
+    `why`: where the maximum comes from, said when it is passed."""
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"got {text!r}, expected an integer") from None
         if value < minimum or (maximum is not None and value > maximum):
-            at_most = f" and <= {maximum}" if maximum is not None else ""
-            raise argparse.ArgumentTypeError(f"got {value}, expected an integer >= {minimum}{at_most}")
+            at_most = f" and <= {maximum:,}" if maximum is not None else ""
+            because = f" ({why})" if why and maximum is not None and value > maximum else ""
+            raise argparse.ArgumentTypeError(f"got {value:,}, expected an integer >= {minimum}{at_most}{because}")
         return value
     return parse
 
 
 COUNT, OFF_OR_COUNT, SEED = _integer(1), _integer(0), _integer(0, 2 ** 32 - 1)
+# Counts bounded by the input-size policy (textnn/limits.py): what one command may ask of the machine.
+_LIMIT = "the input-size limit: see `textnn explain limits`"
+BEAM, NEW_TOKENS, SAMPLES = (_integer(1, limits.MAX_BEAM, _LIMIT), _integer(1, limits.MAX_NEW_TOKENS, _LIMIT),
+                             _integer(1, limits.MAX_SAMPLES, _LIMIT))
 
 
 def _renamed(new: str):
@@ -55,14 +62,14 @@ def _renamed(new: str):
 def _decoding_options(command: argparse.ArgumentParser, sampling: bool, n_best: bool) -> None:
     """The decoding flags, spelt the same in every command that decodes (generate, translate, evaluate);
     `_decoding` turns them into one DecodingConfig. A command without some of them has them as not given."""
-    command.add_argument("--beam", type=COUNT, default=None, metavar="K",
+    command.add_argument("--beam", type=BEAM, default=None, metavar="K",
                          help="beam search keeping K live hypotheses (default: " +
                               ("sampling)" if sampling else "greedy)"))
     command.add_argument("--length-penalty", type=float, default=None, metavar="A",
                          help="beam search: alpha of the GNMT length penalty ((5 + length) / 6) ** alpha "
                               "(default 0.6; 0 = rank by log-probability)")
     if n_best:
-        command.add_argument("--n-best", type=COUNT, default=None, metavar="N",
+        command.add_argument("--n-best", type=BEAM, default=None, metavar="N",
                              help="beam search: the N best hypotheses of each input, best first, as one JSON line "
                                   "{input, \"hypotheses\", \"scores\"} (default 1: the best alone, as plain output)")
     else:
@@ -148,7 +155,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("run", help="run directory of a translation model")
     p.add_argument("input", nargs="?", default="-", help="input file, or - for standard input (default)")
     _decoding_options(p, sampling=False, n_best=True)
-    p.add_argument("--nbest", dest="n_best", type=COUNT, action=_renamed("--n-best"), help=argparse.SUPPRESS)
+    p.add_argument("--nbest", dest="n_best", type=BEAM, action=_renamed("--n-best"), help=argparse.SUPPRESS)
     p.add_argument("--output", "-o", help="write the translations here instead of standard output")
     _threads_option(p)
 
@@ -182,10 +189,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--file", dest="input", action=_renamed("the input file as the argument after RUN"),
                    help=argparse.SUPPRESS)
     p.add_argument("--prompt", default=None, help="text to continue (default: empty = start of a new line)")
-    p.add_argument("--max-tokens", type=COUNT, default=200, help="new tokens per sample (default 200)")
+    p.add_argument("--max-tokens", type=NEW_TOKENS, default=200, help="new tokens per sample (default 200)")
     _decoding_options(p, sampling=True, n_best=True)
     p.add_argument("--seed", type=SEED, default=None, help="seed of the draws (default: random, printed)")
-    p.add_argument("--num-samples", type=COUNT, default=1, help="independent samples of the prompt (default 1)")
+    p.add_argument("--num-samples", type=SAMPLES, default=1, help="independent samples of the prompt (default 1)")
     p.add_argument("--stop-at-eos", action="store_true",
                    help="end each sample at the end of its line (<eos>, or a newline for character models)")
     _threads_option(p)
@@ -398,14 +405,34 @@ def _decoding(args: argparse.Namespace, default_method: str):
 
 
 def _generate(args: argparse.Namespace) -> int:
+    """One prompt: one sample is written as its tokens come (flushed piece by piece, as a text generator
+    is read); several samples and beam search's outputs once they are all done."""
+    from dataclasses import replace
+
     from textnn.experiment import generate_run
+    from textnn.generation.lm import draw_seed
 
     decoding = _decoding(args, "sample")
     if args.input is not None:
         return _generate_file(args, decoding)
-    result = generate_run(args.run, args.prompt or "", decoding, num_samples=args.num_samples)
-    if args.seed is None and result.seed is not None:
-        print(f"seed {result.seed} (repeat these samples with --seed {result.seed})", file=sys.stderr)
+    seed_note = []  # the seed drawn, said once: before the first text (which may take a while) or at the end
+    if decoding.method == "sample" and decoding.seed is None:
+        decoding = replace(decoding, seed=draw_seed())
+        seed_note.append(f"seed {decoding.seed} (repeat these samples with --seed {decoding.seed})")
+    streamed = args.num_samples == 1 and decoding.method != "beam"
+
+    def write(piece: str) -> None:
+        while seed_note:
+            print(seed_note.pop(), file=sys.stderr)
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+
+    result = generate_run(args.run, args.prompt or "", decoding, num_samples=args.num_samples,
+                          on_text=write if streamed else None)
+    while seed_note:
+        print(seed_note.pop(), file=sys.stderr)
+    if streamed:
+        write("\n")
     if result.unknown_tokens:
         print(f"note: {result.unknown_tokens} of the prompt's {result.prompt_tokens} tokens are not in the "
               f"vocabulary and were read as <unk>", file=sys.stderr)
@@ -414,7 +441,7 @@ def _generate(args: argparse.Namespace) -> int:
                           "scores": [round(score, 6) for score in result.scores]}, ensure_ascii=False))
         return 0
     count = len(result.samples)
-    for number, text in enumerate(result.samples, start=1):
+    for number, text in enumerate([] if streamed else result.samples, start=1):
         if count > 1:
             print(f"=== sample {number} of {count} ===")
         print(text)

@@ -300,16 +300,18 @@ def _require_decoder(run_dir: str | Path, config: Config, model: torch.nn.Module
                           f"token); this run is a {config.task} run (model {config.model_name})")
 
 
-def generate_run(run_dir: str | Path, prompt: str, decoding: DecodingConfig, num_samples: int = 1):
+def generate_run(run_dir: str | Path, prompt: str, decoding: DecodingConfig, num_samples: int = 1,
+                 on_text=None):
     """Continue `prompt` with a trained language model as the `DecodingConfig` says; see generation/lm.py.
 
     Returns a `textnn.generation.Generation` (the samples or hypotheses, the seed used, unknown prompt tokens).
+    `on_text` (one sample, not beam search): called with the text in pieces as it is generated.
     """
     from textnn.generation.lm import generate_text
 
     config, task, model = _load_decoder_run(run_dir, "generate")
     with in_run_precision(config, model):
-        return generate_text(model, task, prompt, decoding, num_samples=num_samples)
+        return generate_text(model, task, prompt, decoding, num_samples=num_samples, on_text=on_text)
 
 
 # Prompts `generate RUN FILE` reads and answers at a time. Each prompt is decoded on its own (its own

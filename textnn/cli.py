@@ -504,14 +504,68 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+class StandardOutputError(TextnnError):
+    """Standard output cannot be written (a full disk, a size limit): the one error of every command for it."""
+
+
+class _StandardOutput:
+    """sys.stdout as every command writes it: an OSError while writing or flushing (`> /dev/full`, a file
+    past `ulimit -f`) becomes one StandardOutputError, whichever command and line wrote. A reader that
+    stopped early (BrokenPipeError, `| head`) is left to `main`, which does not count it as an error."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as err:
+            raise self._error(err) from None
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as err:
+            raise self._error(err) from None
+
+    def __getattr__(self, name: str):  # fileno, isatty, encoding, ...: the stream's own
+        return getattr(self.stream, name)
+
+    @staticmethod
+    def _error(err: OSError) -> StandardOutputError:
+        from textnn.files import write_failure
+
+        return StandardOutputError(f"standard output: cannot write: {write_failure(err)}; free space or send the "
+                                   f"output to a writable place")
+
+
+def _silence_stdout(stream) -> None:
+    """Point the descriptor under `stream` at /dev/null, so that Python's own flush at exit finds nothing it
+    cannot write (it would print a second complaint after the one line)."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if args.threads:  # the inference commands' --threads (train sets train.threads)
         import torch
 
         torch.set_num_threads(args.threads)
+    stdout = sys.stdout
+    sys.stdout = _StandardOutput(stdout)
     try:
-        return COMMANDS[args.command](args)
+        code = COMMANDS[args.command](args)
+        sys.stdout.flush()  # what is still buffered fails here, as the same one line
+        return code
+    except StandardOutputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        _silence_stdout(stdout)
+        return 2
     except TextnnError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -520,7 +574,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:  # the reader stopped early (`| head`): not an error
         # Python would complain once more when it flushes stdout at exit; point stdout at nothing instead.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _silence_stdout(stdout)
         return 0
     except Exception as err:
         # Imported here, not above, so that `explain` and config errors do not pay for importing torch;
@@ -534,6 +588,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(str(err), file=sys.stderr)
             return 128 + err.signal_number
         raise
+    finally:
+        sys.stdout = stdout
 
 
 if __name__ == "__main__":

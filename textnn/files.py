@@ -29,15 +29,19 @@ from textnn.errors import TextnnError, short
 
 def unwritable(path: str | Path, err: OSError, what: str = "file") -> TextnnError:
     """One error for an OSError met while writing `path`, saying what to do about its cause."""
+    return TextnnError(f"{path}: cannot write the {what}: {write_failure(err)}; free space or choose a writable "
+                       f"place (another --run-dir or -o)")
+
+
+def write_failure(err: OSError) -> str:
+    """Why a write failed, in words (an OSError's errno)."""
     causes = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
               errno.EFBIG: "the file grew past a size limit (`ulimit -f`)", errno.EROFS: "the file system is read-only",
               errno.EACCES: "permission denied", errno.EPERM: "permission denied",
               errno.EISDIR: "a directory of that name is in the way", errno.ENOTDIR: "a file is in the way of a directory",
               errno.ELOOP: "a symbolic link stands in its place (a run's files are written only as plain files: "
                            "remove the link)"}
-    cause = causes.get(err.errno, err.strerror or type(err).__name__)
-    return TextnnError(f"{path}: cannot write the {what}: {cause}; free space or choose a writable place "
-                       f"(another --run-dir or -o)")
+    return causes.get(err.errno, err.strerror or type(err).__name__)
 
 
 def _temporary(path: Path) -> Path:

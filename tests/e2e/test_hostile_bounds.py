@@ -85,3 +85,63 @@ def test_a_streamed_sample_is_the_text_of_the_same_sample_written_at_once(runs, 
     assert main(["generate", run, "--prompt", "the cat", "--max-tokens", "40", "--greedy", "--num-samples", "2"]) == 0
     both = capsys.readouterr().out.splitlines()
     assert greedy.rstrip("\n") == both[1] == both[3] and streamed.startswith("the cat")
+
+
+# ------------------------------------------------------------------------------------------- item 11
+
+FULL = Path("/dev/full")
+needs_full = pytest.mark.skipif(not FULL.exists(), reason="no /dev/full on this system")
+# Every command that writes to standard output, on the tiny run of a task (`runs` fixture) or none.
+COMMANDS = {
+    "evaluate": ("classification", ["evaluate", "RUN", "--data", "ROOT/train.tsv"]),
+    "predict": ("classification", ["predict", "RUN", "ROOT/train.tsv"]),
+    "translate": ("translation", ["translate", "RUN", "ROOT/mt.de"]),
+    "translate --n-best": ("translation", ["translate", "RUN", "ROOT/mt.de", "--beam", "2", "--n-best", "2"]),
+    "generate": ("language_modeling", ["generate", "RUN", "--prompt", "the cat", "--max-tokens", "20", "--seed", "1"]),
+    "generate --num-samples": ("language_modeling", ["generate", "RUN", "--max-tokens", "5", "--num-samples", "3",
+                                                     "--seed", "1"]),
+    "generate --n-best": ("language_modeling", ["generate", "RUN", "--max-tokens", "5", "--beam", "2", "--n-best", "2"]),
+    "generate FILE": ("language_modeling", ["generate", "RUN", "ROOT/lm.txt", "--max-tokens", "3", "--greedy"]),
+    "neighbors": ("embeddings", ["neighbors", "RUN", "cat", "dog"]),
+    "analogy": ("embeddings", ["analogy", "RUN", "cat", "dog", "mat"]),
+    "visualize": ("language_modeling", ["visualize", "RUN", "--text", "the cat sat", "--output-dir", "TMP/views"]),
+    "export": ("pretraining", ["export", "RUN", "TMP/exported"]),
+    "runs": ("classification", ["runs", "ROOT/runs"]),
+    "explain": (None, ["explain"]),
+    "explain limits": (None, ["explain", "limits"]),
+    "train": (None, ["train", "ROOT/classification.yaml", "--run-dir", "TMP/run"]),
+    "compare": (None, ["compare", "ROOT/classification.yaml", "--runs-dir", "TMP/compare"]),
+}
+
+
+@needs_full
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_every_command_on_a_full_standard_output_is_one_line(root, runs, tmp_path, capsys, monkeypatch, name):
+    """`textnn COMMAND > /dev/full`: one line, exit 2, no traceback, whichever command wrote; a run that a
+    command trained is finished and whole (its outputs come after it)."""
+    task, argv = COMMANDS[name]
+    run = runs(task or "classification")  # train and compare read the classification config it writes
+    runs("translation")  # the config's data (mt.de) exists once the translation fixture ran
+    argv = [item.replace("RUN", str(run)).replace("ROOT", str(root)).replace("TMP", str(tmp_path)) for item in argv]
+    capsys.readouterr()
+    with open(FULL, "w", encoding="utf-8") as full:
+        monkeypatch.setattr(sys, "stdout", full)
+        code = main(argv)
+    one_line(code, capsys.readouterr().err, "standard output", "full")
+    for trained in (tmp_path / "run", tmp_path / "compare" / "classification"):
+        if trained.exists():
+            assert json.loads((trained / "run.json").read_text())["status"] == "finished"
+            assert (trained / "model.safetensors").is_file() and (trained / "report.md").is_file()
+
+
+@needs_full
+@pytest.mark.parametrize("args", [["explain"], ["generate", "RUN", "--prompt", "the", "--max-tokens", "4", "--seed", "2"],
+                                  ["predict", "RUN_CLASSIFY", "-"]])
+def test_a_full_standard_output_as_the_shell_gives_it(runs, args):
+    """`textnn ... > /dev/full` in a real process: the one line, and no second complaint at exit."""
+    args = [a.replace("RUN_CLASSIFY", str(runs("classification"))).replace("RUN", str(runs("language_modeling")))
+            for a in args]
+    with open(FULL, "w") as full:
+        done = subprocess.run([sys.executable, "-m", "textnn", *args], stdout=full, stderr=subprocess.PIPE,
+                              input=b"a good film\n" * 3, env=ENV, timeout=300)
+    one_line(done.returncode, done.stderr.decode(), "standard output", "full")

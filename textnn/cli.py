@@ -15,6 +15,7 @@ from pathlib import Path
 
 from textnn import limits
 from textnn.errors import TextnnError
+from textnn.files import atomic_write_text, check_output_place
 
 
 class _Parser(argparse.ArgumentParser):
@@ -278,6 +279,8 @@ def _translate(args: argparse.Namespace) -> int:
 def _write_predictions(args: argparse.Namespace, run) -> int:
     """Read args.input (a file or - for stdin), write the output lines of `run(run_dir, lines, source)`
     (predict_run or translate_run) to args.output or stdout."""
+    if args.output:
+        check_output_place(args.output, "file", "-o")  # before the run is read
     with _input_lines(args.input) as (lines, source):
         write_lines(run(args.run, lines, source), args.output)
     return 0
@@ -336,10 +339,13 @@ def _compare(args: argparse.Namespace) -> int:
 
     if not args.configs:
         raise TextnnError("compare needs at least one YAML config file before its overrides")
+    check_output_place(args.runs_dir, "directory", "--runs-dir")  # both before any training
+    if args.markdown:
+        check_output_place(args.markdown, "file", "--markdown")
     rows = compare(args.configs, args.overrides + args.set_overrides, args.runs_dir)
     print(format_table(rows))
     if args.markdown:
-        Path(args.markdown).write_text(format_table(rows, markdown=True) + "\n", encoding="utf-8")
+        atomic_write_text(Path(args.markdown).expanduser(), format_table(rows, markdown=True) + "\n")
         print(f"markdown table: {args.markdown}")
     return 0
 

@@ -21,7 +21,7 @@ import torch
 from textnn import registry
 from textnn.config import Config, load_config, starts_with_head
 from textnn.errors import TextnnError
-from textnn.files import atomic_write_text, unwritable
+from textnn.files import atomic_write_text, check_output_place, unwritable
 from textnn.generation.decoding import Decoder, DecodingConfig, PromptDecoder
 from textnn.limits import check_training_memory
 from textnn.runs import FollowerRunDir, RunDir, human_size
@@ -283,6 +283,7 @@ def export_run(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
     checked before the run is loaded."""
     from textnn.interop import huggingface
 
+    check_output_place(out_dir, "directory", "export to")
     huggingface.check_export_place(Path(run_dir), Path(out_dir))
     return huggingface.export_run(run_dir, load_run(run_dir), out_dir)
 
@@ -368,7 +369,8 @@ def visualize_run(run_dir: str | Path, text: str, output_dir: str | Path | None 
 
     Files go to `output_dir` (default <run>/views); returns their paths.
     """
-    output = Path(output_dir) if output_dir else Path(run_dir) / "views"
+    output = check_output_place(output_dir or Path(run_dir) / "views", "directory",
+                                "--output-dir" if output_dir else "the run's views folder")  # before the run is read
     config, task, model = load_run(run_dir)
     if callable(getattr(task, "write_views", None)):
         return task.write_views(model, text, output, title=f"Attention of {Path(run_dir).name}")

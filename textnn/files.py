@@ -44,6 +44,42 @@ def write_failure(err: OSError) -> str:
     return causes.get(err.errno, err.strerror or type(err).__name__)
 
 
+def check_output_place(path: str | Path, kind: str, option: str) -> Path:
+    """Refuse, before any work starts, an output place a command could not write: `kind` "file" (written
+    by atomic replace; a device or a pipe such as /dev/stdout is written in place) or "directory"
+    (made if missing, written into if there). `option` names where the place was given (-o, --output-dir).
+
+    Checked: something else of that name in the way (a directory where a file goes, a file where a
+    directory goes), a missing folder above a file, a file above a directory, a folder that cannot be
+    written. Returns the place, ~ expanded.
+    """
+    path = Path(path).expanduser()
+    given = f"{option} {path}"
+    if kind == "file":
+        if path.is_dir():
+            raise TextnnError(f"{given}: a directory of that name is in the way; give a file name (e.g. "
+                              f"{path / 'out.txt'})")
+        if path.exists() and not path.is_file():  # a device or a pipe: written in place, as it is
+            return path
+        parent = path.parent
+        if not parent.is_dir():
+            raise TextnnError(f"{given}: the folder {parent} does not exist; create it first or give another place")
+    elif kind == "directory":
+        if path.exists() and not path.is_dir():
+            raise TextnnError(f"{given}: a file of that name is in the way; give a directory (a new one is made)")
+        parent = path
+        while not parent.exists():  # the nearest folder that exists: the new ones are made inside it
+            parent = parent.parent
+        if not parent.is_dir():
+            raise TextnnError(f"{given}: {parent} is a file, not a folder; give a directory elsewhere")
+    else:
+        raise ValueError(f"kind must be file or directory, got {kind!r}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise TextnnError(f"{given}: the folder {parent} cannot be written (permission denied); choose a "
+                          f"writable place")
+    return path
+
+
 def _temporary(path: Path) -> Path:
     """Where `temporary_beside` writes `path`: beside it, hidden, named by the writing process."""
     return path.with_name(f".{path.name}.tmp-{os.getpid()}")

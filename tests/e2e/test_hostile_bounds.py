@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -145,3 +146,74 @@ def test_a_full_standard_output_as_the_shell_gives_it(runs, args):
         done = subprocess.run([sys.executable, "-m", "textnn", *args], stdout=full, stderr=subprocess.PIPE,
                               input=b"a good film\n" * 3, env=ENV, timeout=300)
     one_line(done.returncode, done.stderr.decode(), "standard output", "full")
+
+
+# ------------------------------------------------------------------------------------------- item 12
+
+@pytest.mark.parametrize("option", ["--output-dir", "--output"])
+def test_visualize_onto_a_file_is_refused_before_the_run_is_read(runs, tmp_path, capsys, option):
+    target = tmp_path / "notes.txt"
+    target.write_text("keep me\n")
+    code = main(["visualize", str(runs("language_modeling")), "--text", "the cat", option, str(target)])
+    one_line(code, capsys.readouterr().err, str(target), "in the way")
+    assert target.read_text() == "keep me\n"
+
+
+@pytest.mark.parametrize("place,expected", [("DIR", "a directory of that name is in the way"),
+                                            ("DIR/missing/table.md", "does not exist"),
+                                            ("FILE/table.md", "does not exist")])
+def test_compare_markdown_onto_an_unusable_place_is_refused_before_any_training(root, runs, tmp_path, capsys, place,
+                                                                                expected):
+    runs("classification")  # writes ROOT/classification.yaml
+    (tmp_path / "DIR").mkdir()
+    (tmp_path / "FILE").write_text("x")
+    markdown = str(tmp_path / place)
+    code = main(["compare", str(root / "classification.yaml"), "--runs-dir", str(tmp_path / "compare"),
+                 "--markdown", markdown])
+    one_line(code, capsys.readouterr().err, "--markdown", expected)
+    assert not (tmp_path / "compare").exists()  # nothing trained
+
+
+def test_compare_runs_dir_onto_a_file_is_refused_before_any_training(root, runs, tmp_path, capsys):
+    runs("classification")
+    (tmp_path / "FILE").write_text("x")
+    code = main(["compare", str(root / "classification.yaml"), "--runs-dir", str(tmp_path / "FILE")])
+    one_line(code, capsys.readouterr().err, "--runs-dir", "in the way")
+
+
+def test_compare_writes_its_markdown_table(root, runs, tmp_path, capsys):
+    runs("classification")
+    code = main(["compare", str(root / "classification.yaml"), "--runs-dir", str(tmp_path / "compare"),
+                 "--markdown", str(tmp_path / "table.md")])
+    assert code == 0, capsys.readouterr().err
+    assert (tmp_path / "table.md").read_text().startswith("| config |")
+
+
+@pytest.mark.parametrize("command", ["predict", "translate"])
+def test_output_onto_a_directory_is_refused_before_the_run_is_read(root, runs, tmp_path, capsys, command):
+    run = runs("classification" if command == "predict" else "translation")
+    code = main([command, str(run), str(root / "mt.de"), "-o", str(tmp_path)])
+    one_line(code, capsys.readouterr().err, str(tmp_path), "directory")
+
+
+@pytest.mark.parametrize("cut", ["header", "body"])
+@pytest.mark.parametrize("start", ["run", "huggingface"])
+def test_features_from_a_start_with_truncated_weights_is_one_line(root, runs, tmp_path, capsys, cut, start):
+    """data.features_from a BERT run (or its Hugging Face export) whose model.safetensors was cut short."""
+    source = tmp_path / "start"
+    if start == "run":
+        shutil.copytree(runs("pretraining"), source)
+    else:
+        assert main(["export", str(runs("pretraining")), str(source)]) == 0
+    weights = source / "model.safetensors"
+    data = weights.read_bytes()
+    weights.write_bytes(data[:100] if cut == "header" else data[:-100])
+    config = tmp_path / "tag.yaml"
+    config.write_text(f"task: tagging\ndata: {{format: conll, tag_scheme: iob1, train: {root / 'ner.txt'}, "
+                      f"dev: {root / 'ner.txt'}, features_from: {source}}}\nmodel: {{name: rnn_tagger, preset: tiny}}\n"
+                      "train: {max_steps: 2, batch_size: 8, threads: 1, progress: false, bootstrap_samples: 0}\n",
+                      encoding="utf-8")
+    capsys.readouterr()
+    code = main(["train", str(config), "--run-dir", str(tmp_path / "run")])
+    one_line(code, capsys.readouterr().err, str(weights), "damaged")
+    assert not (tmp_path / "run").exists()

@@ -99,8 +99,11 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
             except TrainingInterrupted:
                 raise
             except BaseException as err:
+                lost = distributed.peer_lost(err, run.path, run.checkpoint_file.is_file())  # torchrun: a process died
                 with contextlib.suppress(OSError, TextnnError):  # a full disk may refuse this too
-                    run.set_status("failed", error=str(err) or type(err).__name__)
+                    run.set_status("failed", error=str(lost or err) or type(err).__name__)
+                if lost is not None:
+                    raise lost from None
                 if isinstance(err, OSError):  # a full disk or a size limit met mid-run
                     raise unwritable(err.filename or run.path, err, "run's files") from None
                 raise

@@ -59,6 +59,7 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
     precision.resolve(config.train.precision, device)
     with distributed.session(device):
         run = RunDir(run_dir or Path("runs") / config.name)
+        check_output_place(run.path, "directory", "--run-dir")  # before any data is read
         if config.train.threads:
             torch.set_num_threads(config.train.threads)
         seed_everything(config.train.seed)

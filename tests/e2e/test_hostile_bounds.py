@@ -217,3 +217,14 @@ def test_features_from_a_start_with_truncated_weights_is_one_line(root, runs, tm
     code = main(["train", str(config), "--run-dir", str(tmp_path / "run")])
     one_line(code, capsys.readouterr().err, str(weights), "damaged")
     assert not (tmp_path / "run").exists()
+
+
+def test_train_onto_a_file_names_the_run_dir_before_the_data_is_read(root, tmp_path, capsys):
+    """The output place is checked first: a missing data file in the same config is not reached."""
+    (tmp_path / "run").write_text("keep me\n")
+    config = tmp_path / "c.yaml"
+    config.write_text("task: classification\ndata: {format: tsv, train: NO_SUCH_FILE}\nmodel: {name: dan, preset: "
+                      "tiny}\ntrain: {max_steps: 1, threads: 1, progress: false}\n", encoding="utf-8")
+    code = main(["train", str(config), "--run-dir", str(tmp_path / "run")])
+    one_line(code, capsys.readouterr().err, "--run-dir", "in the way")
+    assert (tmp_path / "run").read_text() == "keep me\n"

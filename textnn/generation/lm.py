@@ -26,8 +26,8 @@ from typing import Callable
 
 import torch
 
-from textnn.data.streams import EOS
 from textnn import limits
+from textnn.data.streams import EOS
 from textnn.data.vocab import PAD
 from textnn.errors import TextnnError, short
 from textnn.generation.decoding import DecodingConfig, PromptDecoder, decode

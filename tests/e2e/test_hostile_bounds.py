@@ -1,10 +1,10 @@
-"""Issue 25, items 16 (resources without bounds) and 11 (standard output that cannot be written), as a user
-meets them (docs/RELIABILITY.md, "Hostile use").
+"""Resources without bounds, standard output that cannot be written and output places that cannot be used,
+as a user meets them (docs/RELIABILITY.md, "Hostile use", items 16, 11 and 12).
 
 Beam widths, n-best lists, new tokens and samples are bounded by the input-size policy (textnn/limits.py)
 where the options are read and again where a DecodingConfig is made (the Python API); `generate` writes
 one sample as its tokens come. Every command that writes to standard output, when it cannot (`> /dev/full`),
-stops with one line and exit code 2.
+stops with one line and exit code 2. Every output place is checked before any work starts.
 """
 
 from __future__ import annotations
@@ -101,7 +101,8 @@ COMMANDS = {
     "generate": ("language_modeling", ["generate", "RUN", "--prompt", "the cat", "--max-tokens", "20", "--seed", "1"]),
     "generate --num-samples": ("language_modeling", ["generate", "RUN", "--max-tokens", "5", "--num-samples", "3",
                                                      "--seed", "1"]),
-    "generate --n-best": ("language_modeling", ["generate", "RUN", "--max-tokens", "5", "--beam", "2", "--n-best", "2"]),
+    "generate --n-best": ("language_modeling", ["generate", "RUN", "--max-tokens", "5", "--beam", "2",
+                                                "--n-best", "2"]),
     "generate FILE": ("language_modeling", ["generate", "RUN", "ROOT/lm.txt", "--max-tokens", "3", "--greedy"]),
     "neighbors": ("embeddings", ["neighbors", "RUN", "cat", "dog"]),
     "analogy": ("embeddings", ["analogy", "RUN", "cat", "dog", "mat"]),
@@ -136,7 +137,8 @@ def test_every_command_on_a_full_standard_output_is_one_line(root, runs, tmp_pat
 
 
 @needs_full
-@pytest.mark.parametrize("args", [["explain"], ["generate", "RUN", "--prompt", "the", "--max-tokens", "4", "--seed", "2"],
+@pytest.mark.parametrize("args", [["explain"],
+                                  ["generate", "RUN", "--prompt", "the", "--max-tokens", "4", "--seed", "2"],
                                   ["predict", "RUN_CLASSIFY", "-"]])
 def test_a_full_standard_output_as_the_shell_gives_it(runs, args):
     """`textnn ... > /dev/full` in a real process: the one line, and no second complaint at exit."""

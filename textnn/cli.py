@@ -13,7 +13,9 @@ import os
 import sys
 from pathlib import Path
 
+from textnn import limits
 from textnn.errors import TextnnError
+from textnn.files import atomic_write_text, check_output_place
 
 
 class _Parser(argparse.ArgumentParser):
@@ -23,22 +25,28 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"error: {self.prog}: {message}; see {self.prog} --help\n")
 
 
-def _integer(minimum: int, maximum: int | None = None):
+def _integer(minimum: int, maximum: int | None = None, why: str = ""):
     """argparse type of an integer option in [minimum, maximum]: a count, a size, a seed, where a negative
-    value means nothing and would otherwise be read as something else (`-k -3`: all but three words)."""
+    value means nothing and would otherwise be read as something else (`-k -3`: all but three words).
+    `why`: where the maximum comes from, said when it is passed."""
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"got {text!r}, expected an integer") from None
         if value < minimum or (maximum is not None and value > maximum):
-            at_most = f" and <= {maximum}" if maximum is not None else ""
-            raise argparse.ArgumentTypeError(f"got {value}, expected an integer >= {minimum}{at_most}")
+            at_most = f" and <= {maximum:,}" if maximum is not None else ""
+            because = f" ({why})" if why and maximum is not None and value > maximum else ""
+            raise argparse.ArgumentTypeError(f"got {value:,}, expected an integer >= {minimum}{at_most}{because}")
         return value
     return parse
 
 
 COUNT, OFF_OR_COUNT, SEED = _integer(1), _integer(0), _integer(0, 2 ** 32 - 1)
+# Counts bounded by the input-size policy (textnn/limits.py): what one command may ask of the machine.
+_LIMIT = "the input-size limit: see `textnn explain limits`"
+BEAM, NEW_TOKENS, SAMPLES = (_integer(1, limits.MAX_BEAM, _LIMIT), _integer(1, limits.MAX_NEW_TOKENS, _LIMIT),
+                             _integer(1, limits.MAX_SAMPLES, _LIMIT))
 
 
 def _renamed(new: str):
@@ -55,14 +63,14 @@ def _renamed(new: str):
 def _decoding_options(command: argparse.ArgumentParser, sampling: bool, n_best: bool) -> None:
     """The decoding flags, spelt the same in every command that decodes (generate, translate, evaluate);
     `_decoding` turns them into one DecodingConfig. A command without some of them has them as not given."""
-    command.add_argument("--beam", type=COUNT, default=None, metavar="K",
+    command.add_argument("--beam", type=BEAM, default=None, metavar="K",
                          help="beam search keeping K live hypotheses (default: " +
                               ("sampling)" if sampling else "greedy)"))
     command.add_argument("--length-penalty", type=float, default=None, metavar="A",
                          help="beam search: alpha of the GNMT length penalty ((5 + length) / 6) ** alpha "
                               "(default 0.6; 0 = rank by log-probability)")
     if n_best:
-        command.add_argument("--n-best", type=COUNT, default=None, metavar="N",
+        command.add_argument("--n-best", type=BEAM, default=None, metavar="N",
                              help="beam search: the N best hypotheses of each input, best first, as one JSON line "
                                   "{input, \"hypotheses\", \"scores\"} (default 1: the best alone, as plain output)")
     else:
@@ -148,7 +156,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("run", help="run directory of a translation model")
     p.add_argument("input", nargs="?", default="-", help="input file, or - for standard input (default)")
     _decoding_options(p, sampling=False, n_best=True)
-    p.add_argument("--nbest", dest="n_best", type=COUNT, action=_renamed("--n-best"), help=argparse.SUPPRESS)
+    p.add_argument("--nbest", dest="n_best", type=BEAM, action=_renamed("--n-best"), help=argparse.SUPPRESS)
     p.add_argument("--output", "-o", help="write the translations here instead of standard output")
     _threads_option(p)
 
@@ -184,10 +192,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--file", dest="input", action=_renamed("the input file as the argument after RUN"),
                    help=argparse.SUPPRESS)
     p.add_argument("--prompt", default=None, help="text to continue (default: empty = start of a new line)")
-    p.add_argument("--max-tokens", type=COUNT, default=200, help="new tokens per sample (default 200)")
+    p.add_argument("--max-tokens", type=NEW_TOKENS, default=200, help="new tokens per sample (default 200)")
     _decoding_options(p, sampling=True, n_best=True)
     p.add_argument("--seed", type=SEED, default=None, help="seed of the draws (default: random, printed)")
-    p.add_argument("--num-samples", type=COUNT, default=1, help="independent samples of the prompt (default 1)")
+    p.add_argument("--num-samples", type=SAMPLES, default=1, help="independent samples of the prompt (default 1)")
     p.add_argument("--stop-at-eos", action="store_true",
                    help="end each sample at the end of its line (<eos>, or a newline for character models)")
     _threads_option(p)
@@ -273,6 +281,8 @@ def _translate(args: argparse.Namespace) -> int:
 def _write_predictions(args: argparse.Namespace, run) -> int:
     """Read args.input (a file or - for stdin), write the output lines of `run(run_dir, lines, source)`
     (predict_run or translate_run) to args.output or stdout."""
+    if args.output:
+        check_output_place(args.output, "file", "-o")  # before the run is read
     with _input_lines(args.input) as (lines, source):
         write_lines(run(args.run, lines, source), args.output)
     return 0
@@ -331,10 +341,13 @@ def _compare(args: argparse.Namespace) -> int:
 
     if not args.configs:
         raise TextnnError("compare needs at least one YAML config file before its overrides")
+    check_output_place(args.runs_dir, "directory", "--runs-dir")  # all before any training
+    if args.markdown:
+        check_output_place(args.markdown, "file", "--markdown")
     rows = compare(args.configs, args.overrides + args.set_overrides, args.runs_dir, plot=args.plot)
     print(format_table(rows))
     if args.markdown:
-        Path(args.markdown).write_text(format_table(rows, markdown=True) + "\n", encoding="utf-8")
+        atomic_write_text(Path(args.markdown).expanduser(), format_table(rows, markdown=True) + "\n")
         print(f"markdown table: {args.markdown}")
     return 0
 
@@ -400,14 +413,34 @@ def _decoding(args: argparse.Namespace, default_method: str):
 
 
 def _generate(args: argparse.Namespace) -> int:
+    """One prompt: one sample is written as its tokens come (flushed piece by piece, as a text generator
+    is read); several samples and beam search's outputs once they are all done."""
+    from dataclasses import replace
+
     from textnn.experiment import generate_run
+    from textnn.generation.lm import draw_seed
 
     decoding = _decoding(args, "sample")
     if args.input is not None:
         return _generate_file(args, decoding)
-    result = generate_run(args.run, args.prompt or "", decoding, num_samples=args.num_samples)
-    if args.seed is None and result.seed is not None:
-        print(f"seed {result.seed} (repeat these samples with --seed {result.seed})", file=sys.stderr)
+    seed_note = []  # the seed drawn, said once: before the first text (which may take a while) or at the end
+    if decoding.method == "sample" and decoding.seed is None:
+        decoding = replace(decoding, seed=draw_seed())
+        seed_note.append(f"seed {decoding.seed} (repeat these samples with --seed {decoding.seed})")
+    streamed = args.num_samples == 1 and decoding.method != "beam"
+
+    def write(piece: str) -> None:
+        while seed_note:
+            print(seed_note.pop(), file=sys.stderr)
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+
+    result = generate_run(args.run, args.prompt or "", decoding, num_samples=args.num_samples,
+                          on_text=write if streamed else None)
+    while seed_note:
+        print(seed_note.pop(), file=sys.stderr)
+    if streamed:
+        write("\n")
     if result.unknown_tokens:
         print(f"note: {result.unknown_tokens} of the prompt's {result.prompt_tokens} tokens are not in the "
               f"vocabulary and were read as <unk>", file=sys.stderr)
@@ -416,7 +449,7 @@ def _generate(args: argparse.Namespace) -> int:
                           "scores": [round(score, 6) for score in result.scores]}, ensure_ascii=False))
         return 0
     count = len(result.samples)
-    for number, text in enumerate(result.samples, start=1):
+    for number, text in enumerate([] if streamed else result.samples, start=1):
         if count > 1:
             print(f"=== sample {number} of {count} ===")
         print(text)
@@ -479,14 +512,68 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+class StandardOutputError(TextnnError):
+    """Standard output cannot be written (a full disk, a size limit): the one error of every command for it."""
+
+
+class _StandardOutput:
+    """sys.stdout as every command writes it: an OSError while writing or flushing (`> /dev/full`, a file
+    past `ulimit -f`) becomes one StandardOutputError, whichever command and line wrote. A reader that
+    stopped early (BrokenPipeError, `| head`) is left to `main`, which does not count it as an error."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self.stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as err:
+            raise self._error(err) from None
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as err:
+            raise self._error(err) from None
+
+    def __getattr__(self, name: str):  # fileno, isatty, encoding, ...: the stream's own
+        return getattr(self.stream, name)
+
+    @staticmethod
+    def _error(err: OSError) -> StandardOutputError:
+        from textnn.files import write_failure
+
+        return StandardOutputError(f"standard output: cannot write: {write_failure(err)}; free space or send the "
+                                   f"output to a writable place")
+
+
+def _silence_stdout(stream) -> None:
+    """Point the descriptor under `stream` at /dev/null, so that Python's own flush at exit finds nothing it
+    cannot write (it would print a second complaint after the one line)."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if args.threads:  # the inference commands' --threads (train sets train.threads)
         import torch
 
         torch.set_num_threads(args.threads)
+    stdout = sys.stdout
+    sys.stdout = _StandardOutput(stdout)
     try:
-        return COMMANDS[args.command](args)
+        code = COMMANDS[args.command](args)
+        sys.stdout.flush()  # what is still buffered fails here, as the same one line
+        return code
+    except StandardOutputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        _silence_stdout(stdout)
+        return 2
     except TextnnError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -495,7 +582,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:  # the reader stopped early (`| head`): not an error
         # Python would complain once more when it flushes stdout at exit; point stdout at nothing instead.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        _silence_stdout(stdout)
         return 0
     except Exception as err:
         # Imported here, not above, so that `explain` and config errors do not pay for importing torch;
@@ -509,6 +596,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(str(err), file=sys.stderr)
             return 128 + err.signal_number
         raise
+    finally:
+        sys.stdout = stdout
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import torch
 from textnn import registry
 from textnn.config import Config, load_config, starts_with_head
 from textnn.errors import TextnnError
-from textnn.files import atomic_write_text, check_file_place, unwritable
+from textnn.files import atomic_write_text, check_output_place, unwritable
 from textnn.generation.decoding import Decoder, DecodingConfig, PromptDecoder
 from textnn.limits import check_training_memory
 from textnn.runs import FollowerRunDir, RunDir, human_size
@@ -59,6 +59,7 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
     precision.resolve(config.train.precision, device)
     with distributed.session(device):
         run = RunDir(run_dir or Path("runs") / config.name)
+        check_output_place(run.path, "directory", "--run-dir")  # before any data is read
         if config.train.threads:
             torch.set_num_threads(config.train.threads)
         seed_everything(config.train.seed)
@@ -99,8 +100,11 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
             except TrainingInterrupted:
                 raise
             except BaseException as err:
+                lost = distributed.peer_lost(err, run.path, run.checkpoint_file.is_file())  # torchrun: a process died
                 with contextlib.suppress(OSError, TextnnError):  # a full disk may refuse this too
-                    run.set_status("failed", error=str(err) or type(err).__name__)
+                    run.set_status("failed", error=str(lost or err) or type(err).__name__)
+                if lost is not None:
+                    raise lost from None
                 if isinstance(err, OSError):  # a full disk or a size limit met mid-run
                     raise unwritable(err.filename or run.path, err, "run's files") from None
                 raise
@@ -283,6 +287,7 @@ def export_run(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
     checked before the run is loaded."""
     from textnn.interop import huggingface
 
+    check_output_place(out_dir, "directory", "export to")
     huggingface.check_export_place(Path(run_dir), Path(out_dir))
     return huggingface.export_run(run_dir, load_run(run_dir), out_dir)
 
@@ -300,16 +305,18 @@ def _require_decoder(run_dir: str | Path, config: Config, model: torch.nn.Module
                           f"token); this run is a {config.task} run (model {config.model_name})")
 
 
-def generate_run(run_dir: str | Path, prompt: str, decoding: DecodingConfig, num_samples: int = 1):
+def generate_run(run_dir: str | Path, prompt: str, decoding: DecodingConfig, num_samples: int = 1,
+                 on_text=None):
     """Continue `prompt` with a trained language model as the `DecodingConfig` says; see generation/lm.py.
 
     Returns a `textnn.generation.Generation` (the samples or hypotheses, the seed used, unknown prompt tokens).
+    `on_text` (one sample, not beam search): called with the text in pieces as it is generated.
     """
     from textnn.generation.lm import generate_text
 
     config, task, model = _load_decoder_run(run_dir, "generate")
     with in_run_precision(config, model):
-        return generate_text(model, task, prompt, decoding, num_samples=num_samples)
+        return generate_text(model, task, prompt, decoding, num_samples=num_samples, on_text=on_text)
 
 
 # Prompts `generate RUN FILE` reads and answers at a time. Each prompt is decoded on its own (its own
@@ -366,7 +373,8 @@ def visualize_run(run_dir: str | Path, text: str, output_dir: str | Path | None 
 
     Files go to `output_dir` (default <run>/views); returns their paths.
     """
-    output = Path(output_dir) if output_dir else Path(run_dir) / "views"
+    output = check_output_place(output_dir or Path(run_dir) / "views", "directory",
+                                "--output-dir" if output_dir else "the run's views folder")  # before the run is read
     config, task, model = load_run(run_dir)
     if "write_views" in task.capabilities:
         return task.write_views(model, text, output, title=f"Attention of {Path(run_dir).name}")
@@ -405,7 +413,7 @@ def compare(config_paths: list[str], overrides: list[str], runs_root: str | Path
     one PNG there shows the runs side by side (`plot_comparison`); its place is checked before any training."""
     configs = [load_config(path, overrides) for path in config_paths]  # fail fast on any bad config
     if plot:
-        check_file_place(plot, "comparison plot")
+        check_output_place(plot, "file", "--plot")
     names = [c.name for c in configs]
     if len(set(names)) != len(names):
         raise TextnnError(f"two configs share the run name {names}; give each a distinct `name:`")

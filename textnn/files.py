@@ -29,15 +29,57 @@ from textnn.errors import TextnnError, short
 
 def unwritable(path: str | Path, err: OSError, what: str = "file") -> TextnnError:
     """One error for an OSError met while writing `path`, saying what to do about its cause."""
+    return TextnnError(f"{path}: cannot write the {what}: {write_failure(err)}; free space or choose a writable "
+                       f"place (another --run-dir or -o)")
+
+
+def write_failure(err: OSError) -> str:
+    """Why a write failed, in words (an OSError's errno)."""
     causes = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
               errno.EFBIG: "the file grew past a size limit (`ulimit -f`)", errno.EROFS: "the file system is read-only",
               errno.EACCES: "permission denied", errno.EPERM: "permission denied",
               errno.EISDIR: "a directory of that name is in the way", errno.ENOTDIR: "a file is in the way of a directory",
               errno.ELOOP: "a symbolic link stands in its place (a run's files are written only as plain files: "
                            "remove the link)"}
-    cause = causes.get(err.errno, err.strerror or type(err).__name__)
-    return TextnnError(f"{path}: cannot write the {what}: {cause}; free space or choose a writable place "
-                       f"(another --run-dir or -o)")
+    return causes.get(err.errno, err.strerror or type(err).__name__)
+
+
+def check_output_place(path: str | Path, kind: str, option: str) -> Path:
+    """Refuse, before any work starts, an output place a command could not write: `kind` "file" (written
+    by atomic replace; a device or a pipe such as /dev/stdout is written in place) or "directory"
+    (made if missing, written into if there). `option` names where the place was given (-o, --output-dir).
+
+    Checked: something else of that name in the way (a directory where a file goes, a file where a
+    directory goes), a missing folder above a file, a file above a directory, a folder that cannot be
+    written. Returns the place, ~ expanded.
+    """
+    path = Path(path).expanduser()
+    given = f"{option} {path}"
+    if kind == "file":
+        if path.is_dir():
+            raise TextnnError(f"{given}: a directory of that name is in the way; give a file name (e.g. "
+                              f"{path / 'out.txt'})")
+        if path.exists() and not path.is_file():  # a device or a pipe: written in place, as it is
+            return path
+        parent = path.parent
+        if parent.exists() and not parent.is_dir():
+            raise TextnnError(f"{given}: {parent} is a file, not a folder; give a place in a folder")
+        if not parent.is_dir():
+            raise TextnnError(f"{given}: the folder {parent} does not exist; create it first or give another place")
+    elif kind == "directory":
+        if path.exists() and not path.is_dir():
+            raise TextnnError(f"{given}: a file of that name is in the way; give a directory (a new one is made)")
+        parent = path
+        while not parent.exists():  # the nearest folder that exists: the new ones are made inside it
+            parent = parent.parent
+        if not parent.is_dir():
+            raise TextnnError(f"{given}: {parent} is a file, not a folder; give a directory elsewhere")
+    else:
+        raise ValueError(f"kind must be file or directory, got {kind!r}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise TextnnError(f"{given}: the folder {parent} cannot be written (permission denied); choose a "
+                          f"writable place")
+    return path
 
 
 def _temporary(path: Path) -> Path:
@@ -128,22 +170,6 @@ def temporary_dir_beside(path: str | Path, what: str = "directory"):
         if isinstance(err, OSError):
             raise unwritable(path, err, what) from None
         raise
-
-
-def check_file_place(path: str | Path, what: str = "file") -> None:
-    """Refuse, before any long work, a place where the file `path` could not be written later: a directory
-    of that name, a file where one of its folders should be, or a folder this process may not write in.
-    Folders still missing are fine (the writer creates them)."""
-    path = Path(path).expanduser()
-    if path.is_dir():
-        raise TextnnError(f"{path}: a directory of that name is in the way of the {what}; give a file name")
-    folder = path.parent
-    while not folder.exists() and folder != folder.parent:  # the nearest folder that exists
-        folder = folder.parent
-    if not folder.is_dir():
-        raise TextnnError(f"{path}: cannot write the {what}: {folder} is a file, not a folder; choose another place")
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise TextnnError(f"{path}: cannot write the {what}: permission denied in {folder}; choose another place")
 
 
 def atomic_write_bytes(path: str | Path, data: bytes, what: str = "file") -> None:

@@ -19,6 +19,7 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 MAX_STREAM_BYTES = 64 * GiB
 MAX_BEAM = 1000
 MAX_NEW_TOKENS = 100_000
+MAX_SAMPLES = 1000
 MAX_EXAMPLE_TOKENS = 20_000
 MAX_PAIR_TOKENS = 1024
 
@@ -26,7 +27,9 @@ TABLE = {
     "line": (MAX_LINE_BYTES, "bytes in one line of an input read line by line (predict, translate, generate --file)"),
     "stream": (MAX_STREAM_BYTES, "bytes read from a data file that is not a regular file (a pipe, a device)"),
     "beam": (MAX_BEAM, "--beam and --n-best of translate, generate and evaluate"),
-    "new_tokens": (MAX_NEW_TOKENS, "tokens one `generate` or `translate` may write per input"),
+    "new_tokens": (MAX_NEW_TOKENS, "tokens one `generate` or `translate` may write per input (--max-tokens; a "
+                                   "model with a fixed context, GPT, goes past it by re-reading its last window)"),
+    "samples": (MAX_SAMPLES, "--num-samples of generate: samples drawn side by side in one batch"),
     "example_tokens": (MAX_EXAMPLE_TOKENS, "tokens of one sentence a tagger reads whole (training, evaluate, "
                                            "predict): a longer one is refused"),
     "pair_tokens": (MAX_PAIR_TOKENS, "tokens of a side of a translation pair when neither data.max_length nor the "

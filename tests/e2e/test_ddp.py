@@ -178,3 +178,47 @@ def test_ctrl_c_under_torchrun_then_resume_gives_the_uninterrupted_weights(root)
     refused = subprocess.run(_command(1, "lm_resume.yaml", "--run-dir", str(run), "--resume"), cwd=root,
                              env=_env(root), capture_output=True, text=True, timeout=300)
     assert refused.returncode == 2 and "trained by 2 process(es)" in refused.stderr
+
+
+def _worker_pid(launcher: int, rank: int) -> int | None:
+    """The pid of torchrun's worker process `rank` (a child of the launcher `launcher`), read from /proc."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if parent == launcher and f"RANK={rank}".encode() in environ:
+            return int(entry.name)
+    return None
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="finds the worker through /proc")
+def test_a_worker_killed_under_torchrun_is_one_line_and_the_run_resumes_exactly(root):
+    """kill -9 of process 1: process 0 says in one line which process stopped, that the checkpoint is
+    intact and how to go on (not gloo's traceback), and --resume gives the uninterrupted weights."""
+    if not (root / "reference" / "run.json").is_file():
+        train(root, 2, "lm_resume.yaml", "--run-dir", "reference")
+    run = root / "worker_killed"
+    proc = subprocess.Popen(_command(2, "lm_resume.yaml", "--run-dir", str(run)), cwd=root, env=_env(root),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    checkpoint = run / "checkpoint" / "last.safetensors"
+    deadline = time.time() + 300
+    while _step_of(checkpoint) < 12 and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "training finished before a worker could be killed; make the run longer"
+    os.kill(_worker_pid(proc.pid, 1), signal.SIGKILL)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode != 0
+    assert "[rank0]" not in err and "gloo" not in err, err[-3000:]  # torchrun's own summary follows, as it is
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, err[-3000:]
+    for text in ("process 0 of 2", "process 1 stopped", "checkpoint is intact", "--resume",
+                 "torchrun --nproc_per_node 2 -m textnn"):
+        assert text in errors[0], (text, errors[0])
+    assert json.loads((run / "run.json").read_text())["status"] == "failed"
+
+    train(root, 2, "lm_resume.yaml", "--run-dir", str(run), "--resume")
+    assert_same_training(root / "reference", run, exact=True)

@@ -115,9 +115,9 @@ def lm(tmp_path_factory) -> Path:
 
 
 def test_generate_an_endless_file_of_prompts_into_head_ends_at_once(lm):
-    """`yes the | textnn generate RUN --file - | head -3`: one JSON line per prompt, written as they are done."""
+    """`yes the | textnn generate RUN - | head -3`: one JSON line per prompt, written as they are done."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    command = f"yes the | {sys.executable} -m textnn generate {lm} --file - --max-tokens 4 --seed 5 | head -3"
+    command = f"yes the | {sys.executable} -m textnn generate {lm} - --max-tokens 4 --seed 5 | head -3"
     proc = subprocess.run(["bash", "-c", command], capture_output=True, env=env, timeout=120)
     rows = [json.loads(row) for row in proc.stdout.decode().splitlines()]
     assert len(rows) == 3 and all(row["prompt"] == "the" and row["text"].startswith("the") for row in rows)
@@ -127,28 +127,28 @@ def test_generate_an_endless_file_of_prompts_into_head_ends_at_once(lm):
 def test_generate_file_lines_are_what_generate_gives_for_each_prompt_alone(lm, tmp_path):
     """Line i is sampled with seed SEED + i - 1; an empty line is an empty prompt."""
     (tmp_path / "prompts.txt").write_text("the cat\n\nthe dog\r\n", encoding="utf-8")
-    proc = textnn("generate", str(lm), "--file", str(tmp_path / "prompts.txt"), "--max-tokens", "5", "--seed", "7")
+    proc = textnn("generate", str(lm), str(tmp_path / "prompts.txt"), "--max-tokens", "5", "--seed", "7")
     assert proc.returncode == 0, proc.stderr.decode()
     rows = [json.loads(row) for row in proc.stdout.decode().splitlines()]
     assert [row["prompt"] for row in rows] == ["the cat", "", "the dog"]
     for seed, row in enumerate(rows, start=7):
         alone = textnn("generate", str(lm), "--prompt", row["prompt"], "--max-tokens", "5", "--seed", str(seed))
         assert alone.stdout.decode().rstrip("\n") == row["text"]
-    beam = textnn("generate", str(lm), "--file", str(tmp_path / "prompts.txt"), "--max-tokens", "3", "--beam", "2",
+    beam = textnn("generate", str(lm), str(tmp_path / "prompts.txt"), "--max-tokens", "3", "--beam", "2",
                   "--n-best", "2")
     rows = [json.loads(row) for row in beam.stdout.decode().splitlines()]
-    assert len(rows) == 3 and all(len(row["samples"]) == len(row["scores"]) == 2 for row in rows)
+    assert len(rows) == 3 and all(len(row["hypotheses"]) == len(row["scores"]) == 2 for row in rows)
 
 
 @pytest.mark.parametrize("data,where", [(b"the cat\nna\xefve\n", ":2"), ("the cat\n".encode("utf-16"), ":1")])
 def test_generate_file_bad_bytes_are_an_error_as_in_predict(root, lm, tmp_path, data, where):
-    from_stdin = textnn("generate", str(lm), "--file", "-", "--greedy", "--max-tokens", "2", input=data)
+    from_stdin = textnn("generate", str(lm), "-", "--greedy", "--max-tokens", "2", input=data)
     line = one_line_error(from_stdin, "<stdin>" + where)
     assert from_stdin.stdout.count(b"\n") <= 1  # at most the answer to the good line before it
     predicted = one_line_error(textnn("predict", str(root / "classify"), input=data), "<stdin>" + where)
     assert predicted == line
     (tmp_path / "in.txt").write_bytes(data)
-    from_file = textnn("generate", str(lm), "--file", str(tmp_path / "in.txt"), "--greedy", "--max-tokens", "2")
+    from_file = textnn("generate", str(lm), str(tmp_path / "in.txt"), "--greedy", "--max-tokens", "2")
     assert one_line_error(from_file, f"{tmp_path / 'in.txt'}{where}").split(where)[1] == line.split(where)[1]
 
 

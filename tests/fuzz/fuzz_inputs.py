@@ -2,6 +2,8 @@
 
     PYTHONPATH=. python -m tests.fuzz.fuzz_inputs --n 10000          # the full table (minutes)
     PYTHONPATH=. python -m tests.fuzz.fuzz_inputs --n 200 --only tsv  # one target, a short run
+    PYTHONPATH=. python -m tests.fuzz.fuzz_inputs --only qa,qa.predict,predict,translate,generate  # the command
+                                                                      # inputs and the QA reader (fuzz_commands.py)
 
 Each input is a valid seed file (or config) spoiled by a few random mutations: bytes flipped, inserted
 or deleted, lines duplicated, cut or spliced in from another format, NUL and invalid UTF-8 bytes, UTF-16,
@@ -29,6 +31,7 @@ import tracemalloc
 from pathlib import Path
 from typing import Callable
 
+from tests.fuzz.fuzz_commands import command_seed, command_target_input, command_targets
 from textnn.errors import TextnnError
 
 SEEDS = {
@@ -44,6 +47,8 @@ SEEDS = {
     # Parallel text is two files (or one TSV); this is the source side, PARALLEL_SEEDS has the rest.
     "parallel": "ein Hund läuft .\nzwei Katzen schlafen\n\n",
 }
+# The command inputs and the QA reader (fuzz_commands.py), fuzzed beside the readers.
+COMMAND_TARGETS = ("qa", "qa.predict", "predict", "translate", "generate")
 PARALLEL_SEEDS = {"de": SEEDS["parallel"], "en": "a dog runs .\ntwo cats sleep\n\n",
                   "tsv": "de\ten\nein Hund läuft .\ta dog runs .\nzwei Katzen schlafen\ttwo cats sleep\n"}
 PIECES = [b"\x00", b"\xff", b"\xfe\xff", b"\xef\xbb\xbf", b"\r", b"\r\n", b"\n", b"\t", b",", b'"', b"'", b"{", b"}",
@@ -248,6 +253,8 @@ def seed_input(name: str) -> bytes:
         return yaml.safe_dump(CONFIG_SEED, sort_keys=False).encode("utf-8")
     if name == "parallel":
         return pack_parallel(ord("f"), 0, 0, [PARALLEL_SEEDS[language].encode("utf-8") for language in ("de", "en")])
+    if name in COMMAND_TARGETS:
+        return command_seed(name)
     return SEEDS[name].encode("utf-8")
 
 
@@ -300,7 +307,8 @@ def fuzz(n: int, seed: int = 0, only: list[str] | None = None, time_bound: float
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "input"
-        targets = {**reader_targets(path), **config_targets(path.with_suffix(".yaml"))}
+        targets = {**reader_targets(path), **config_targets(path.with_suffix(".yaml")),
+                   **command_targets(path.with_suffix(".json"))}
         seeds = [text.encode("utf-8") for text in SEEDS.values()]
         for name, run in targets.items():
             if only and name not in only:
@@ -318,6 +326,8 @@ def fuzz(n: int, seed: int = 0, only: list[str] | None = None, time_bound: float
                     data = config_input(name.split(".", 1)[1], rng)
                 elif name == "parallel":
                     data = parallel_input(rng, seeds)
+                elif name in COMMAND_TARGETS:
+                    data = command_target_input(name, rng, mutate)
                 else:
                     data = mutate(SEEDS[name].encode("utf-8"), rng, seeds)
                 outcome, detail = classify(run, data, time_bound, memory_bound_mib * 2 ** 20, wall_bound)

@@ -3,6 +3,8 @@ may end in anything but a clear TextnnError or a normal return (no traceback, ha
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.fuzz.fuzz_inputs import SEEDS, format_rows, fuzz
@@ -31,4 +33,17 @@ def test_the_config_seed_is_a_valid_config(tmp_path):
 def test_malformed_configs_give_a_clear_error_or_load(target):
     rows = fuzz(40, seed=1, only=[target], time_bound=20.0)
     assert rows[0]["inputs"] == 40 and rows[0]["error"] > 0
+    assert rows[0]["other"] == 0, format_rows(rows)
+
+
+# The command inputs and the QA reader (fuzz_commands.py): on their quick path, in this process, at a fixed
+# seed. TEXTNN_FUZZ_INPUTS=10000 runs the full count of docs/RELIABILITY.md (about 25 s of CPU).
+COMMAND_INPUTS = {"qa": 2000, "qa.predict": 10_000, "predict": 2500, "translate": 2500, "generate": 2500}
+
+
+@pytest.mark.parametrize("target", list(COMMAND_INPUTS))
+def test_command_inputs_give_a_clear_error_or_are_read(target):
+    n = int(os.environ.get("TEXTNN_FUZZ_INPUTS", 0)) or COMMAND_INPUTS[target]
+    rows = fuzz(n, seed=1, only=[target], time_bound=20.0)
+    assert rows[0]["inputs"] == n and rows[0]["error"] > 0 and rows[0]["accepted"] > 0
     assert rows[0]["other"] == 0, format_rows(rows)

@@ -37,14 +37,18 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 
+from textnn import limits
 from textnn.errors import TextnnError
 from textnn.generation.sampling import draw
 
 METHODS = ("greedy", "sample", "beam")
+# Called by greedy and sample after each step: (ids [B] chosen, kept [B]: True where the id extends its
+# row's output, False where the row had already ended or the id is the stop token that ends it now).
+OnStep = Callable[[torch.Tensor, torch.Tensor], None]
 PENALTIES = ("gnmt", "plain")
 
 
@@ -133,6 +137,10 @@ class DecodingConfig:
               f"beam_size (--beam) must be an integer >= 1, got {self.beam_size!r}")
         check(_is_int(self.n_best) and 1 <= self.n_best <= self.beam_size,
               f"n_best (--n-best) must be an integer in [1, beam_size = {self.beam_size}], got {self.n_best!r}")
+        # The input-size policy: a beam of a million, or a billion new tokens, is refused before any search
+        # allocates for it (limits.py); n_best is bounded by beam_size above.
+        limits.check_count(self.beam_size, "beam", "beam_size (--beam)")
+        limits.check_count(self.max_tokens, "new_tokens", "max_tokens (--max-tokens)")
         check(_is_number(self.length_penalty) and self.length_penalty >= 0,
               f"length_penalty (--length-penalty) must be a number >= 0, got {self.length_penalty!r}")
         check(self.length_penalty_kind in PENALTIES,
@@ -229,8 +237,10 @@ def _allowed(logits: torch.Tensor, banned: torch.Tensor, stops: torch.Tensor, t:
 
 @torch.no_grad()
 def _one_per_row(decoder: Decoder, batch: object, prefix: torch.Tensor, cfg: DecodingConfig, choose,
-                 stop_ids: Sequence[int], source_lengths, banned_ids: Sequence[int]) -> list[list[Hypothesis]]:
-    """Extend every row by one chosen token per step (`choose`: allowed logits [B, V] -> ids [B])."""
+                 stop_ids: Sequence[int], source_lengths, banned_ids: Sequence[int],
+                 on_step: OnStep | None = None) -> list[list[Hypothesis]]:
+    """Extend every row by one chosen token per step (`choose`: allowed logits [B, V] -> ids [B]); `on_step`
+    sees each step's tokens as they are chosen (`OnStep`)."""
     prefix = _check_prefix(prefix)
     rows, device = prefix.size(0), prefix.device
     limits = torch.tensor(_limits(cfg, rows, source_lengths), dtype=torch.long, device=device)  # [B]
@@ -248,7 +258,10 @@ def _one_per_row(decoder: Decoder, batch: object, prefix: torch.Tensor, cfg: Dec
         token_log_prob = torch.log_softmax(logits, dim=-1).gather(1, next_ids[:, None]).squeeze(1)  # [B]
         log_prob += torch.where(growing, token_log_prob, 0.0)
         lengths += growing.long()
-        finished |= growing & torch.isin(next_ids, stops)
+        stopped = growing & torch.isin(next_ids, stops)  # [B]
+        if on_step is not None:
+            on_step(next_ids, growing & ~stopped)
+        finished |= stopped
         new.append(next_ids)
         growing = ~finished & (lengths < limits)
         tokens = next_ids[:, None]  # [B] -> [B, 1]
@@ -258,14 +271,16 @@ def _one_per_row(decoder: Decoder, batch: object, prefix: torch.Tensor, cfg: Dec
 
 
 def greedy(decoder: Decoder, batch: object, prefix: torch.Tensor, cfg: DecodingConfig, stop_ids: Sequence[int] = (),
-           source_lengths: torch.Tensor | None = None, banned_ids: Sequence[int] = ()) -> list[list[Hypothesis]]:
+           source_lengths: torch.Tensor | None = None, banned_ids: Sequence[int] = (),
+           on_step: OnStep | None = None) -> list[list[Hypothesis]]:
     """The most likely token at every step, for each row of `prefix` [B, T0]: B lists of one hypothesis."""
     return _one_per_row(decoder, batch, prefix, cfg, lambda logits: logits.argmax(dim=-1), stop_ids,
-                        source_lengths, banned_ids)
+                        source_lengths, banned_ids, on_step)
 
 
 def sample(decoder: Decoder, batch: object, prefix: torch.Tensor, cfg: DecodingConfig, stop_ids: Sequence[int] = (),
-           source_lengths: torch.Tensor | None = None, banned_ids: Sequence[int] = ()) -> list[list[Hypothesis]]:
+           source_lengths: torch.Tensor | None = None, banned_ids: Sequence[int] = (),
+           on_step: OnStep | None = None) -> list[list[Hypothesis]]:
     """A token drawn at every step (temperature, top-k, top-p: sampling.draw): B lists of one hypothesis.
 
     With `cfg.seed` the draws come from a local torch.Generator: the same seed gives the same text
@@ -276,7 +291,7 @@ def sample(decoder: Decoder, batch: object, prefix: torch.Tensor, cfg: DecodingC
     generator = torch.Generator(device=prefix.device).manual_seed(cfg.seed) if cfg.seed is not None else None
     return _one_per_row(decoder, batch, prefix, cfg,
                         lambda logits: draw(logits, cfg.temperature, cfg.top_k, cfg.top_p, generator),
-                        stop_ids, source_lengths, banned_ids)
+                        stop_ids, source_lengths, banned_ids, on_step)
 
 
 # ------------------------------------------------------------------------------------------------ beam
@@ -370,7 +385,16 @@ SEARCHES = {"greedy": greedy, "sample": sample, "beam": beam_search}
 
 
 def decode(decoder: Decoder, batch: object, prefix: torch.Tensor, cfg: DecodingConfig, stop_ids: Sequence[int] = (),
-           source_lengths: torch.Tensor | None = None, banned_ids: Sequence[int] = ()) -> list[list[Hypothesis]]:
-    """The search `cfg.method` names (greedy, sample or beam_search) on `decoder`."""
+           source_lengths: torch.Tensor | None = None, banned_ids: Sequence[int] = (),
+           on_step: OnStep | None = None) -> list[list[Hypothesis]]:
+    """The search `cfg.method` names (greedy, sample or beam_search) on `decoder`.
+
+    `on_step` (greedy and sample): called after every step with the tokens just chosen, so that a caller
+    can show an output as it grows. Beam search knows its best hypothesis only at its end: it has none."""
+    if on_step is None:
+        return SEARCHES[cfg.method](decoder, batch, prefix, cfg, stop_ids=stop_ids, source_lengths=source_lengths,
+                                    banned_ids=banned_ids)
+    if cfg.method == "beam":
+        raise TextnnError("beam search finds its best output only at its end: it cannot show tokens as they come")
     return SEARCHES[cfg.method](decoder, batch, prefix, cfg, stop_ids=stop_ids, source_lengths=source_lengths,
-                                banned_ids=banned_ids)
+                                banned_ids=banned_ids, on_step=on_step)

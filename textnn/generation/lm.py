@@ -22,9 +22,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 import torch
 
+from textnn import limits
 from textnn.data.streams import EOS
 from textnn.data.vocab import PAD
 from textnn.errors import TextnnError, short
@@ -58,19 +60,77 @@ def draw_seed() -> int:
     return int.from_bytes(os.urandom(4), "little") >> 1
 
 
+class TextStream:
+    """The text of one output as its tokens come, in pieces whose concatenation is the output's text.
+
+    A piece is what the current line's tokens decode to beyond what was already given. The line (the
+    tokens since the last line end) is decoded again after each token while it is short, then once its
+    new tokens reach 1/64 of its length, so a long line costs a bounded number of decodes per token.
+    Decoding whole lines keeps the text equal to decoding all tokens at once (the task decodes line by
+    line); the tail of an unfinished line is held back where a later token may still change it: a
+    character cut in the middle of its bytes (U+FFFD) and trailing spaces.
+    """
+
+    def __init__(self, task, line_end_id: int | None, prompt: str, on_text: Callable[[str], None]) -> None:
+        self.task, self.line_end_id, self.prompt, self.on_text = task, line_end_id, prompt, on_text
+        self.line: list[int] = []  # ids of the current line
+        self.given = ""  # the part of the current line's text already given
+        self.pending = 0  # tokens of the line not decoded yet
+        self.started = False  # whether any continuation text was given (the joiner goes before the first)
+        if prompt:
+            on_text(prompt)
+
+    def push(self, token: int) -> None:
+        self.line.append(token)
+        self.pending += 1
+        if token == self.line_end_id:
+            self._give(complete=True)
+        elif self.pending >= max(1, len(self.line) // 64):
+            self._give(complete=False)
+
+    def finish(self) -> None:
+        self._give(complete=True)
+
+    def _give(self, complete: bool) -> None:
+        text = self.task.decode(self.line)
+        visible = text if complete else text.rstrip().rstrip("\ufffd")
+        if visible.startswith(self.given) and len(visible) > len(self.given):
+            piece = visible[len(self.given):]
+            if not self.started:
+                piece = _joiner(self.task, self.prompt, piece) + piece
+                self.started = True
+            self.on_text(piece)
+            self.given = visible
+        self.pending = 0
+        if complete:
+            self.line, self.given = [], ""
+
+
+def _joiner(task, prompt: str, continuation: str) -> str:
+    """What goes between a prompt and its continuation: a space between words, nothing else."""
+    words = task.tokenizer.kind in ("word", "whitespace") and prompt.strip()
+    return " " if words and continuation and not continuation.startswith("\n") and not prompt[-1:].isspace() else ""
+
+
 def generate_text(model: PromptDecoder, task, prompt: str, decoding: DecodingConfig,
-                  num_samples: int = 1) -> Generation:
+                  num_samples: int = 1, on_text: Callable[[str], None] | None = None) -> Generation:
     """Continue `prompt` as `decoding` says: `num_samples` samples (sampling, greedy) or n_best hypotheses (beam).
 
     `task` is the run's language-modelling task (tokenizer, vocabulary, `encode_text`, `decode`);
     `model` any language model: a `PromptDecoder` module (step and reorder on the decoding interface).
     decoding.stop_at_eos: end each output at the end of its first line (the line-end token is not returned).
+    `on_text` (one sample, greedy or sampling): called with the output's text in pieces as its tokens come,
+    the prompt first; the pieces join to `samples[0]`.
     """
     if not isinstance(model, PromptDecoder):
         raise TextnnError(f"model {type(model).__name__} is not a language model (a PromptDecoder, which reads a "
                           f"prompt token by token); it cannot generate")
     if not isinstance(num_samples, int) or num_samples < 1:
         raise TextnnError(f"num_samples must be an integer >= 1, got {num_samples!r}")
+    limits.check_count(num_samples, "samples", "num_samples (--num-samples)")
+    if on_text is not None and (num_samples != 1 or decoding.method == "beam"):
+        raise TextnnError("text is given as it comes for one sample drawn or taken greedily; several samples "
+                          "and beam search give their outputs at the end")
     if decoding.method == "beam" and num_samples != 1:
         raise TextnnError(f"num_samples (--num-samples) = {num_samples}: beam search finds one best output per "
                           f"prompt; ask for its n_best hypotheses (--n-best) instead")
@@ -99,14 +159,21 @@ def generate_text(model: PromptDecoder, task, prompt: str, decoding: DecodingCon
     device = next(model.parameters()).device
     rows = num_samples if decoding.method == "sample" else 1  # greedy: every sample is the same
     prefix = torch.tensor([ids] * rows, dtype=torch.long, device=device)  # [N, T]
-    found = decode(model, None, prefix, decoding, stop_ids=stop_ids, banned_ids=banned_ids)
+    on_step = None
+    if on_text is not None:
+        stream = TextStream(task, stop_ids[0] if stop_ids else None, prompt, on_text)
+
+        def on_step(tokens: torch.Tensor, kept: torch.Tensor) -> None:  # tokens, kept: [1]
+            if bool(kept[0]):
+                stream.push(int(tokens[0]))
+    found = decode(model, None, prefix, decoding, stop_ids=stop_ids, banned_ids=banned_ids, on_step=on_step)
+    if on_text is not None:
+        stream.finish()
     hypotheses = [hypothesis for row in found for hypothesis in row]
     if decoding.method == "greedy":
         hypotheses = hypotheses * num_samples
     continuations = [task.decode(h.tokens) for h in hypotheses]
-    joiner = " " if task.tokenizer.kind in ("word", "whitespace") and prompt.strip() else ""
-    samples = [prompt + (joiner if text and not text.startswith("\n") and not prompt[-1:].isspace() else "") + text
-               for text in continuations]
+    samples = [prompt + _joiner(task, prompt, text) + text for text in continuations]
     return Generation(prompt=prompt, samples=samples, continuations=continuations,
                       seed=decoding.seed if decoding.method == "sample" else None, prompt_tokens=prompt_tokens,
                       unknown_tokens=unknown, new_tokens=[len(h.tokens) for h in hypotheses],

@@ -99,8 +99,41 @@ def session(device: torch.device) -> Iterator[None]:
     try:
         yield
         dist.barrier()  # leave together: process 0 may still be testing the result while the others are done
+    except Exception as err:  # a process lost outside the steps (while the run is made, at the last barrier)
+        lost = peer_lost(err)
+        if lost is None:
+            raise
+        raise lost from None
     finally:
         dist.destroy_process_group()
+
+
+def peer_lost(err: BaseException, run_path: object = None, checkpoint: bool = False) -> TextnnError | None:
+    """The one-line error for `err` when it is a collective that failed because another process of the
+    group is gone (killed, out of memory, failed), else None.
+
+    gloo and NCCL report a lost peer as a RuntimeError from deep inside the collective ("Connection reset
+    by peer"); the checkpoint is written whole or not at all by process 0, so whatever step the others
+    stopped at, the run's last checkpoint (`checkpoint`: whether there is one) can be resumed exactly.
+    `run_path`: the run, to name in the way on; None where it is not known yet.
+    """
+    if world() == 1 or not isinstance(err, RuntimeError) or isinstance(err, TextnnError):
+        return None
+    text = str(err)
+    if not (isinstance(err, dist.DistError) or any(sign in text for sign in ("gloo", "NCCL", "Connection reset",
+                                                                             "Connection closed"))):
+        return None
+    others = f"process {1 - rank()}" if world() == 2 else f"one of the other {world() - 1} processes"
+    if run_path is None:
+        way_on = "nothing was trained yet: start the training again"
+    elif checkpoint:
+        way_on = (f"the run's last checkpoint is intact (written whole or not at all): continue with "
+                  f"`{command()} train CONFIG --run-dir {run_path} --resume`")
+    else:
+        way_on = (f"no checkpoint was written yet: start again with `{command()} train CONFIG --run-dir {run_path}`"
+                  f" and --resume (which starts it over)")
+    return TextnnError(f"process {rank()} of {world()}: {others} stopped (killed or failed; torchrun's summary "
+                       f"names it and how it ended), so the processes cannot go on together; {way_on}")
 
 
 def local_device(device: torch.device) -> torch.device:

@@ -163,7 +163,7 @@ def test_visualize_onto_a_file_is_refused_before_the_run_is_read(runs, tmp_path,
 
 @pytest.mark.parametrize("place,expected", [("DIR", "a directory of that name is in the way"),
                                             ("DIR/missing/table.md", "does not exist"),
-                                            ("FILE/table.md", "does not exist")])
+                                            ("FILE/table.md", "is a file, not a folder")])
 def test_compare_markdown_onto_an_unusable_place_is_refused_before_any_training(root, runs, tmp_path, capsys, place,
                                                                                 expected):
     runs("classification")  # writes ROOT/classification.yaml

@@ -133,7 +133,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--output", "-o", help="write the predictions here instead of standard output")
 
     for name in ("evaluate", "predict"):
-        _threads_option(sub.choices[name])
+        _inference_options(sub.choices[name])
 
     p = sub.add_parser("export", help="write a bert or gpt run as a Hugging Face checkpoint directory "
                        "(config.json, model.safetensors, vocabulary) that transformers loads")
@@ -158,7 +158,7 @@ def _parser() -> argparse.ArgumentParser:
     _decoding_options(p, sampling=False, n_best=True)
     p.add_argument("--nbest", dest="n_best", type=BEAM, action=_renamed("--n-best"), help=argparse.SUPPRESS)
     p.add_argument("--output", "-o", help="write the translations here instead of standard output")
-    _threads_option(p)
+    _inference_options(p)
 
     p = sub.add_parser("compare", help="train several configs on the same data and tabulate them")
     p.add_argument("configs", nargs="+", help="YAML config files, then dotted overrides applied to every config "
@@ -198,7 +198,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--num-samples", type=SAMPLES, default=1, help="independent samples of the prompt (default 1)")
     p.add_argument("--stop-at-eos", action="store_true",
                    help="end each sample at the end of its line (<eos>, or a newline for character models)")
-    _threads_option(p)
+    _inference_options(p)
 
     p = sub.add_parser("visualize", help="look inside a model: attention maps (GPT), LSTM cells, or a "
                        "translation's source x target attention")
@@ -209,7 +209,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--text", help="the text the model reads (translation: the source sentence), instead of a file")
     p.add_argument("--output-dir", help="folder for the PNG/HTML files (default RUN/views)")
     p.add_argument("--output", dest="output_dir", action=_renamed("--output-dir"), help=argparse.SUPPRESS)
-    _threads_option(p)
+    _inference_options(p)
     return parser
 
 
@@ -219,11 +219,13 @@ def _set_option(command: argparse.ArgumentParser) -> None:
                          help="a dotted override (repeatable), the same as a bare KEY=VALUE, e.g. --set train.epochs=2")
 
 
-def _threads_option(command: argparse.ArgumentParser) -> None:
-    """--threads for a command that runs a trained model (torch's default is every core, which on a busy
-    machine is slower than one)."""
+def _inference_options(command: argparse.ArgumentParser) -> None:
+    """--threads and --device for a command that runs a trained model (torch's default is every core, which
+    on a busy machine is slower than one)."""
     command.add_argument("--threads", type=COUNT, default=None,
                          help="CPU threads for torch (default: torch's own, every core)")
+    command.add_argument("--device", default="cpu",
+                         help="where the model runs: cpu (default), cuda, cuda:N, or auto (cuda when available)")
 
 
 def _version() -> str:
@@ -259,7 +261,8 @@ def _evaluate(args: argparse.Namespace) -> int:
 
     given = args.beam is not None or args.length_penalty is not None  # else the task's own (translation: greedy)
     metrics = evaluate_run(args.run, args.data, bootstrap_samples=args.bootstrap, streams=args.streams,
-                           top_n=args.top_n, decoding=_decoding(args, "greedy") if given else None)
+                           top_n=args.top_n, decoding=_decoding(args, "greedy") if given else None,
+                           device=args.device)
     print(json.dumps(metrics) if args.json else "\n".join(metric_lines(args.run, metrics)))
     return 0
 
@@ -268,14 +271,16 @@ def _predict(args: argparse.Namespace) -> int:
     from textnn.experiment import predict_run
 
     return _write_predictions(args, lambda run, lines, source: predict_run(
-        run, lines, source, {"input_format": args.input_format, "output_format": args.output_format}))
+        run, lines, source, {"input_format": args.input_format, "output_format": args.output_format},
+        device=args.device))
 
 
 def _translate(args: argparse.Namespace) -> int:
     from textnn.experiment import translate_run
 
     decoding = _decoding(args, "greedy")
-    return _write_predictions(args, lambda run, lines, source: translate_run(run, lines, source, decoding))
+    return _write_predictions(args, lambda run, lines, source: translate_run(run, lines, source, decoding,
+                                                                             device=args.device))
 
 
 def _write_predictions(args: argparse.Namespace, run) -> int:
@@ -436,7 +441,7 @@ def _generate(args: argparse.Namespace) -> int:
         sys.stdout.flush()
 
     result = generate_run(args.run, args.prompt or "", decoding, num_samples=args.num_samples,
-                          on_text=write if streamed else None)
+                          on_text=write if streamed else None, device=args.device)
     while seed_note:
         print(seed_note.pop(), file=sys.stderr)
     if streamed:
@@ -469,7 +474,8 @@ def _generate_file(args: argparse.Namespace, decoding) -> int:
         decoding = replace(decoding, seed=draw_seed())
         print(f"seed {decoding.seed} (repeat these samples with --seed {decoding.seed})", file=sys.stderr)
     with _input_lines(args.input) as (lines, source):
-        write_lines(generate_file_run(args.run, lines, source, decoding, num_samples=args.num_samples), None)
+        write_lines(generate_file_run(args.run, lines, source, decoding, num_samples=args.num_samples,
+                                      device=args.device), None)
     return 0
 
 
@@ -481,7 +487,7 @@ def _visualize(args: argparse.Namespace) -> int:
     if (args.text is None) == (args.input is None):
         raise TextnnError("visualize reads one text: give an input file or --text (not both)")
     text = args.text if args.input is None else read_text(args.input)
-    for written in visualize_run(args.run, text, args.output_dir):
+    for written in visualize_run(args.run, text, args.output_dir, device=args.device):
         print(f"wrote {written}")
     return 0
 

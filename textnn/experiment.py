@@ -179,6 +179,7 @@ def load_run(run_dir: str | Path, device: str = "cpu") -> tuple[Config, object, 
 
     A run that is not finished (interrupted, died, still training) has the best weights so far: one
     warning line on stderr says so."""
+    target = resolve_device(device, "--device")  # an absent GPU is refused before the run is read
     run = RunDir(run_dir)
     run.require_finished()
     status = run.effective_status()
@@ -189,7 +190,7 @@ def load_run(run_dir: str | Path, device: str = "cpu") -> tuple[Config, object, 
     task = registry.task_class(config.task).from_run(run.path, config)
     model = task.build_model()
     load_weights(model, run.weights_file)
-    return config, task, model.to(resolve_device(device)).eval()
+    return config, task, model.to(target).eval()
 
 
 def in_run_precision(config: Config, model: torch.nn.Module):
@@ -212,15 +213,16 @@ def each_in_run_precision(config: Config, model: torch.nn.Module, outputs: Itera
 
 
 def evaluate_run(run_dir: str | Path, data_path: str, bootstrap_samples: int = 1000, streams: int = 0,
-                 top_n: int = 0, decoding: DecodingConfig | None = None) -> dict:
+                 top_n: int = 0, decoding: DecodingConfig | None = None, device: str = "cpu") -> dict:
     """Metrics of a trained run on a labelled file read with the run's own data settings.
 
     `streams` (language models only): how many contiguous parts of the file are read side by side,
     each from a zero state; 0 = the task's default (one sequential stream; GPT: overlapping windows).
     `top_n` (word embeddings only): analogy candidates are the N most frequent words (0 = the run's default).
     `decoding` (runs that decode to be scored: translation): the search behind BLEU/chrF instead of greedy.
+    `device`: where the model runs (cpu, cuda, cuda:N, auto), as for every command that runs a trained model.
     """
-    config, task, model = load_run(run_dir)
+    config, task, model = load_run(run_dir, device)
     if decoding is not None and (not isinstance(model, Decoder) or isinstance(model, PromptDecoder)):
         raise TextnnError(f"--beam and --length-penalty choose how a translation run decodes to be scored; this "
                           f"is a {config.task} run, scored without decoding")
@@ -258,21 +260,21 @@ def metric_lines(run_dir: str | Path, metrics: dict) -> list[str]:
 
 
 def predict_run(run_dir: str | Path, lines: Iterable[str], source: str = "<stdin>",
-                options: dict | None = None) -> Iterator[str]:
+                options: dict | None = None, device: str = "cpu") -> Iterator[str]:
     """Output lines for the input lines, in the run's task's format (JSONL labels, tags, ...).
 
     `options` are the task's own prediction options (tagging: input_format, output_format).
     """
-    config, task, model = load_run(run_dir)
+    config, task, model = load_run(run_dir, device)
     return each_in_run_precision(config, model, task.predict(model, lines, source, options or {}))
 
 
 def translate_run(run_dir: str | Path, lines: Iterable[str], source: str = "<stdin>",
-                  decoding: DecodingConfig | None = None) -> Iterator[str]:
+                  decoding: DecodingConfig | None = None, device: str = "cpu") -> Iterator[str]:
     """`predict_run` for `textnn translate`, decoded as `decoding` says (None: greedy): a run whose task
     does not translate is refused, with the command that reads text with it, instead of labelling the
     text and ignoring the decoding options."""
-    config, task, model = load_run(run_dir)
+    config, task, model = load_run(run_dir, device)
     if "translate_lines" not in task.capabilities:
         command = ("generate" if isinstance(model, PromptDecoder)
                    else "neighbors" if "word_vectors" in task.capabilities else "predict")
@@ -292,9 +294,10 @@ def export_run(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
     return huggingface.export_run(run_dir, load_run(run_dir), out_dir)
 
 
-def _load_decoder_run(run_dir: str | Path, command: str) -> tuple[Config, object, torch.nn.Module]:
+def _load_decoder_run(run_dir: str | Path, command: str, device: str = "cpu"
+                      ) -> tuple[Config, object, torch.nn.Module]:
     """load_run for the commands that decode token by token; a run whose model cannot is refused by name."""
-    config, task, model = load_run(run_dir)
+    config, task, model = load_run(run_dir, device)
     _require_decoder(run_dir, config, model, command)
     return config, task, model
 
@@ -306,7 +309,7 @@ def _require_decoder(run_dir: str | Path, config: Config, model: torch.nn.Module
 
 
 def generate_run(run_dir: str | Path, prompt: str, decoding: DecodingConfig, num_samples: int = 1,
-                 on_text=None):
+                 on_text=None, device: str = "cpu"):
     """Continue `prompt` with a trained language model as the `DecodingConfig` says; see generation/lm.py.
 
     Returns a `textnn.generation.Generation` (the samples or hypotheses, the seed used, unknown prompt tokens).
@@ -314,7 +317,7 @@ def generate_run(run_dir: str | Path, prompt: str, decoding: DecodingConfig, num
     """
     from textnn.generation.lm import generate_text
 
-    config, task, model = _load_decoder_run(run_dir, "generate")
+    config, task, model = _load_decoder_run(run_dir, "generate", device)
     with in_run_precision(config, model):
         return generate_text(model, task, prompt, decoding, num_samples=num_samples, on_text=on_text)
 
@@ -325,7 +328,7 @@ GENERATE_CHUNK_LINES = 16
 
 
 def generate_file_run(run_dir: str | Path, lines: Iterable[str], source: str, decoding: DecodingConfig,
-                      num_samples: int = 1) -> Iterator[str]:
+                      num_samples: int = 1, device: str = "cpu") -> Iterator[str]:
     """One JSON line per prompt line (its line ending dropped; an empty line is an empty prompt), read and
     answered part by part; each holds what `generate_run` gives for that prompt alone.
 
@@ -338,7 +341,7 @@ def generate_file_run(run_dir: str | Path, lines: Iterable[str], source: str, de
     from textnn.generation.lm import draw_seed, generate_text
     from textnn.tasks.base import line_chunks
 
-    config, task, model = _load_decoder_run(run_dir, "generate")
+    config, task, model = _load_decoder_run(run_dir, "generate", device)
     if decoding.method == "sample" and decoding.seed is None:
         decoding = replace(decoding, seed=draw_seed())
     for first, chunk in line_chunks(lines, GENERATE_CHUNK_LINES):
@@ -367,7 +370,8 @@ def generate_file_run(run_dir: str | Path, lines: Iterable[str], source: str, de
         yield from rows  # the part's lines together, once all of them are done
 
 
-def visualize_run(run_dir: str | Path, text: str, output_dir: str | Path | None = None) -> list[Path]:
+def visualize_run(run_dir: str | Path, text: str, output_dir: str | Path | None = None, device: str = "cpu"
+                  ) -> list[Path]:
     """Views of a model reading `text`: a task's own view (translation: the source x target attention),
     or, for language models, attention heatmaps (Transformers) or LSTM cells.
 
@@ -375,7 +379,7 @@ def visualize_run(run_dir: str | Path, text: str, output_dir: str | Path | None 
     """
     output = check_output_place(output_dir or Path(run_dir) / "views", "directory",
                                 "--output-dir" if output_dir else "the run's views folder")  # before the run is read
-    config, task, model = load_run(run_dir)
+    config, task, model = load_run(run_dir, device)
     if "write_views" in task.capabilities:
         return task.write_views(model, text, output, title=f"Attention of {Path(run_dir).name}")
     _require_decoder(run_dir, config, model, "visualize")

@@ -146,3 +146,16 @@ def test_a_translation_pair_beyond_the_default_limit_is_skipped_and_counted(tmp_
     stderr = done.stderr.decode()
     assert done.returncode == 0, stderr[-2000:]
     assert "skipped 1 of 41 training pairs" in stderr and f"more than {limits.MAX_PAIR_TOKENS} tokens" in stderr
+
+
+@pytest.mark.parametrize("command", [["predict", "run"], ["evaluate", "run", "--data", "train.tsv"]])
+def test_inference_commands_take_a_device(folder, command):
+    """--device on every command that runs a trained model: cpu runs; a GPU that is not there, or a name that
+    is no device, is one line before the run is read."""
+    ran = textnn(*command, "--device", "cpu", cwd=folder, input=b"good\n")
+    assert ran.returncode == 0, ran.stderr
+    refused(textnn(*command, "--device", "gpu0", cwd=folder, input=b"good\n"), "--device", "'gpu0' is not a device")
+    import torch
+
+    if not torch.cuda.is_available():
+        refused(textnn(*command, "--device", "cuda", cwd=folder, input=b"good\n"), "--device", "CUDA is not available")

@@ -66,18 +66,23 @@ class TrainResult:
     precision: str = "fp32"  # what the forward passes ran in: fp32 or bf16 (autocast)
 
 
-def resolve_device(name: str) -> torch.device:
-    """The torch device `train.device` names (auto, cpu, cuda, cuda:N); an absent GPU is a TextnnError."""
+def resolve_device(name: str, option: str = "config key train.device") -> torch.device:
+    """The torch device `name` names (auto, cpu, cuda, cuda:N); an absent GPU, or a name that is none of these,
+    is a TextnnError naming `option` (where the name was given)."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda"):
         if not torch.cuda.is_available():
-            raise TextnnError(f"config key train.device: '{name}' requested but CUDA is not available; use cpu")
-        index = int(name.partition(":")[2] or 0)
-        if index >= torch.cuda.device_count():
+            raise TextnnError(f"{option}: '{name}' requested but CUDA is not available; use cpu")
+        index = name.partition(":")[2]
+        if index and not index.isdigit():
+            raise TextnnError(f"{option}: '{name}' is not a device; use auto, cpu, cuda or cuda:N")
+        if int(index or 0) >= torch.cuda.device_count():
             count = torch.cuda.device_count()
-            raise TextnnError(f"config key train.device: '{name}' requested but this machine has {count} GPU(s); "
+            raise TextnnError(f"{option}: '{name}' requested but this machine has {count} GPU(s); "
                               f"use cuda:0 .. cuda:{count - 1}")
+    elif name != "cpu":
+        raise TextnnError(f"{option}: '{name}' is not a device; use auto, cpu, cuda or cuda:N")
     return torch.device(name)
 
 

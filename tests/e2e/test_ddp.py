@@ -154,17 +154,25 @@ def test_a_crf_tagger_whose_loss_calls_a_model_method(root):
     assert_same_training(root / "one_tagger", root / "two_tagger", exact=False)
 
 
-def test_ctrl_c_under_torchrun_then_resume_gives_the_uninterrupted_weights(root):
-    # Dropout is on: process 1 draws from its own generator, which the resume must restart where it was.
-    train(root, 2, "lm_resume.yaml", "--run-dir", "reference")
-    run = root / "interrupted"
+def _running_past_a_checkpoint(root: Path, run: Path) -> subprocess.Popen:
+    """A 2-process torchrun training of lm_resume.yaml into `run`, returned once its checkpoint holds step 12
+    or more and it is still training (to be stopped by the test)."""
     proc = subprocess.Popen(_command(2, "lm_resume.yaml", "--run-dir", str(run)), cwd=root, env=_env(root),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     checkpoint = run / "checkpoint" / "last.safetensors"
     deadline = time.time() + 300
     while _step_of(checkpoint) < 12 and proc.poll() is None and time.time() < deadline:
         time.sleep(0.05)
-    assert proc.poll() is None, "training finished before it could be interrupted; make the run longer"
+    assert proc.poll() is None, "training finished before it could be stopped; make the run longer"
+    return proc
+
+
+def test_ctrl_c_under_torchrun_then_resume_gives_the_uninterrupted_weights(root):
+    # Dropout is on: process 1 draws from its own generator, which the resume must restart where it was.
+    train(root, 2, "lm_resume.yaml", "--run-dir", "reference")
+    run = root / "interrupted"
+    proc = _running_past_a_checkpoint(root, run)
+    checkpoint = run / "checkpoint" / "last.safetensors"
     proc.send_signal(signal.SIGINT)  # torchrun passes it on to both processes
     _, err = proc.communicate(timeout=120)
     assert json.loads((run / "run.json").read_text())["status"] == "interrupted", err[-3000:]
@@ -202,13 +210,7 @@ def test_a_worker_killed_under_torchrun_is_one_line_and_the_run_resumes_exactly(
     if not (root / "reference" / "run.json").is_file():
         train(root, 2, "lm_resume.yaml", "--run-dir", "reference")
     run = root / "worker_killed"
-    proc = subprocess.Popen(_command(2, "lm_resume.yaml", "--run-dir", str(run)), cwd=root, env=_env(root),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    checkpoint = run / "checkpoint" / "last.safetensors"
-    deadline = time.time() + 300
-    while _step_of(checkpoint) < 12 and proc.poll() is None and time.time() < deadline:
-        time.sleep(0.05)
-    assert proc.poll() is None, "training finished before a worker could be killed; make the run longer"
+    proc = _running_past_a_checkpoint(root, run)
     os.kill(_worker_pid(proc.pid, 1), signal.SIGKILL)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode != 0

@@ -119,14 +119,16 @@ def _parser() -> argparse.ArgumentParser:
     _decoding_options(p, sampling=False, n_best=False)  # translation: the search behind BLEU/chrF
     p.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
 
-    p = sub.add_parser("predict", help="label text: one input per line (text, or text<TAB>pair), JSONL out; "
-                       "tagging runs: raw text or CoNLL in, JSONL or CoNLL out")
+    p = sub.add_parser("predict", help="label text: one input per line (text, text<TAB>pair, a JSON object, or "
+                       "the rows of a table in the run's training format), JSONL out; tagging runs: raw text, "
+                       "CoNLL or JSON lines in, JSONL or CoNLL out")
     p.add_argument("run", help="run directory written by `textnn train`")
     p.add_argument("input", nargs="?", default="-", help="input file, or - for standard input (default)")
-    p.add_argument("--input-format", choices=("auto", "text", "conll"),
+    p.add_argument("--input-format", choices=("auto", "text", "conll", "jsonl"),
                    help="tagging runs: text (one sentence per line), conll (token columns, blank line between "
-                        "sentences) or auto (default): conll when the first line is -DOCSTART- or every line has "
-                        "the same number (at least 2) of columns and a blank line separates sentences")
+                        "sentences), jsonl (one object per line with \"tokens\" (a list) or \"text\") or auto "
+                        "(default): jsonl when the first line is such an object, conll when it is -DOCSTART- or "
+                        "every line has the same number (at least 2) of columns and a blank line separates sentences")
     p.add_argument("--output-format", choices=("jsonl", "conll"),
                    help="tagging runs: jsonl (default; tokens, tags, spans per sentence) or conll "
                         "(token, gold if the input has it, predicted tag)")

@@ -404,6 +404,13 @@ def config_from_dict(raw: dict, origin: str, resolve_init: bool = True) -> Confi
     model_raw = dict(raw.get("model") or {})
     data_raw = dict(raw.get("data") or {}) if isinstance(raw.get("data") or {}, dict) else raw.get("data")
     init_from = os.path.expanduser(str(model_raw.pop("init_from", "") or ""))
+    if resolve_init and isinstance(data_raw, dict) and data_raw.get("features_from") \
+            and "features_from" in {f.name for f in dataclasses.fields(task_cls.data_config)}:
+        from textnn import transfer
+
+        # a Hugging Face model id: its cached checkpoint, as for model.init_from below
+        data_raw["features_from"] = transfer.resolve_start(os.path.expanduser(str(data_raw["features_from"])),
+                                                           origin, "data.features_from")
     start_head: dict | None = None  # the starting run's head options, when this run takes its head
     if init_from and resolve_init:
         from textnn import transfer  # reads the start (and imports torch) only when there is one

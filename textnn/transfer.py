@@ -86,18 +86,19 @@ def cached_snapshot(model_id: str, cache: Path) -> Path | None:
     return max(usable, key=lambda folder: folder.stat().st_mtime) if usable else None
 
 
-def resolve_start(value: str, origin: str) -> str:
-    """The directory that `model.init_from: value` names: `value` itself when it is a directory or does not
-    read as a model id (the readers below name what is wrong with it); else, for a Hugging Face model id,
-    its checkpoint directory in the local Hugging Face cache. An id the cache lacks is one error that says
-    where it looked and how to download the model; nothing is fetched while a run starts."""
+def resolve_start(value: str, origin: str, key: str = "model.init_from") -> str:
+    """The directory that `key: value` (model.init_from, data.features_from) names: `value` itself when it is
+    a directory or does not read as a model id (the readers below name what is wrong with it); else, for a
+    Hugging Face model id, its checkpoint directory in the local Hugging Face cache. An id the cache lacks
+    is one error that says where it looked and how to download the model; nothing is fetched while a run
+    starts."""
     if Path(value).is_dir() or not HUB_MODEL_ID.fullmatch(value):
         return value
     cache = hub_cache()
     snapshot = cached_snapshot(value, cache)
     if snapshot is not None:
         return str(snapshot)
-    raise TextnnError(f"{origin}: model.init_from={value}: no directory {value} here, and no Hugging Face model "
+    raise TextnnError(f"{origin}: {key}={value}: no directory {value} here, and no Hugging Face model "
                       f"{value} in the local cache (looked in {cache / ('models--' + value.replace('/', '--'))}); "
                       f"download it first with `huggingface-cli download {value}` (it goes to that cache; "
                       f"HF_HOME or HF_HUB_CACHE move it), or give a run or checkpoint directory")

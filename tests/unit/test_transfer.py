@@ -125,3 +125,16 @@ def test_train_from_a_model_id_the_cache_lacks_is_one_line_before_any_work(tmp_p
     assert error.count("\n") == 1 and str(tmp_path / "hf" / "hub" / "models--bert-base-uncased") in error, error
     assert "huggingface-cli download bert-base-uncased" in error
     assert not (tmp_path / "run").exists()
+
+
+def test_features_from_a_cached_model_id_reads_its_checkpoint(tmp_path, monkeypatch, no_hub_variables):
+    """data.features_from takes a model id as model.init_from does: the config holds its cached snapshot."""
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    snapshot = hub_cache_with(tmp_path / "hf" / "hub", MINILM_ID)
+    (tmp_path / "train.conll").write_text("John I-PER\nran O\n", encoding="utf-8")
+    (tmp_path / "c.yaml").write_text(f"task: tagging\ndata: {{format: conll, train: train.conll, "
+                                     f"features_from: {MINILM_ID}}}\nmodel: {{name: rnn_tagger}}\n", encoding="utf-8")
+    assert load_config(tmp_path / "c.yaml").data.features_from == str(snapshot)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "elsewhere"))
+    with pytest.raises(TextnnError, match=r"c.yaml: data.features_from=sentence-transformers/all-MiniLM-L6-v2: no directory"):
+        load_config(tmp_path / "c.yaml")

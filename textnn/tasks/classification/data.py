@@ -6,6 +6,7 @@ split and its batch, and the lines `predict` reads out of a table in the run's t
 from __future__ import annotations
 
 import csv
+import itertools
 import sys
 from dataclasses import dataclass
 from typing import Iterable, Iterator
@@ -21,6 +22,7 @@ from textnn.data.tokenizers import Tokenizer
 from textnn.errors import TextnnError, where
 from textnn.tasks.base import blank
 from textnn.tasks.features import check_feature_options
+from textnn.tasks.inputs import announce, field, json_records, reads_json_lines
 
 
 @dataclass
@@ -108,10 +110,23 @@ def table_texts(lines: Iterable[str], source: str, data: ClassificationData) -> 
     """The input lines as `predict` reads them. A file in the run's own training table format (its first
     line is the header the run was trained with, naming data.text_column) gives the text column(s) of
     each row after the header, as `text` or `text<TAB>pair`, and says so on stderr: the header is not
-    classified and the gold label does not end up inside the text. Anything else passes unchanged."""
+    classified and the gold label does not end up inside the text. JSON lines (tasks/inputs.py) give the
+    text field(s) of each object, the run's column names or `text` / `text_pair`. Anything else passes
+    unchanged."""
     lines = iter(lines)
     first = next(lines, None)
     if first is None:
+        return
+    text_fields, pair_fields = json_fields(data)
+    if reads_json_lines(first, text_fields):
+        print(announce(source, text_fields), file=sys.stderr)
+        for number, record in json_records(itertools.chain([first], lines), source):
+            if record is None:
+                yield ""
+                continue
+            text = field(record, text_fields, source, number).replace("\t", " ")
+            pair = field(record, pair_fields, source, number).replace("\t", " ") if pair_fields else ""
+            yield text + ("\t" + pair if pair_fields else "")
         return
     split = header_split(first, data)
     if split is None:
@@ -131,6 +146,14 @@ def table_texts(lines: Iterable[str], source: str, data: ClassificationData) -> 
             raise TextnnError(f"{source}:{number}: the row has {len(fields)} field(s), fewer than the header's; "
                               f"fix the row")
         yield fields[text_at] + ("\t" + fields[pair_at] if pair_at is not None else "")
+
+
+def json_fields(data: ClassificationData) -> tuple[list[str], list[str]]:
+    """The fields a JSON-lines input gives the text (and, for a pair model, the second text) in: the run's
+    column names, then `text` / `text_pair`."""
+    named = lambda column, default: list(dict.fromkeys(  # noqa: E731
+        ([column] if column and not column.isdigit() else []) + [default]))
+    return named(data.text_column, "text"), named(data.text_pair_column, "text_pair") if data.text_pair_column else []
 
 
 def header_split(line: str, data: ClassificationData):

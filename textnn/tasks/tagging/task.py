@@ -27,6 +27,7 @@ from textnn.models.base import InputSpec
 from textnn.modules.heads import TaggerHead
 from textnn.tasks import pipeline
 from textnn.tasks.base import BatchTask, empty_answer, line_chunks
+from textnn.tasks.inputs import announce, field, first_filled, json_records, reads_json_lines
 from textnn.tasks.features import (FeatureSource, frozen_layers, pad_word_inputs, read_source, save_source,
                                    source_from_run)
 from textnn.tasks.tagging.data import (NUM_CASINGS, EncodedSentences, SubwordInput, TaggingBatch, TaggingData, casing,
@@ -329,7 +330,9 @@ class TaggingTask(BatchTask):
 
         options["input_format"]: text (one sentence per line, split by the run's data.tokenizer), conll
         (columns read with the run's data.token_column / data.tag_column; a tag column, if present, is the
-        gold and is written beside the prediction), or auto (default: `conll.looks_like_conll` decides).
+        gold and is written beside the prediction), jsonl (one object per line: `tokens`, a list of words,
+        or `text`, split as raw text; `tags` beside `tokens` is the gold), or auto (default: JSON lines when
+        the first non-blank line is such an object, else `conll.looks_like_conll` decides).
         options["output_format"]: conll (`token [gold] predicted` per line) or jsonl (default; one object
         per sentence: tokens, tags, spans [{type, start, end (exclusive), text}], and gold when the input
         has it). Predicted tags are in the run's data.tag_scheme.
@@ -339,15 +342,19 @@ class TaggingTask(BatchTask):
 
         input_format = options.get("input_format") or "auto"
         output_format = options.get("output_format") or "jsonl"
-        if input_format not in ("auto", "text", "conll"):
-            raise TextnnError(f"--input-format {input_format!r}: choose auto, text or conll")
+        if input_format not in ("auto", "text", "conll", "jsonl"):
+            raise TextnnError(f"--input-format {input_format!r}: choose auto, text, conll or jsonl")
         if output_format not in ("conll", "jsonl"):
             raise TextnnError(f"--output-format {output_format!r}: choose conll or jsonl")
         data = self.config.data
         lines = iter(lines)
         head = list(itertools.islice(lines, AUTO_DETECT_LINES))  # auto decides on the first lines alone
         lines = itertools.chain(head, lines)
-        conll = input_format == "conll" or (input_format == "auto" and looks_like_conll(head))
+        jsonl = input_format == "jsonl" or (input_format == "auto" and reads_json_lines(first_filled(head),
+                                                                                         JSON_FIELDS))
+        conll = input_format == "conll" or (input_format == "auto" and not jsonl and looks_like_conll(head))
+        if jsonl:
+            print(announce(source, JSON_FIELDS), file=sys.stderr)
         # a CoNLL part ends at a blank line after a token line, so no sentence (nor its -DOCSTART-) is cut
         ends_sentence = (lambda previous, line: not line.split() and bool(previous.split())
                          and previous.split()[0] != DOCSTART) if conll else None
@@ -360,6 +367,8 @@ class TaggingTask(BatchTask):
                     continue  # blank or -DOCSTART- lines only (the end of the input)
                 sentences = parse_conll(chunk, source, token_column=data.token_column, tag_column=data.tag_column,
                                         scheme=data.tag_scheme, require_tags=False, first=first)
+            elif jsonl:
+                sentences = json_sentences(chunk, split, source, first)
             else:  # a line with no token is left out here and answered as empty below
                 sentences = sentences_from_text(chunk, split, source, first=first) \
                     if any(split(line) for line in chunk) else []
@@ -403,3 +412,31 @@ class TaggingTask(BatchTask):
         if "per_type" in metrics:
             lines += ["per type:", *("  " + line for line in per_type_table(metrics["per_type"]).splitlines())]
         return lines
+
+
+JSON_FIELDS = ("tokens", "text")  # where a JSON-lines input to a tagger holds its sentence
+
+
+def json_sentences(chunk: list[str], split, source: str, first: int) -> list:
+    """The sentences of a part of JSON-lines input, one per object with at least one token (the others are
+    answered as empty): `tokens` as given (with `tags`, when present, as the gold), or `text` split into
+    words as raw text is."""
+    sentences = []
+    for number, record in json_records(chunk, source, first):
+        if record is None:
+            continue
+        if "tokens" in record:
+            tokens = field(record, ["tokens"], source, number, list)
+            if not all(isinstance(token, str) and token and not token.isspace() for token in tokens):
+                raise TextnnError(f"{source}:{number}: 'tokens' must be a list of non-empty strings")
+            tags = record.get("tags")
+            if tags is not None and (not isinstance(tags, list) or len(tags) != len(tokens)
+                                     or not all(isinstance(tag, str) for tag in tags)):
+                raise TextnnError(f"{source}:{number}: 'tags' must be a list of strings, one per token "
+                                  f"({len(tokens)}), or left out")
+        else:
+            tokens, tags = split(field(record, JSON_FIELDS, source, number)), None
+        if tokens:
+            sentences.append(Sentence(tuple(tokens), tuple(tags) if tags is not None else None, 0, False,
+                                      source, number))
+    return sentences

@@ -5,6 +5,7 @@ greedy / sampling / beam search, BLEU, chrF and perplexity, translations, and th
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import sys
@@ -28,6 +29,7 @@ from textnn.models.base import EncoderDecoder, InputSpec
 from textnn.modules.heads import LMHead
 from textnn.tasks import pipeline
 from textnn.tasks.base import BatchTask, line_chunks
+from textnn.tasks.inputs import announce, field, json_records, reads_json_lines
 from textnn.tasks.translation.data import BOS, EOS, SPECIALS, EncodedPairs, TranslationBatch, TranslationData
 from textnn.tasks.translation.model import TranslationHeadConfig, Translator
 from textnn.training.progress import progress_bar
@@ -374,8 +376,39 @@ class TranslationTask(BatchTask):
                 raise TextnnError(f"--{key.replace('_', '-')} applies to tagging runs only; a translation run reads "
                                   f"one sentence per line and writes one per line")
         decoding = self._requested_decoding(options)
-        for _, chunk in line_chunks((line.rstrip("\n") for line in lines), GREEDY_SENTENCES):
+        for _, chunk in line_chunks(self._source_lines(lines, source), GREEDY_SENTENCES):
             yield from self._predict_chunk(model, chunk, decoding)
+
+    def _source_lines(self, lines: Iterable[str], source: str) -> Iterator[str]:
+        """The sentences to translate, one per input line: the line itself; or, when the input is JSON lines
+        (tasks/inputs.py), the source field of each object (the source side's name, `source` or `text`);
+        or, when it is a table in the run's training format (data.format tsv, its header naming the source
+        column), that column of each row after the header, saying so on stderr."""
+        data = self.config.data
+        lines = (line.rstrip("\n") for line in lines)
+        first = next(lines, None)
+        if first is None:
+            return
+        fields = list(dict.fromkeys(([data.source] if not data.source.isdigit() else []) + ["source", "text"]))
+        if reads_json_lines(first, fields):
+            print(announce(source, fields), file=sys.stderr)
+            for number, record in json_records(itertools.chain([first], lines), source):
+                yield "" if record is None else field(record, fields, source, number)
+            return
+        names = first.split("\t")
+        if data.format == "tsv" and data.header and not data.source.isdigit() and data.source in names:
+            column = names.index(data.source)
+            print(f"{source}: its first line is the header of the run's training table; translating its "
+                  f"{data.source!r} column, one output line per row after the header", file=sys.stderr)
+            for number, row in enumerate(lines, start=2):
+                fields_of_row = row.split("\t")
+                if row.strip() and column >= len(fields_of_row):
+                    raise TextnnError(f"{source}:{number}: the row has {len(fields_of_row)} field(s), fewer than "
+                                      f"the header's; fix the row")
+                yield fields_of_row[column] if row.strip() else ""
+            return
+        yield first
+        yield from lines
 
     def _predict_chunk(self, model, chunk: list[str], decoding: DecodingConfig) -> Iterator[str]:
         for line, hypotheses in zip(chunk, self.translate_lines(model, chunk, decoding)):

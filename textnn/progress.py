@@ -46,7 +46,8 @@ def _process_zero() -> bool:
     distributed = sys.modules.get("torch.distributed")  # never imported: no process group exists
     if distributed is not None and distributed.is_available() and distributed.is_initialized():
         return distributed.get_rank() == 0
-    return os.environ.get("RANK", "0") == "0"
+    launched = all(name in os.environ for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"))
+    return not launched or int(os.environ["RANK"]) == 0
 
 
 def _shown(enabled: bool) -> bool:

@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import ContextManager, Iterable, Iterator
 
 from textnn import progress
 from textnn.errors import TextnnError
@@ -48,16 +47,10 @@ class Pieces:
     word_ids: list[int]  # index of the word (pre-tokenizer split) each piece belongs to
 
 
-def _training_stage(name: str, vocab_size: int):
+def _training_stage(name: str, vocab_size: int) -> ContextManager[progress.Stage]:
     """The stage lines around training a sub-word vocabulary (textnn/progress.py): seconds to minutes on a
     large corpus, which the `tokenizers` library spends in Rust with no word of its own in a log."""
     return progress.stage(f"train {name} tokenizer ({vocab_size:,} tokens at most)")
-
-
-def _library_bar() -> bool:
-    """Whether the `tokenizers` library draws its own bar while it trains: on a terminal, unless progress is
-    off (a log gets the stage lines alone)."""
-    return sys.stderr.isatty() and not progress.is_quiet()
 
 
 def _counted(lines: Iterable[str], stage: progress.Stage) -> Iterator[str]:
@@ -109,7 +102,7 @@ class Tokenizer:
         bpe.decoder = decoders.ByteLevel()
         with _training_stage("BPE", vocab_size) as stage:
             trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(specials),
-                                          show_progress=_library_bar(),
+                                          show_progress=progress.library_bar(),
                                           initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
             bpe.train_from_iterator(_counted((line.lower() if lowercase else line for line in lines), stage),
                                     trainer=trainer)
@@ -138,7 +131,7 @@ class Tokenizer:
         tokenizer = cls._wordpiece_pipeline(models.WordPiece(unk_token=UNK), lowercase)
         with _training_stage("WordPiece", vocab_size) as stage:
             trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=list(WORDPIECE_SPECIALS),
-                                                show_progress=_library_bar())
+                                                show_progress=progress.library_bar())
             tokenizer.train_from_iterator(_counted(lines, stage), trainer=trainer)
             stage.summary = _trained_summary(tokenizer, stage)
         return cls("wordpiece", lowercase, tokenizer)

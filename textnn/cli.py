@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-from textnn import limits
+from textnn import limits, progress
 from textnn.errors import TextnnError
 from textnn.files import atomic_write_text, check_output_place
 
@@ -92,6 +92,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="textnn", description="Neural networks for text: train, evaluate, "
                                      "predict, compare and look inside, from one config file.")
     parser.add_argument("--version", action="version", version=f"textnn {_version()}")
+    parser.add_argument("--quiet", "-q", action="store_true",
+                        help="no progress bars or stage lines (errors and results still print)")
     parser.set_defaults(threads=None)  # --threads: the commands that run a trained model add it
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -568,6 +570,7 @@ def _silence_stdout(stream) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    progress.set_quiet(args.quiet)
     if args.threads:  # the inference commands' --threads (train sets train.threads)
         import torch
 

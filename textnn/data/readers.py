@@ -38,13 +38,17 @@ from typing import BinaryIO, Iterator
 
 import numpy as np
 
-from textnn import limits
+from textnn import limits, progress
 from textnn.errors import TextnnError, short, where
 
 FORMATS: tuple[str, ...] = ("tsv", "csv", "jsonl", "fasttext", "label_text", "class_files", "text")
 
 # Formats whose lines hold exactly one text, so a sentence pair cannot be expressed in them.
 _SINGLE_TEXT_FORMATS = ("fasttext", "label_text", "class_files")
+
+# Data at least this large takes seconds to read, tokenize or hash: reading or preparing it is a stage
+# a person sees (textnn/progress.py: a line when it starts, one when it ends); smaller files pass quietly.
+LARGE_DATA_BYTES = 8 * 1024 * 1024
 
 _FASTTEXT_PREFIX = "__label__"
 
@@ -115,7 +119,26 @@ def read_classification(
         )
     if fmt == "class_files":
         return Records(_read_class_files(path, encoding))
+    with progress.stage(f"read {path}", enabled=is_large(path)) as stage:
+        records = _read_records(path, fmt, text_column, text_pair_column, pair, label_column, header, quoting,
+                                delimiter, encoding, require_labels)
+        stage.summary = f"{len(records):,} examples"
+    return records
 
+
+def is_large(path: str | os.PathLike) -> bool:
+    """Whether the file (or the files of the directory) at `path` hold LARGE_DATA_BYTES or more; a pipe or
+    a device, whose size is not known before it is read, is not."""
+    path = Path(path)
+    if path.is_dir():
+        return sum(item.stat().st_size for item in path.rglob("*") if item.is_file()) >= LARGE_DATA_BYTES
+    return path.is_file() and path.stat().st_size >= LARGE_DATA_BYTES
+
+
+def _read_records(path: str, fmt: str, text_column: str | int, text_pair_column: str | int, pair: bool,
+                  label_column: str | int, header: bool, quoting: bool, delimiter: str, encoding: str,
+                  require_labels: bool) -> Records:
+    """`read_classification` of one file in a format other than class_files."""
     text = read_text(path, encoding)
     lines = _split_lines(text)
     if fmt in ("tsv", "csv"):

@@ -21,8 +21,9 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import ContextManager, Iterable, Iterator
 
+from textnn import progress
 from textnn.errors import TextnnError
 
 # A word is a run of letters/digits; an English clitic keeps its apostrophe ("it 's" -> ["it", "'s"],
@@ -44,6 +45,23 @@ class Pieces:
     tokens: list[str]
     offsets: list[tuple[int, int]]  # [start, end) characters of the (original) text per piece
     word_ids: list[int]  # index of the word (pre-tokenizer split) each piece belongs to
+
+
+def _training_stage(name: str, vocab_size: int) -> ContextManager[progress.Stage]:
+    """The stage lines around training a sub-word vocabulary (textnn/progress.py): seconds to minutes on a
+    large corpus, which the `tokenizers` library spends in Rust with no word of its own in a log."""
+    return progress.stage(f"train {name} tokenizer ({vocab_size:,} tokens at most)")
+
+
+def _counted(lines: Iterable[str], stage: progress.Stage) -> Iterator[str]:
+    """`lines`, counted into `stage` as the library reads them (its own bar shows the progress)."""
+    for line in lines:
+        stage.count += 1
+        yield line
+
+
+def _trained_summary(model, stage: progress.Stage) -> str:
+    return f"{model.get_vocab_size(with_added_tokens=True):,} tokens from {stage.count:,} lines"
 
 
 class Tokenizer:
@@ -82,9 +100,13 @@ class Tokenizer:
         bpe = HFTokenizer(models.BPE())
         bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         bpe.decoder = decoders.ByteLevel()
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(specials), show_progress=False,
-                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-        bpe.train_from_iterator((line.lower() if lowercase else line for line in lines), trainer=trainer)
+        with _training_stage("BPE", vocab_size) as stage:
+            trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(specials),
+                                          show_progress=progress.library_bar(),
+                                          initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+            bpe.train_from_iterator(_counted((line.lower() if lowercase else line for line in lines), stage),
+                                    trainer=trainer)
+            stage.summary = _trained_summary(bpe, stage)
         return cls("bpe", lowercase, bpe)
 
     @staticmethod
@@ -107,9 +129,11 @@ class Tokenizer:
         from tokenizers import models, trainers
 
         tokenizer = cls._wordpiece_pipeline(models.WordPiece(unk_token=UNK), lowercase)
-        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=list(WORDPIECE_SPECIALS),
-                                            show_progress=False)
-        tokenizer.train_from_iterator(lines, trainer=trainer)
+        with _training_stage("WordPiece", vocab_size) as stage:
+            trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=list(WORDPIECE_SPECIALS),
+                                                show_progress=progress.library_bar())
+            tokenizer.train_from_iterator(_counted(lines, stage), trainer=trainer)
+            stage.summary = _trained_summary(tokenizer, stage)
         return cls("wordpiece", lowercase, tokenizer)
 
     @classmethod

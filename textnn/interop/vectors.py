@@ -14,16 +14,20 @@ Formats (picked by file name and first line):
 from __future__ import annotations
 
 import gzip
+import io
 import zlib
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
 
+from textnn import progress
 from textnn.errors import TextnnError, where
 
 # Binary files are read in blocks of this many bytes, not byte by byte.
 _BINARY_BLOCK = 1 << 20
+# A text file's bytes read so far are counted into the progress bar once every this many lines.
+_COUNT_EVERY = 4096
 
 
 class _RowCollector:
@@ -87,8 +91,9 @@ def _capacity_hint(header_count: int | None, wanted: set[str] | None) -> int:
     return hint
 
 
-def _read_text(path: Path, wanted: set[str] | None) -> tuple[list[str], np.ndarray]:
-    """word2vec text / fastText .vec / GloVe, plain or gzipped."""
+def _read_text(path: Path, wanted: set[str] | None, stage: progress.Stage) -> tuple[list[str], np.ndarray]:
+    """word2vec text / fastText .vec / GloVe, plain or gzipped; the file's bytes read (compressed ones for
+    a .gz) are counted into `stage`."""
     gzipped = path.name.endswith(".gz")
     words: list[str] = []
     rows: _RowCollector | None = None
@@ -97,13 +102,16 @@ def _read_text(path: Path, wanted: set[str] | None) -> tuple[list[str], np.ndarr
     header_count: int | None = None
     entries = 0
     line_number = 0
-    handle = (
-        gzip.open(path, "rt", encoding="utf-8") if gzipped else open(path, encoding="utf-8")
-    )
+    raw = open(path, "rb")  # kept at hand: its position is what the bar counts
+    handle = io.TextIOWrapper(gzip.GzipFile(fileobj=raw) if gzipped else raw, encoding="utf-8")
+    counted = 0
     try:
         # A value beyond float32 becomes inf, refused with its line below, without NumPy's warning besides.
-        with handle, np.errstate(over="ignore"):
+        with raw, handle, np.errstate(over="ignore"):
             for line_number, raw_line in enumerate(handle, start=1):
+                if line_number % _COUNT_EVERY == 0:
+                    stage.update(raw.tell() - counted)
+                    counted = raw.tell()
                 line = raw_line.rstrip()
                 if not line:
                     continue  # blank lines (e.g. a trailing one) carry no entry
@@ -171,7 +179,14 @@ def _read_text(path: Path, wanted: set[str] | None) -> tuple[list[str], np.ndarr
             f"{where(str(path), 1)}: header says {header_count} words but the file has {entries}; "
             "the file is truncated or the header is wrong"
         )
+    stage.summary = _read_summary(entries, len(words), dim, wanted)
     return words, rows.matrix()
+
+
+def _read_summary(entries: int, kept: int, dim: int, wanted: set[str] | None) -> str:
+    """The end line of reading a vector file: how many words it holds, and how many were kept."""
+    kept_words = f", {kept:,} of them in the vocabulary" if wanted is not None else ""
+    return f"{entries:,} words of dimension {dim}{kept_words}"
 
 
 def _first_undecodable_line(path: Path, gzipped: bool) -> int | None:
@@ -185,11 +200,12 @@ def _first_undecodable_line(path: Path, gzipped: bool) -> int | None:
     return None
 
 
-def _read_binary(path: Path, wanted: set[str] | None) -> tuple[list[str], np.ndarray]:
-    """word2vec binary (`*.bin`)."""
+def _read_binary(path: Path, wanted: set[str] | None, stage: progress.Stage) -> tuple[list[str], np.ndarray]:
+    """word2vec binary (`*.bin`); the bytes read are counted into `stage`."""
     location = where(str(path))
     with open(path, "rb") as handle:
         header_line = handle.readline()
+        stage.update(len(header_line))
         if not header_line.strip():
             raise TextnnError(f"{location}: the word-vector file is empty; check the path")
         header = _parse_header(header_line.decode("utf-8", errors="replace").split())
@@ -211,6 +227,7 @@ def _read_binary(path: Path, wanted: set[str] | None) -> tuple[list[str], np.nda
             nonlocal buffer, position, at_end
             while len(buffer) - position < needed and not at_end:
                 block = handle.read(max(_BINARY_BLOCK, needed))
+                stage.update(len(block))
                 at_end = not block
                 buffer = buffer[position:] + block
                 position = 0
@@ -254,6 +271,7 @@ def _read_binary(path: Path, wanted: set[str] | None) -> tuple[list[str], np.nda
                 words.append(word)
                 rows.add(vector)
             position += record
+    stage.summary = _read_summary(count, len(words), dim, wanted)
     return words, rows.matrix()
 
 
@@ -272,15 +290,18 @@ def read_vectors(
     kept (the file is streamed, so a large file costs only the kept rows in memory). Words are
     returned in file order, duplicates included. Raises TextnnError for a missing or empty file, a
     line with the wrong number of values, or a value that is not a number, naming path:line.
+
+    A large file takes seconds to minutes (GloVe 840B is 5 GB): reading it is a stage of its own
+    (textnn/progress.py), with a bar over its bytes on a terminal.
     """
     path = Path(path)
     if not path.is_file():
         raise TextnnError(f"{where(str(path))}: word-vector file not found; check the path")
     if wanted is not None and not isinstance(wanted, (set, frozenset)):
         wanted = set(wanted)
-    if path.name.endswith(".bin"):
-        return _read_binary(path, wanted)
-    return _read_text(path, wanted)
+    read = _read_binary if path.name.endswith(".bin") else _read_text
+    with progress.stage(f"read vectors {path}", unit="B", total=path.stat().st_size, unit_scale=True) as stage:
+        return read(path, wanted, stage)
 
 
 def build_embedding_matrix(

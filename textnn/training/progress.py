@@ -1,27 +1,21 @@
-"""Progress bars for the work a person waits on: training, evaluation, decoding. One look for all.
+"""Evaluation's progress: a bar that counts the batches a model computes.
 
-A bar writes to stderr, from process 0 alone under torchrun, when its run's `train.progress` is on.
-On a terminal it is redrawn five times a second; in a log (stderr not a terminal) at most every ten
-seconds, so a long job leaves a line now and then instead of thousands.
+The bars and stage lines themselves, and `--quiet`, are textnn/progress.py's (the data readers below
+this layer use them too); `progress_bar` is named here as well because training, evaluation and
+decoding have always imported it from here.
 """
 
 from __future__ import annotations
 
 import contextlib
-import sys
 from typing import Iterator
 
 import torch
 from tqdm import tqdm
 
-from textnn.training import distributed
+from textnn.progress import progress_bar
 
-
-def progress_bar(desc: str, unit: str, total: int | None = None, enabled: bool = True, initial: int = 0,
-                 leave: bool = True) -> tqdm:
-    """A tqdm bar on stderr (`total` None: a count and a rate, no end known)."""
-    return tqdm(total=total, initial=initial, disable=not enabled or not distributed.is_main(), desc=desc, unit=unit,
-                file=sys.stderr, dynamic_ncols=True, mininterval=0.2 if sys.stderr.isatty() else 10.0, leave=leave)
+__all__ = ["counting_batches", "progress_bar"]
 
 
 @contextlib.contextmanager

@@ -47,6 +47,21 @@ COUNT, OFF_OR_COUNT, SEED = _integer(1), _integer(0), _integer(0, 2 ** 32 - 1)
 _LIMIT = "the input-size limit: see `textnn explain limits`"
 BEAM, NEW_TOKENS, SAMPLES = (_integer(1, limits.MAX_BEAM, _LIMIT), _integer(1, limits.MAX_NEW_TOKENS, _LIMIT),
                              _integer(1, limits.MAX_SAMPLES, _LIMIT))
+BATCH = _integer(1, limits.MAX_BATCH, _LIMIT)
+# --batch-size: what one forward pass holds, command by command, and the default of each
+_EVAL_RULE = "the run's own, max(64, train.batch_size)"
+BATCH_HELP = {
+    "evaluate": f"examples per forward pass: sentences (classification, tagging), pairs (translation; scored "
+                f"and decoded) or windows (GPT-style language models) (default: {_EVAL_RULE}; translation "
+                f"decodes 128 sentences side by side, 32 with --beam; language models that carry their state "
+                f"read one row, see --streams)",
+    "predict": f"input lines (sentences, texts or pairs) per forward pass (default: {_EVAL_RULE})",
+    "translate": "sentences decoded side by side (default 128, 32 with --beam)",
+    "generate": "samples drawn side by side (default: all of --num-samples at once; with sampling, the samples "
+                "depend on the batch size: each batch draws from its own seed)",
+    "visualize": "accepted as by every command that runs a model; a view reads its one text as one sequence, "
+                 "so the value changes nothing",
+}
 
 
 def _renamed(new: str):
@@ -137,7 +152,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--output", "-o", help="write the predictions here instead of standard output")
 
     for name in ("evaluate", "predict"):
-        _inference_options(sub.choices[name])
+        _inference_options(sub.choices[name], name)
 
     p = sub.add_parser("export", help="write a bert or gpt run as a Hugging Face checkpoint directory "
                        "(config.json, model.safetensors, vocabulary) that transformers loads")
@@ -162,7 +177,7 @@ def _parser() -> argparse.ArgumentParser:
     _decoding_options(p, sampling=False, n_best=True)
     p.add_argument("--nbest", dest="n_best", type=BEAM, action=_renamed("--n-best"), help=argparse.SUPPRESS)
     p.add_argument("--output", "-o", help="write the translations here instead of standard output")
-    _inference_options(p)
+    _inference_options(p, "translate")
 
     p = sub.add_parser("compare", help="train several configs on the same data and tabulate them")
     p.add_argument("configs", nargs="+", help="YAML config files, then dotted overrides applied to every config "
@@ -202,7 +217,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--num-samples", type=SAMPLES, default=1, help="independent samples of the prompt (default 1)")
     p.add_argument("--stop-at-eos", action="store_true",
                    help="end each sample at the end of its line (<eos>, or a newline for character models)")
-    _inference_options(p)
+    _inference_options(p, "generate")
 
     p = sub.add_parser("visualize", help="look inside a model: attention maps (GPT), LSTM cells, or a "
                        "translation's source x target attention")
@@ -213,7 +228,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--text", help="the text the model reads (translation: the source sentence), instead of a file")
     p.add_argument("--output-dir", help="folder for the PNG/HTML files (default RUN/views)")
     p.add_argument("--output", dest="output_dir", action=_renamed("--output-dir"), help=argparse.SUPPRESS)
-    _inference_options(p)
+    _inference_options(p, "visualize")
     return parser
 
 
@@ -223,13 +238,14 @@ def _set_option(command: argparse.ArgumentParser) -> None:
                          help="a dotted override (repeatable), the same as a bare KEY=VALUE, e.g. --set train.epochs=2")
 
 
-def _inference_options(command: argparse.ArgumentParser) -> None:
-    """--threads and --device for a command that runs a trained model (torch's default is every core, which
-    on a busy machine is slower than one)."""
+def _inference_options(command: argparse.ArgumentParser, name: str) -> None:
+    """--threads, --device and --batch-size for a command that runs a trained model (torch's default is every
+    core, which on a busy machine is slower than one); `name` picks the command's --batch-size help."""
     command.add_argument("--threads", type=COUNT, default=None,
                          help="CPU threads for torch (default: torch's own, every core)")
     command.add_argument("--device", default="cpu",
                          help="where the model runs: cpu (default), cuda, cuda:N, or auto (cuda when available)")
+    command.add_argument("--batch-size", type=BATCH, default=None, metavar="N", help=BATCH_HELP[name])
 
 
 def _version() -> str:
@@ -266,7 +282,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     given = args.beam is not None or args.length_penalty is not None  # else the task's own (translation: greedy)
     metrics = evaluate_run(args.run, args.data, bootstrap_samples=args.bootstrap, streams=args.streams,
                            top_n=args.top_n, decoding=_decoding(args, "greedy") if given else None,
-                           device=args.device)
+                           device=args.device, batch_size=args.batch_size)
     print(json.dumps(metrics) if args.json else "\n".join(metric_lines(args.run, metrics)))
     return 0
 
@@ -276,7 +292,7 @@ def _predict(args: argparse.Namespace) -> int:
 
     return _write_predictions(args, lambda run, lines, source: predict_run(
         run, lines, source, {"input_format": args.input_format, "output_format": args.output_format},
-        device=args.device))
+        device=args.device, batch_size=args.batch_size))
 
 
 def _translate(args: argparse.Namespace) -> int:
@@ -284,7 +300,8 @@ def _translate(args: argparse.Namespace) -> int:
 
     decoding = _decoding(args, "greedy")
     return _write_predictions(args, lambda run, lines, source: translate_run(run, lines, source, decoding,
-                                                                             device=args.device))
+                                                                             device=args.device,
+                                                                             batch_size=args.batch_size))
 
 
 def _write_predictions(args: argparse.Namespace, run) -> int:
@@ -445,7 +462,7 @@ def _generate(args: argparse.Namespace) -> int:
         sys.stdout.flush()
 
     result = generate_run(args.run, args.prompt or "", decoding, num_samples=args.num_samples,
-                          on_text=write if streamed else None, device=args.device)
+                          on_text=write if streamed else None, device=args.device, batch_size=args.batch_size)
     while seed_note:
         print(seed_note.pop(), file=sys.stderr)
     if streamed:
@@ -479,7 +496,7 @@ def _generate_file(args: argparse.Namespace, decoding) -> int:
         print(f"seed {decoding.seed} (repeat these samples with --seed {decoding.seed})", file=sys.stderr)
     with _input_lines(args.input) as (lines, source):
         write_lines(generate_file_run(args.run, lines, source, decoding, num_samples=args.num_samples,
-                                      device=args.device), None)
+                                      device=args.device, batch_size=args.batch_size), None)
     return 0
 
 
@@ -491,7 +508,7 @@ def _visualize(args: argparse.Namespace) -> int:
     if (args.text is None) == (args.input is None):
         raise TextnnError("visualize reads one text: give an input file or --text (not both)")
     text = args.text if args.input is None else read_text(args.input)
-    for written in visualize_run(args.run, text, args.output_dir, device=args.device):
+    for written in visualize_run(args.run, text, args.output_dir, device=args.device, batch_size=args.batch_size):
         print(f"wrote {written}")
     return 0
 

@@ -124,7 +124,7 @@ class TrainConfig:
     metric: str = opt("", "dev metric for early stopping and best checkpoint; empty = the task's default")
     patience: int = opt(0, "stop after this many evaluations without improvement; 0 = never")
     checkpoint_every: int = opt(0, "write a resumable checkpoint every N steps; 0 = at every evaluation")
-    keep_checkpoint: str = opt("none", "what a finished run keeps of checkpoint/ (the optimizer state, often several times the weights' size): none (removed once the run has finished; its best weights stay in model.safetensors, a new run can start from them with model.init_from, but --resume cannot continue it) or last (kept, so --resume can train it further)")
+    keep_checkpoint: str = opt("none", "what a run keeps of its checkpoints (each holds the weights and the optimizer state, often three times the weights' size together): none (checkpoint/ is removed once the run has finished; its best weights stay in model.safetensors, a new run can start from them with model.init_from, but --resume cannot continue it), last (checkpoint/last.safetensors, the latest, is kept: one checkpoint's size, and --resume can train the run further) or all (also every checkpoint written, at train.checkpoint_every steps or each evaluation, as checkpoint/step-NNNNNN.safetensors, never removed: one checkpoint's size per checkpoint written; --resume still continues from the latest)")
     seed: int = opt(0, "random seed for initialisation, shuffling and dropout")
     device: str = opt("auto", "auto (cuda when available), cpu, or cuda[:N]")
     precision: str = opt("auto", "auto (bf16 autocast where the hardware multiplies bf16 natively: a CUDA GPU with bf16, a CPU with AVX512-BF16 or AMX; float32 elsewhere), fp32, or bf16 (refused where not native); weights and optimizer state stay float32. Also what evaluate, predict and generate use")
@@ -165,7 +165,8 @@ class TrainConfig:
         _check(math.isfinite(self.stlr_ratio) and self.stlr_ratio >= 1, "train.stlr_ratio", self.stlr_ratio,
                "a finite number >= 1 (1 = no rise or fall)")
         _check(self.precision in PRECISIONS, "train.precision", self.precision, ", ".join(PRECISIONS))
-        _check(self.keep_checkpoint in ("none", "last"), "train.keep_checkpoint", self.keep_checkpoint, "none or last")
+        _check(self.keep_checkpoint in ("none", "last", "all"), "train.keep_checkpoint", self.keep_checkpoint,
+               "none, last or all")
         _check(self.unfreeze_unit in ("epoch", "step"), "train.unfreeze_unit", self.unfreeze_unit, "epoch or step")
         _check(bool(DEVICE.fullmatch(self.device)), "train.device", self.device, "auto, cpu, cuda or cuda:N")
         _check(self.log_every >= 1, "train.log_every", self.log_every, "an integer >= 1")

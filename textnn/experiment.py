@@ -18,7 +18,7 @@ from typing import Iterable, Iterator
 import numpy as np
 import torch
 
-from textnn import registry
+from textnn import limits, registry
 from textnn.config import Config, load_config, starts_with_head
 from textnn.errors import TextnnError
 from textnn.files import atomic_write_text, check_output_place, unwritable
@@ -174,11 +174,15 @@ def _start_encoder(model: torch.nn.Module, init_from: str, with_head: bool = Fal
               f"{names(loaded['new'])}; left out: {names(loaded['left_out'])}", file=sys.stderr)
 
 
-def load_run(run_dir: str | Path, device: str = "cpu") -> tuple[Config, object, torch.nn.Module]:
+def load_run(run_dir: str | Path, device: str = "cpu", batch_size: int | None = None
+             ) -> tuple[Config, object, torch.nn.Module]:
     """Rebuild (config, task, model) from a run directory; weights loaded, eval mode.
 
+    `batch_size` (a command's --batch-size): examples per forward pass when the task evaluates or predicts
+    (`Task.inference_batch_size`); None = the run's own rule.
     A run that is not finished (interrupted, died, still training) has the best weights so far: one
     warning line on stderr says so."""
+    check_batch_size(batch_size)
     target = resolve_device(device, "--device")  # an absent GPU is refused before the run is read
     run = RunDir(run_dir)
     run.require_finished()
@@ -188,9 +192,19 @@ def load_run(run_dir: str | Path, device: str = "cpu") -> tuple[Config, object, 
               file=sys.stderr)
     config = run.load_config()
     task = registry.task_class(config.task).from_run(run.path, config)
+    task.inference_batch_size = batch_size
     model = task.build_model()
     load_weights(model, run.weights_file)
     return config, task, model.to(target).eval()
+
+
+def check_batch_size(batch_size: int | None) -> None:
+    """A --batch-size is a whole number of examples in [1, limits.MAX_BATCH] (None: not given)."""
+    if batch_size is None:
+        return
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise TextnnError(f"--batch-size: got {batch_size!r}, expected an integer >= 1")
+    limits.check_count(batch_size, "batch", "--batch-size")
 
 
 def in_run_precision(config: Config, model: torch.nn.Module):
@@ -213,7 +227,8 @@ def each_in_run_precision(config: Config, model: torch.nn.Module, outputs: Itera
 
 
 def evaluate_run(run_dir: str | Path, data_path: str, bootstrap_samples: int = 1000, streams: int = 0,
-                 top_n: int = 0, decoding: DecodingConfig | None = None, device: str = "cpu") -> dict:
+                 top_n: int = 0, decoding: DecodingConfig | None = None, device: str = "cpu",
+                 batch_size: int | None = None) -> dict:
     """Metrics of a trained run on a labelled file read with the run's own data settings.
 
     `streams` (language models only): how many contiguous parts of the file are read side by side,
@@ -221,8 +236,9 @@ def evaluate_run(run_dir: str | Path, data_path: str, bootstrap_samples: int = 1
     `top_n` (word embeddings only): analogy candidates are the N most frequent words (0 = the run's default).
     `decoding` (runs that decode to be scored: translation): the search behind BLEU/chrF instead of greedy.
     `device`: where the model runs (cpu, cuda, cuda:N, auto), as for every command that runs a trained model.
+    `batch_size`: examples (sentences, pairs, windows) per forward pass; None = the run's own rule.
     """
-    config, task, model = load_run(run_dir, device)
+    config, task, model = load_run(run_dir, device, batch_size)
     if decoding is not None and (not isinstance(model, Decoder) or isinstance(model, PromptDecoder)):
         raise TextnnError(f"--beam and --length-penalty choose how a translation run decodes to be scored; this "
                           f"is a {config.task} run, scored without decoding")
@@ -260,21 +276,24 @@ def metric_lines(run_dir: str | Path, metrics: dict) -> list[str]:
 
 
 def predict_run(run_dir: str | Path, lines: Iterable[str], source: str = "<stdin>",
-                options: dict | None = None, device: str = "cpu") -> Iterator[str]:
+                options: dict | None = None, device: str = "cpu", batch_size: int | None = None) -> Iterator[str]:
     """Output lines for the input lines, in the run's task's format (JSONL labels, tags, ...).
 
     `options` are the task's own prediction options (tagging: input_format, output_format).
+    `batch_size`: inputs (lines, sentences) per forward pass; None = the run's own rule.
     """
-    config, task, model = load_run(run_dir, device)
+    config, task, model = load_run(run_dir, device, batch_size)
     return each_in_run_precision(config, model, task.predict(model, lines, source, options or {}))
 
 
 def translate_run(run_dir: str | Path, lines: Iterable[str], source: str = "<stdin>",
-                  decoding: DecodingConfig | None = None, device: str = "cpu") -> Iterator[str]:
+                  decoding: DecodingConfig | None = None, device: str = "cpu",
+                  batch_size: int | None = None) -> Iterator[str]:
     """`predict_run` for `textnn translate`, decoded as `decoding` says (None: greedy): a run whose task
     does not translate is refused, with the command that reads text with it, instead of labelling the
-    text and ignoring the decoding options."""
-    config, task, model = load_run(run_dir, device)
+    text and ignoring the decoding options. `batch_size`: sentences decoded side by side (None: 128
+    greedy, 32 under beam search)."""
+    config, task, model = load_run(run_dir, device, batch_size)
     if "translate_lines" not in task.capabilities:
         command = ("generate" if isinstance(model, PromptDecoder)
                    else "neighbors" if "word_vectors" in task.capabilities else "predict")
@@ -294,10 +313,10 @@ def export_run(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
     return huggingface.export_run(run_dir, load_run(run_dir), out_dir)
 
 
-def _load_decoder_run(run_dir: str | Path, command: str, device: str = "cpu"
+def _load_decoder_run(run_dir: str | Path, command: str, device: str = "cpu", batch_size: int | None = None
                       ) -> tuple[Config, object, torch.nn.Module]:
     """load_run for the commands that decode token by token; a run whose model cannot is refused by name."""
-    config, task, model = load_run(run_dir, device)
+    config, task, model = load_run(run_dir, device, batch_size)
     _require_decoder(run_dir, config, model, command)
     return config, task, model
 
@@ -309,17 +328,50 @@ def _require_decoder(run_dir: str | Path, config: Config, model: torch.nn.Module
 
 
 def generate_run(run_dir: str | Path, prompt: str, decoding: DecodingConfig, num_samples: int = 1,
-                 on_text=None, device: str = "cpu"):
+                 on_text=None, device: str = "cpu", batch_size: int | None = None):
     """Continue `prompt` with a trained language model as the `DecodingConfig` says; see generation/lm.py.
 
     Returns a `textnn.generation.Generation` (the samples or hypotheses, the seed used, unknown prompt tokens).
     `on_text` (one sample, not beam search): called with the text in pieces as it is generated.
+    `batch_size`: samples drawn side by side (`generate_in_batches`); None = all of them at once.
     """
-    from textnn.generation.lm import generate_text
+    config, task, model = _load_decoder_run(run_dir, "generate", device, batch_size)
+    return generate_in_batches(config, model, task, prompt, decoding, num_samples, batch_size, on_text)
 
-    config, task, model = _load_decoder_run(run_dir, "generate", device)
-    with in_run_precision(config, model):
-        return generate_text(model, task, prompt, decoding, num_samples=num_samples, on_text=on_text)
+
+def generate_in_batches(config: Config, model: torch.nn.Module, task, prompt: str, decoding: DecodingConfig,
+                        num_samples: int = 1, batch_size: int | None = None, on_text=None):
+    """`generate_text` of `num_samples` samples, at most `batch_size` of them drawn side by side (None: all).
+
+    Only sampling draws several rows; greedy and beam search decode one prompt row whatever the size. The
+    first batch is drawn with `decoding.seed`, batch k (from 0) with `batch_seed(seed, k)`: the same seed
+    and batch size give the same samples, and a batch size of at least `num_samples` gives what one batch
+    of them gives.
+    """
+    from textnn.generation.lm import draw_seed, generate_text
+
+    batched = (decoding.method == "sample" and batch_size is not None and isinstance(num_samples, int)
+               and num_samples > batch_size)
+    if not batched:
+        with in_run_precision(config, model):
+            return generate_text(model, task, prompt, decoding, num_samples=num_samples, on_text=on_text)
+    limits.check_count(num_samples, "samples", "num_samples (--num-samples)")
+    seed = draw_seed() if decoding.seed is None else decoding.seed
+    parts = []
+    for number, first in enumerate(range(0, num_samples, batch_size)):
+        with in_run_precision(config, model):
+            parts.append(generate_text(model, task, prompt, replace(decoding, seed=batch_seed(seed, number)),
+                                       num_samples=min(batch_size, num_samples - first), on_text=on_text))
+    return replace(parts[0], samples=[text for part in parts for text in part.samples],
+                   continuations=[text for part in parts for text in part.continuations],
+                   new_tokens=[count for part in parts for count in part.new_tokens],
+                   scores=[score for part in parts for score in part.scores])
+
+
+def batch_seed(seed: int, number: int) -> int:
+    """The seed of batch `number` (from 0) of one prompt's samples: the prompt's seed for the first, then
+    seeds far from the SEED + i that `generate RUN FILE` gives its lines i, so no two batches share one."""
+    return seed if number == 0 else (seed + number * 1_000_003) % 2 ** 31
 
 
 # Prompts `generate RUN FILE` reads and answers at a time. Each prompt is decoded on its own (its own
@@ -328,7 +380,7 @@ GENERATE_CHUNK_LINES = 16
 
 
 def generate_file_run(run_dir: str | Path, lines: Iterable[str], source: str, decoding: DecodingConfig,
-                      num_samples: int = 1, device: str = "cpu") -> Iterator[str]:
+                      num_samples: int = 1, device: str = "cpu", batch_size: int | None = None) -> Iterator[str]:
     """One JSON line per prompt line (its line ending dropped; an empty line is an empty prompt), read and
     answered part by part; each holds what `generate_run` gives for that prompt alone.
 
@@ -337,11 +389,12 @@ def generate_file_run(run_dir: str | Path, lines: Iterable[str], source: str, de
     Each line: {"prompt", "text"}, or {"prompt", "samples"} for several samples; beam search adds "score",
     or gives its n-best list as {"prompt", "hypotheses", "scores"} (best first, the n-best format of every
     command); "unknown_tokens" when some prompt tokens are not in the vocabulary.
+    `batch_size`: a prompt's samples drawn side by side (`generate_in_batches`); None = all at once.
     """
-    from textnn.generation.lm import draw_seed, generate_text
+    from textnn.generation.lm import draw_seed
     from textnn.tasks.base import line_chunks
 
-    config, task, model = _load_decoder_run(run_dir, "generate", device)
+    config, task, model = _load_decoder_run(run_dir, "generate", device, batch_size)
     if decoding.method == "sample" and decoding.seed is None:
         decoding = replace(decoding, seed=draw_seed())
     for first, chunk in line_chunks(lines, GENERATE_CHUNK_LINES):
@@ -350,8 +403,8 @@ def generate_file_run(run_dir: str | Path, lines: Iterable[str], source: str, de
             prompt = line.rstrip("\n").removesuffix("\r")
             seed = (decoding.seed + number - 1) % 2 ** 31 if decoding.method == "sample" else decoding.seed
             try:
-                with in_run_precision(config, model):
-                    found = generate_text(model, task, prompt, replace(decoding, seed=seed), num_samples=num_samples)
+                found = generate_in_batches(config, model, task, prompt, replace(decoding, seed=seed), num_samples,
+                                            batch_size)
             except TextnnError as err:
                 raise TextnnError(f"{source}:{number}: {err}") from None
             row: dict = {"prompt": prompt}
@@ -370,16 +423,22 @@ def generate_file_run(run_dir: str | Path, lines: Iterable[str], source: str, de
         yield from rows  # the part's lines together, once all of them are done
 
 
-def visualize_run(run_dir: str | Path, text: str, output_dir: str | Path | None = None, device: str = "cpu"
-                  ) -> list[Path]:
+def visualize_run(run_dir: str | Path, text: str, output_dir: str | Path | None = None, device: str = "cpu",
+                  batch_size: int | None = None) -> list[Path]:
     """Views of a model reading `text`: a task's own view (translation: the source x target attention),
     or, for language models, attention heatmaps (Transformers) or LSTM cells.
 
-    Files go to `output_dir` (default <run>/views); returns their paths.
+    Files go to `output_dir` (default <run>/views); returns their paths. `batch_size` (--batch-size, which
+    every command that runs a model takes) changes nothing here: the view reads one text as one sequence,
+    and a note on stderr says so.
     """
+    check_batch_size(batch_size)
     output = check_output_place(output_dir or Path(run_dir) / "views", "directory",
                                 "--output-dir" if output_dir else "the run's views folder")  # before the run is read
     config, task, model = load_run(run_dir, device)
+    if batch_size is not None:
+        print(f"note: --batch-size {batch_size} does not apply here: a view reads its one text as one sequence",
+              file=sys.stderr)
     if "write_views" in task.capabilities:
         return task.write_views(model, text, output, title=f"Attention of {Path(run_dir).name}")
     _require_decoder(run_dir, config, model, "visualize")

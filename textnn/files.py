@@ -182,6 +182,25 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def atomic_link(source: str | Path, path: str | Path, what: str = "file") -> None:
+    """Make `path` a second name of the file at `source` without copying it (a hard link), atomically: linked
+    under `temporary_beside`'s temporary name, then renamed over `path`. Run files are written by replace,
+    never in place, so a later write of either name leaves the other as it is. Where the file system has no
+    hard links, `source` is copied there instead."""
+    path = Path(path)
+    tmp = _temporary(path)
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        os.link(source, tmp)
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        with temporary_beside(path, what) as handle, open(source, "rb") as original:
+            shutil.copyfileobj(original, handle)
+
+
 # ---------------------------------------------------------------------------------------- YAML reading
 
 class _ConfigLoader(yaml.SafeLoader):

@@ -20,6 +20,7 @@ MAX_STREAM_BYTES = 64 * GiB
 MAX_BEAM = 1000
 MAX_NEW_TOKENS = 100_000
 MAX_SAMPLES = 1000
+MAX_BATCH = 65_536
 MAX_EXAMPLE_TOKENS = 20_000
 MAX_PAIR_TOKENS = 1024
 
@@ -30,6 +31,8 @@ TABLE = {
     "new_tokens": (MAX_NEW_TOKENS, "tokens one `generate` or `translate` may write per input (--max-tokens; a "
                                    "model with a fixed context, GPT, goes past it by re-reading its last window)"),
     "samples": (MAX_SAMPLES, "--num-samples of generate: samples drawn side by side in one batch"),
+    "batch": (MAX_BATCH, "--batch-size of evaluate, predict, translate, generate and visualize: examples in "
+                         "one forward pass"),
     "example_tokens": (MAX_EXAMPLE_TOKENS, "tokens of one sentence a tagger reads whole (training, evaluate, "
                                            "predict): a longer one is refused"),
     "pair_tokens": (MAX_PAIR_TOKENS, "tokens of a side of a translation pair when neither data.max_length nor the "

@@ -11,7 +11,8 @@
       model.safetensors      best weights (by the dev metric), written atomically
       vocab.json, labels.json, tokenizer.json   whatever the task needs to rebuild its inputs
       checkpoint/last.safetensors              resumable state (training/checkpoint.py); removed once the
-                                               run has finished, unless train.keep_checkpoint=last
+                                               run has finished, unless train.keep_checkpoint=last or all
+      checkpoint/step-NNNNNN.safetensors       train.keep_checkpoint=all: every checkpoint written, by step
       metrics.jsonl          one JSON record per log/eval event
       report.md, *.png       the human report
       .lock                  while a `textnn train` writes the run: its pid and host (RunDir.lock; one
@@ -360,6 +361,17 @@ def data_files(config: Config) -> dict[str, str]:
     return {key: path for key, path in named.items() if path and fingerprints.data_files(path)}
 
 
+def _disk_bytes(folder: Path) -> int:
+    """Bytes of the files below `folder`, a file with two names (train.keep_checkpoint=all links the newest
+    step's checkpoint to last.safetensors) counted once; symbolic links not followed."""
+    sizes = {}
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            stat = path.stat()
+            sizes[stat.st_dev, stat.st_ino] = stat.st_size
+    return sum(sizes.values())
+
+
 def summaries(root: str | Path) -> list[dict]:
     """One summary per run directory (any directory holding a run.json) below `root`, sorted by path:
     name (the path relative to root), task, model, status (the effective one), metric and best, steps,
@@ -372,7 +384,7 @@ def summaries(root: str | Path) -> list[dict]:
         run = RunDir(status_file.parent)
         row = {"name": str(run.path.relative_to(root)), "task": None, "model": None, "status": "damaged",
                "metric": None, "best": None, "steps": None,
-               "bytes": sum(f.stat().st_size for f in run.path.rglob("*") if f.is_file() and not f.is_symlink())}
+               "bytes": _disk_bytes(run.path)}
         try:
             info, config = run.status(), run.load_config()
             status = run.effective_status()

@@ -94,6 +94,10 @@ class Task(ABC):
     keeps_start_head: ClassVar[bool] = False
     # With data.extend_vocab: the size of the starting run's vocabulary; ids from it on are words added here.
     start_vocab_size: int | None = None
+    # Examples per forward pass when evaluating or predicting, as a command asked (--batch-size; the unit is
+    # the task's: sentences, lines, pairs, windows); None = the task's own rule (`pipeline.eval_batch_size`,
+    # or its fixed sizes). A loaded run is given it once, by `experiment.load_run`; training never sets it.
+    inference_batch_size: int | None = None
 
     def __init_subclass__(cls, **kwargs) -> None:
         super().__init_subclass__(**kwargs)
@@ -195,6 +199,11 @@ class Task(ABC):
     def predict(self, model, lines: Iterable[str], source: str, options: dict) -> Iterator[str]:
         """Output lines for input lines (`textnn predict`); `options` are the command's task options."""
         raise TextnnError(f"`textnn predict` does not apply to task {self.config.task}")  # type: ignore[attr-defined]
+
+    def predict_chunk_lines(self) -> int:
+        """Input lines `predict` reads and answers at a time: PREDICT_CHUNK_LINES, or more when a larger
+        --batch-size asks for fuller batches than that many lines make."""
+        return max(PREDICT_CHUNK_LINES, self.inference_batch_size or 0)
 
     def report_sections(self, metrics: dict, split: str, run_path: Path) -> list[str]:
         """Markdown lines (and plots written into run_path) the task adds to report.md for a split."""

@@ -228,6 +228,9 @@ class EmbeddingsTask(Task):
         top_n = options.pop("top_n", None) or self.config.data.analogy_top_n
         if options:
             raise TextnnError(f"{', '.join('--' + key for key in options)}: does not apply to task embeddings")
+        if self.inference_batch_size:
+            print(f"note: --batch-size {self.inference_batch_size} does not apply here: a word-embeddings run is "
+                  f"scored from its word vectors, with no forward pass", file=sys.stderr)
         vectors = self.word_vectors(model)
         kind, items = read_evaluation_file(path)
         if kind == "analogy":

@@ -32,9 +32,10 @@ from textnn.errors import TextnnError
 MIN_EVAL_BATCH = 64
 
 
-def eval_batch_size(config: Config) -> int:
-    """Examples per evaluation batch."""
-    return max(MIN_EVAL_BATCH, config.train.batch_size)
+def eval_batch_size(config: Config, requested: int | None = None) -> int:
+    """Examples per evaluation batch: `requested` (a command's --batch-size, `Task.inference_batch_size`)
+    when given, else the run's own rule."""
+    return requested or max(MIN_EVAL_BATCH, config.train.batch_size)
 
 
 # --- 1. tokenizer ------------------------------------------------------------------------------------

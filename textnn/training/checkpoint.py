@@ -8,6 +8,10 @@ Python/NumPy RNG states) as JSON in the file's metadata. One file means one atom
 killed at any moment leaves either the previous checkpoint or the new one, never half of each (the
 write is files.py's: temp file, fsync, rename).
 Loading never executes code (no pickle anywhere).
+
+`checkpoint/last.safetensors` is the one `--resume` reads. With train.keep_checkpoint=all every checkpoint
+written is also kept as `checkpoint/step-NNNNNN.safetensors` (`keep_step_checkpoint`), a second name of the
+same file where the file system allows (a hard link: no second copy is written), never removed.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save
 
 from textnn.errors import TextnnError
-from textnn.files import atomic_write_bytes
+from textnn.files import atomic_link, atomic_write_bytes
 from textnn.weights import check_shapes, read_weights
 
 
@@ -128,6 +132,24 @@ def save_checkpoint(path: str | Path, model: torch.nn.Module, optimizer: torch.o
     }
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(path, save(tensors, metadata=metadata))
+
+
+def step_checkpoint_file(folder: str | Path, step: int) -> Path:
+    """Where train.keep_checkpoint=all keeps the checkpoint of `step` (zero-padded: names sort by step)."""
+    return Path(folder) / f"step-{step:06d}.safetensors"
+
+
+def keep_step_checkpoint(path: str | Path, step: int) -> Path:
+    """Keep the checkpoint just written at `path` as `step_checkpoint_file(its folder, step)`; returns that.
+
+    A hard link names the same file twice without writing it again (files.atomic_link). Each later
+    checkpoint replaces `path` by a rename, never by writing into it, so the kept name goes on holding
+    this one; a checkpoint written again at the same step (the end of a run, after one at its last step)
+    replaces the kept one whole.
+    """
+    kept = step_checkpoint_file(Path(path).parent, step)
+    atomic_link(path, kept, "kept checkpoint")
+    return kept
 
 
 def load_carried_state(path: str | Path, process: int, device: torch.device) -> object:

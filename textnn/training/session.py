@@ -11,7 +11,7 @@ directory, the user and a later `--resume` see of the run must not. That shell i
   a flag that the loop reads between steps: it finishes the step, writes the checkpoint and calls
   `stop_interrupted`; a second one, in a single process, stops at once;
 - the checkpoint (training/checkpoint.py) is written by process 0, and `--resume` restores it,
-  cuts metrics.jsonl back to it and says so;
+  cuts metrics.jsonl back to it and says so; train.keep_checkpoint=all keeps each one by its step;
 - the progress bar, and the TensorBoard view of metrics.jsonl (train.tensorboard);
 - the final records of metrics.jsonl (`dev_final`, `test`).
 
@@ -33,7 +33,7 @@ from textnn.config import TrainConfig
 from textnn.errors import TextnnError
 from textnn.runs import RunDir
 from textnn.training import distributed
-from textnn.training.checkpoint import load_checkpoint, save_checkpoint
+from textnn.training.checkpoint import keep_step_checkpoint, load_checkpoint, save_checkpoint
 from textnn.training.progress import progress_bar
 
 # Signals that stop training cleanly: Ctrl-C, and SIGTERM, which `docker stop`, Slurm, Kubernetes and
@@ -134,9 +134,12 @@ class TrainingSession:
             + (f" ({again} again to abort)" if distributed.world() == 1 else ""))
 
     def save_checkpoint(self, state: dict, carried: list[object] | None = None) -> None:
-        """Write the checkpoint of `state` (process 0 alone); `carried`: see checkpoint.save_checkpoint."""
+        """Write the checkpoint of `state` (process 0 alone), and with train.keep_checkpoint=all keep it as
+        the checkpoint of its step too; `carried`: see checkpoint.save_checkpoint."""
         if distributed.is_main():
             save_checkpoint(self.run.checkpoint_file, self.model, self.optimizer, state, carried)
+            if self.cfg.keep_checkpoint == "all":
+                keep_step_checkpoint(self.run.checkpoint_file, state["step"])
 
     def stop_interrupted(self, state: dict) -> NoReturn:
         """Once the checkpoint of `state` is written: mark the run interrupted and stop with the way to go on."""

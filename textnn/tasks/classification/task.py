@@ -276,7 +276,8 @@ class ClassificationTask(BatchTask):
         return len(self._train_order(epoch))
 
     def eval_batches(self, split: EncodedSplit, batch_size: int = 0) -> list[ClassificationBatch]:
-        order = bucket_batches(self._lengths(split), batch_size or pipeline.eval_batch_size(self.config), shuffle=False)
+        size = batch_size or pipeline.eval_batch_size(self.config, self.inference_batch_size)
+        order = bucket_batches(self._lengths(split), size, shuffle=False)
         return self._batches(split, order)
 
     # --- loss, evaluation, prediction -------------------------------------------------------------
@@ -362,7 +363,7 @@ class ClassificationTask(BatchTask):
         empty = {"text": None, **({"value": None} if self.config.data.regression else
                                    {"label": None, "probabilities": None})}
         answered = False
-        for first, chunk in line_chunks(table_texts(lines, source, self.config.data)):
+        for first, chunk in line_chunks(table_texts(lines, source, self.config.data), self.predict_chunk_lines()):
             answered = True
             records = []
             for number, line in enumerate(chunk, start=first):

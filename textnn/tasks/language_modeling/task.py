@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -246,11 +247,17 @@ class LanguageModelingTask(BatchTask):
         """How evaluation reads a whole stream (module docstring): one row carrying its state (`streams`
         rows side by side when asked), or overlapping windows for an encoder that carries no state."""
         bptt = self.config.data.bptt
-        if registry.encoder_class(self.config.model_name).windowed and not streams:
+        if self._reads_windows(streams):
             stride = self.config.data.eval_stride or max(1, bptt // 2)
-            return SlidingWindows(data.ids, bptt, stride, self.config.train.batch_size, self.vocab.pad_id)
+            size = self.inference_batch_size or self.config.train.batch_size  # windows per batch
+            return SlidingWindows(data.ids, bptt, stride, size, self.vocab.pad_id)
         inputs, targets, mask = batchify(data.ids, streams or 1, self.vocab.pad_id)
         return StreamBatches(inputs, targets, mask, bptt_lengths(inputs.size(1), bptt), bptt)
+
+    def _reads_windows(self, streams: int = 0) -> bool:
+        """Whether evaluation reads overlapping windows side by side (an encoder that carries no state),
+        rather than rows that carry their state from window to window."""
+        return registry.encoder_class(self.config.model_name).windowed and not streams
 
     # --- loss and evaluation ----------------------------------------------------------------------
     def loss(self, model: torch.nn.Module, batch: LMBatch) -> torch.Tensor:
@@ -284,6 +291,10 @@ class LanguageModelingTask(BatchTask):
         streams = options.pop("streams", 0)
         if options:
             raise TextnnError(f"{', '.join('--' + key for key in options)}: not an option of language modelling")
+        if self.inference_batch_size and not self._reads_windows(streams):
+            print(f"note: --batch-size {self.inference_batch_size} does not apply here: model "
+                  f"{self.config.model_name} carries its state from window to window, so the file is read as "
+                  f"{streams or 1} row(s) (--streams N reads N parts side by side)", file=sys.stderr)
         return self.evaluate(model, self.encode_file(path), bootstrap_samples=bootstrap_samples, streams=streams)
 
     @torch.no_grad()

@@ -203,7 +203,7 @@ class PretrainingTask(BatchTask):
         model.eval()
         device = next(model.parameters()).device
         sums = {"mlm_nll": 0.0, "mlm_correct": 0, "positions": 0, "nsp_nll": 0.0, "nsp_correct": 0, "nsp_sequences": 0}
-        size = pipeline.eval_batch_size(self.config)
+        size = pipeline.eval_batch_size(self.config, self.inference_batch_size)
         for index in bucket_batches([len(x.ids) for x in data.instances], size, shuffle=False):
             batch = self._batch(data, masked, index).to(device)
             predict = batch.targets != IGNORE

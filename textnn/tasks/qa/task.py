@@ -204,8 +204,8 @@ class QATask(BatchTask):
         best: list[tuple[str, int, float]] = [("", -1, -np.inf)] * len(split.questions)
         loss_sum = 0.0
         max_answer = self.config.data.max_answer_length
-        for index in bucket_batches([len(w.ids) for w in split.windows], max(32, self.config.train.batch_size),
-                                    shuffle=False):
+        size = self.inference_batch_size or max(32, self.config.train.batch_size)  # windows per batch
+        for index in bucket_batches([len(w.ids) for w in split.windows], size, shuffle=False):
             batch = self._batch(split, index).to(device)
             out = model(batch.ids, batch.mask, batch.segments)
             loss_sum += float((F.cross_entropy(out.start.float(), batch.starts, reduction="sum")

@@ -273,7 +273,7 @@ class TaggingTask(BatchTask):
     def eval_batches(self, data: EncodedSentences) -> list[TaggingBatch]:
         """Batches sorted by length (built once per split); results are put back in file order by index."""
         if data.batches is None:
-            size = pipeline.eval_batch_size(self.config)
+            size = pipeline.eval_batch_size(self.config, self.inference_batch_size)
             data.batches = [self._batch(data, index) for index in
                             bucket_batches([len(w) for w in data.words], size, shuffle=False)]
         return data.batches
@@ -361,7 +361,7 @@ class TaggingTask(BatchTask):
         # A WordPiece splits words into pieces; raw text is split into words by the word rules
         split = Tokenizer("word") if self.tokenizer.kind == "wordpiece" else self.tokenizer
         answered = False
-        for first, chunk in line_chunks(lines, ends_chunk=ends_sentence):
+        for first, chunk in line_chunks(lines, self.predict_chunk_lines(), ends_chunk=ends_sentence):
             if conll:
                 if not any(line.split() and line.split()[0] != DOCSTART for line in chunk):
                     continue  # blank or -DOCSTART- lines only (the end of the input)

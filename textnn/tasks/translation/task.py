@@ -36,8 +36,9 @@ from textnn.training.progress import progress_bar
 
 DECODE_METRICS = ("bleu", "chrf")
 MAX_OUTPUT_TOKENS = 256  # a hard cap on an output, whatever max_len_a * S + b allows
-GREEDY_SENTENCES = 128  # sentences decoded side by side (greedy, sampling)
-BEAM_SENTENCES = 32  # sentences decoded side by side under beam search (each K rows)
+# Sentences decoded side by side, unless a command's --batch-size says (`Task.inference_batch_size`)
+GREEDY_SENTENCES = 128  # greedy, sampling
+BEAM_SENTENCES = 32  # beam search (each K rows)
 
 
 def label_smoothed_nll(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, epsilon: float
@@ -245,10 +246,15 @@ class TranslationTask(BatchTask):
         return [max(len(s), len(t) - 1) for s, t in zip(data.source, data.target)]
 
     def _order(self, data: EncodedPairs, shuffle: bool, seed: int = 0) -> list[list[int]]:
+        """Batches of pair indices: for training (`shuffle`) or for scoring; a command's --batch-size
+        (`inference_batch_size`) sets the pairs of a scoring batch, whatever data.batch_tokens says."""
         lengths = self._lengths(data)
-        if self.config.data.batch_tokens:
+        if self.config.data.batch_tokens and (shuffle or not self.inference_batch_size):
             return token_budget_batches(lengths, self.config.data.batch_tokens, shuffle, seed)
-        size = self.config.train.batch_size if shuffle else pipeline.eval_batch_size(self.config)
+        if shuffle:
+            size = self.config.train.batch_size
+        else:
+            size = pipeline.eval_batch_size(self.config, self.inference_batch_size)
         return bucket_batches(lengths, size, shuffle, seed)
 
     def _batches(self, data: EncodedPairs, order: list[list[int]]) -> list[TranslationBatch]:
@@ -297,7 +303,7 @@ class TranslationTask(BatchTask):
         `progress`, a bar counts the sentences (a dev set under beam search takes minutes)."""
         model.eval()
         device = next(model.parameters()).device
-        size = BEAM_SENTENCES if decoding.method == "beam" else GREEDY_SENTENCES
+        size = self.inference_batch_size or (BEAM_SENTENCES if decoding.method == "beam" else GREEDY_SENTENCES)
         order = bucket_batches([len(s) for s in sources], size, shuffle=False)
         bos, eos = self.target_vocab.stoi[BOS], self.target_vocab.stoi[EOS]
         banned = [self.target_vocab.pad_id, bos]
@@ -376,7 +382,8 @@ class TranslationTask(BatchTask):
                 raise TextnnError(f"--{key.replace('_', '-')} applies to tagging runs only; a translation run reads "
                                   f"one sentence per line and writes one per line")
         decoding = self._requested_decoding(options)
-        for _, chunk in line_chunks(self._source_lines(lines, source), GREEDY_SENTENCES):
+        chunk_lines = max(GREEDY_SENTENCES, self.inference_batch_size or 0)  # a chunk fills at least one batch
+        for _, chunk in line_chunks(self._source_lines(lines, source), chunk_lines):
             yield from self._predict_chunk(model, chunk, decoding)
 
     def _source_lines(self, lines: Iterable[str], source: str) -> Iterator[str]:

@@ -19,8 +19,14 @@
 # the commands, one a line, and runs none (nor makes OUT_DIR).
 #   usage: ULMFIT_LM=runs/ulmfit/sst2_ulmfit_lm BERT_RUN=runs/wikitext2_bert_mini_pretrain \
 #          ELMO_RUN=runs/elmo/wikitext2_elmo bash recipes/run_transfer_curves.sh [--dry-run] [OUT_DIR] [key=value ...]
-#          (default OUT_DIR runs/transfer; SIZES="100 300 1000 3000 all", SEEDS="1 2 3" and PLOT may be set)
+#          (default OUT_DIR runs/transfer; SIZES="100 300 1000 3000 all", SEEDS="1 2 3", PLOT, and METHODS, a
+#          subset of "scratch_lstm ulmfit scratch_bert bert elmo minilm", may be set: two one-thread queues
+#          can then share the grid, each with its own methods, in one OUT_DIR)
 set -euo pipefail
+if [[ $# -gt 0 && ($1 == -h || $1 == --help) ]]; then
+  sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
+  exit 0
+fi
 cd "$(dirname "$0")/.."
 dry_run=false
 if [[ $# -gt 0 && $1 == --dry-run ]]; then
@@ -49,9 +55,16 @@ steps_for() {
   esac
 }
 
+methods=" ${METHODS:-scratch_lstm ulmfit scratch_bert bert elmo minilm} "
+for method in $methods; do
+  [[ " scratch_lstm ulmfit scratch_bert bert elmo minilm " == *" $method "* ]] \
+    || { echo "run_transfer_curves.sh: METHODS: '$method' is none of scratch_lstm ulmfit scratch_bert bert elmo minilm" >&2; exit 2; }
+done
+
 train() {  # train METHOD SIZE SEED RECIPE [key=value ...]
   local method=$1 size=$2 seed=$3 recipe=$4
   shift 4
+  [[ $methods == *" $method "* ]] || return 0
   local run=${method}_${size}_s${seed}
   if ! $dry_run && grep -qs '"status": "finished"' "$out/$run/run.json"; then
     echo "$run: finished already, reused" >&2

@@ -243,8 +243,9 @@ def _inference_options(command: argparse.ArgumentParser, name: str) -> None:
     core, which on a busy machine is slower than one); `name` picks the command's --batch-size help."""
     command.add_argument("--threads", type=COUNT, default=None,
                          help="CPU threads for torch (default: torch's own, every core)")
-    command.add_argument("--device", default="cpu",
-                         help="where the model runs: cpu (default), cuda, cuda:N, or auto (cuda when available)")
+    command.add_argument("--device", default="auto",
+                         help="where the model runs: auto (default: cuda when a GPU is available, else cpu), cpu, "
+                              "cuda or cuda:N")
     command.add_argument("--batch-size", type=BATCH, default=None, metavar="N", help=BATCH_HELP[name])
 
 

@@ -293,6 +293,9 @@ def readme_commands(run_name: str) -> list[tuple[list[str], str | None]]:
         if command.startswith("echo "):
             echo, _, command = command.partition(" | ")
             text = shlex.split(echo)[1] + "\n"
+        elif command.startswith("printf "):
+            printf, _, command = command.partition(" | ")
+            text = shlex.split(printf)[1].replace("\\n", "\n")
         words = shlex.split(command)
         assert words[0] == "textnn", line
         found.append((words[1:], text))
@@ -302,10 +305,10 @@ def readme_commands(run_name: str) -> list[tuple[list[str], str | None]]:
 def test_readme_ner_commands(work):
     """The README's NER commands as written, each a real process, in a folder beside the work folder (so
     `../shared/data` is the cut data): train (with the small settings), evaluate, predict on CoNLL and on
-    raw text."""
+    raw text and on JSON lines."""
     stem = "conll_bilstm_crf_glove_charlstm"
     commands = readme_commands(stem)
-    assert [words[0] for words, _ in commands] == ["train", "evaluate", "predict", "predict"], commands
+    assert [words[0] for words, _ in commands] == ["train", "evaluate", "predict", "predict", "predict"], commands
     recipe_values = [v for v in recipe(stem)["data"].values() if isinstance(v, str) and v.startswith(DATA_PREFIX)]
     for value in recipe_values:
         cut_shared_files(work, value)
@@ -323,5 +326,7 @@ def test_readme_ner_commands(work):
     assert "f1" in outputs[1]
     predicted = conll_rows((folder / "testa.pred").read_text(encoding="utf-8"))
     assert_token_gold_predicted(predicted, folder / "../shared/data/conll2003/eng.testa")
-    sentence = json.loads(outputs[3])
-    assert sentence["tokens"] == commands[3][1].split()
+    given = {"json": json.loads(next(text for _, text in commands if text and text.startswith("{")))["tokens"],
+             "raw": next(text for _, text in commands if text and not text.startswith("{")).split()}
+    read = [json.loads(out)["tokens"] for (_, text), out in zip(commands, outputs) if text]
+    assert sorted(read) == sorted(given.values())  # each input's words, tagged one for one

@@ -152,7 +152,8 @@ def test_evaluation_converts_back_to_the_file_scheme(tmp_path):
     ({"max_length": -1}, "data.max_length"),
     ({"features_layers": "first"}, "data.features_layers"),
     ({"tokenizer": "wordpiece"}, "only a sub-word encoder"),  # a word-level tagger does not read pieces
-    ({"features_from": "nowhere"}, "data.features_from=nowhere: no run"),
+    ({"features_from": "nowhere"}, "data.features_from=nowhere: no directory nowhere here"),  # read as a model id
+    ({"features_from": "./nowhere"}, "data.features_from=./nowhere: no run"),
 ])
 def test_unsupported_settings_are_refused(tmp_path, data, words):
     with pytest.raises(TextnnError, match=words):

@@ -7,7 +7,7 @@ Two forms:
 - `stage`: a piece of work that comes before the loop (training a tokenizer, reading word vectors,
   preparing a large data file). It writes one line when it starts and one when it ends, with its
   counts and seconds, so a log holds two lines a stage; on a terminal a bar runs between the two
-  while the stage counts what it reads (or the library's own bar, where `library_bar` allows one).
+  while the stage counts what it reads (or the library's own bar, where `own_bar_allowed` allows one).
 
 `set_quiet(True)` (`textnn --quiet`) turns every bar and every stage line off, whoever asks for one:
 the command line sets it once and no caller passes it on. Errors, warnings and results are not
@@ -35,7 +35,7 @@ def set_quiet(quiet: bool) -> None:
     _quiet = quiet
 
 
-def library_bar() -> bool:
+def own_bar_allowed() -> bool:
     """Whether a library that draws its own bar (the `tokenizers` trainers) should draw it now: on a
     terminal, with progress on, on process 0; a log gets the stage lines around it alone."""
     return _shown(True) and _terminal()

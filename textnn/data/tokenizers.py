@@ -102,7 +102,7 @@ class Tokenizer:
         bpe.decoder = decoders.ByteLevel()
         with _training_stage("BPE", vocab_size) as stage:
             trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(specials),
-                                          show_progress=progress.library_bar(),
+                                          show_progress=progress.own_bar_allowed(),
                                           initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
             bpe.train_from_iterator(_counted((line.lower() if lowercase else line for line in lines), stage),
                                     trainer=trainer)
@@ -131,7 +131,7 @@ class Tokenizer:
         tokenizer = cls._wordpiece_pipeline(models.WordPiece(unk_token=UNK), lowercase)
         with _training_stage("WordPiece", vocab_size) as stage:
             trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=list(WORDPIECE_SPECIALS),
-                                                show_progress=progress.library_bar())
+                                                show_progress=progress.own_bar_allowed())
             tokenizer.train_from_iterator(_counted(lines, stage), trainer=trainer)
             stage.summary = _trained_summary(tokenizer, stage)
         return cls("wordpiece", lowercase, tokenizer)

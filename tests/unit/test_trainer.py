@@ -362,3 +362,25 @@ def test_a_ctrl_c_that_arrives_while_processes_agree_is_acted_on_at_the_next_ste
         trainer.fit()
     assert agreements == [False, False, True]
     assert read_trainer_state(trainer.run.checkpoint_file)["step"] == 3
+
+
+def test_a_process_failing_under_torchrun_ignores_sigterm_until_its_error_is_out(tmp_path, monkeypatch):
+    """When one torchrun process dies, the others fail in their next collective while torchrun sends
+    them SIGTERM: a failing process must outlive that signal to print its one-line error, where a
+    single process gets its own handlers back."""
+    task = make_task(tmp_path, batch_size=8)
+    for world, expected in ((2, signal.SIG_IGN), (1, signal.SIG_DFL)):
+        trainer = trainer_for(task, new_model(task), tmp_path / f"world{world}", max_steps=6)
+
+        def lost_peer(*args):
+            raise RuntimeError("[gloo] Connection closed by peer")
+
+        monkeypatch.setattr("textnn.training.distributed.world", lambda: world)
+        monkeypatch.setattr(trainer, "_train_step", lost_peer)  # the step's all-reduce meets the lost peer
+        before = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        try:
+            with pytest.raises(RuntimeError, match="Connection closed"):
+                trainer.fit()
+            assert signal.getsignal(signal.SIGTERM) == expected, world
+        finally:
+            signal.signal(signal.SIGTERM, before)

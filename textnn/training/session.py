@@ -9,7 +9,8 @@ directory, the user and a later `--resume` see of the run must not. That shell i
   and `interrupted` once a Ctrl-C or SIGTERM has stopped it;
 - Ctrl-C and SIGTERM (what `docker stop`, Slurm, Kubernetes and torchrun send before they kill) set
   a flag that the loop reads between steps: it finishes the step, writes the checkpoint and calls
-  `stop_interrupted`; a second one, in a single process, stops at once;
+  `stop_interrupted`; a second one, in a single process, stops at once; under torchrun, a process
+  leaving the loop with an error ignores SIGTERM from then on, so that its error line gets out;
 - the checkpoint (training/checkpoint.py) is written by process 0, and `--resume` restores it,
   cuts metrics.jsonl back to it and says so; train.keep_checkpoint=all keeps each one by its step;
 - the progress bar, and the TensorBoard view of metrics.jsonl (train.tensorboard);
@@ -114,6 +115,13 @@ class TrainingSession:
                            initial=initial_step)
         try:
             yield bar
+        except BaseException:
+            if distributed.world() > 1:
+                # This process is on its way out with an error, most often because another one died;
+                # torchrun then sends SIGTERM to the rest at once, which must not cut our one-line error
+                # short (torchrun still kills a process that has not ended 30 s later).
+                previous_handlers[signal.SIGTERM] = signal.SIG_IGN
+            raise
         finally:
             bar.close()
             for signum, handler in previous_handlers.items():

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from tests.conftest import write_sentiment_tsv
+from textnn.cli import main
 
 WORDS = "the a cat dog sat ran on under mat log and then slept barked quietly today".split()
 MODELS = ("gpt", "rnn_lm")
@@ -170,7 +171,7 @@ def test_visualize_lstm_writes_the_cell_view(ws, runs):
     assert f"wrote {out / 'cells.html'}" in proc.stdout
 
 
-def test_user_errors_exit_2_with_one_line(ws, runs):
+def test_user_errors_exit_2_with_one_line(ws, runs, monkeypatch, capsys):
     train = write_sentiment_tsv(ws.root / "sentiment.tsv", 60, seed=1)
     classifier = ws.root / "classifier.yaml"
     classifier.write_text(f"task: classification\ndata: {{format: tsv, train: {train}}}\n"
@@ -195,10 +196,25 @@ def test_user_errors_exit_2_with_one_line(ws, runs):
         (("visualize", ws.root / "runs" / "bow", "--text", "good"), "needs a language model run"),
         (("train", ws.config("gpt"), "data.bptt=32", "--run-dir", ws.root / "runs" / "too-long"), "lower data.bptt"),
     ]
-    for args, message in cases:
-        proc = ws.cli(*args)
-        assert proc.returncode == 2, (args, proc.stderr[-2000:])
-        lines = proc.stderr.strip().splitlines()
-        assert message in lines[-1] and lines[-1].startswith("error: "), (args, proc.stderr[-2000:])
-    missing = ws.cli("visualize", runs["gpt"])  # neither --text nor a file
-    assert missing.returncode == 2 and "--text" in missing.stderr
+    # The first case as a user meets it (a process of its own), the rest in this process: starting Python
+    # and torch for each quick refusal would cost more than all of them together.
+    first = ws.cli(*cases[0][0])
+    assert first.returncode == 2 and first.stderr.strip().splitlines()[-1].startswith("error: "), first.stderr
+    assert cases[0][1] in first.stderr
+    monkeypatch.setenv("TEXTNN_CACHE", str(ws.root / "cache"))
+    for args, message in cases[1:]:
+        code, stderr = in_process(capsys, *args)
+        assert code == 2, (args, stderr[-2000:])
+        lines = stderr.strip().splitlines()
+        assert message in lines[-1] and lines[-1].startswith("error: "), (args, stderr[-2000:])
+    code, stderr = in_process(capsys, "visualize", runs["gpt"])  # neither --text nor a file
+    assert code == 2 and "--text" in stderr
+
+
+def in_process(capsys, *args) -> tuple[int, str]:
+    """`textnn ARGS` run by textnn.cli.main in this process: its exit code and what it printed on stderr."""
+    try:
+        code = main([str(arg) for arg in args])
+    except SystemExit as stopped:  # argparse's own refusals
+        code = stopped.code
+    return code, capsys.readouterr().err

@@ -48,6 +48,13 @@ def test_a_classifier_predicts_and_evaluates_as_its_commands_do(tmp_path):
     assert metrics["accuracy"] == pytest.approx(printed["accuracy"])
     with pytest.raises(TextnnError, match="translation run"):
         run.translate(["good"])
+    one_at_a_time = textnn.load(run_dir, batch_size=1)  # the commands' --batch-size: same answers
+    for alone, together in zip(one_at_a_time.predict(texts), answers):
+        assert alone["label"] == together["label"]
+        assert alone["probabilities"] == pytest.approx(together["probabilities"], abs=1e-5)
+    assert one_at_a_time.evaluate(tmp_path / "dev.tsv")["accuracy"] == metrics["accuracy"]
+    with pytest.raises(TextnnError, match="batch-size"):
+        textnn.load(run_dir, batch_size=0)
 
 
 def test_a_language_model_generates_what_textnn_generate_prints(tmp_path):

@@ -13,6 +13,7 @@ import torch
 
 from textnn import progress
 from textnn.data import cache, readers
+from textnn.data.parallel import read_parallel
 from textnn.data.tokenizers import Tokenizer
 from textnn.interop.vectors import read_vectors
 from textnn.training.progress import counting_batches, progress_bar
@@ -160,3 +161,16 @@ def test_reading_a_large_classification_file_is_a_stage(tmp_path, capsys, monkey
     assert len(readers.read_classification(data, "tsv")) == 2
     start, end = stderr_lines(capsys)
     assert start == f"read {data} ..." and re.fullmatch(rf"read {re.escape(str(data))}: 2 examples {SECONDS}", end)
+
+
+def test_reading_large_parallel_files_is_a_stage(tmp_path, capsys, monkeypatch):
+    (tmp_path / "train.de").write_text("ein Hund\n\nzwei Katzen\n", encoding="utf-8")
+    (tmp_path / "train.en").write_text("a dog\n\ntwo cats\n", encoding="utf-8")
+    prefix = str(tmp_path / "train")
+    assert len(read_parallel(prefix, "parallel", "de", "en", warn=False)) == 2
+    assert capsys.readouterr().err == ""  # small files are read without a word
+    monkeypatch.setattr(readers, "LARGE_DATA_BYTES", 1)
+    assert len(read_parallel(prefix, "parallel", "de", "en", warn=False)) == 2
+    start, end = stderr_lines(capsys)
+    files = f"{prefix}.de + {prefix}.en"
+    assert start == f"read {files} ..." and re.fullmatch(rf"read {re.escape(files)}: 2 sentence pairs {SECONDS}", end)

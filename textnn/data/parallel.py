@@ -21,7 +21,8 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-from textnn.data.readers import column_names, line_list, read_lines
+from textnn import progress
+from textnn.data.readers import column_names, is_large, line_list, read_lines
 from textnn.errors import TextnnError, short
 
 
@@ -51,25 +52,30 @@ def side_file(prefix: str, language: str) -> str:
 
 def read_parallel(path: str, fmt: str, source: str, target: str, encoding: str = "utf-8", header: bool = True,
                   skip_bad: bool = False, warn: bool = True) -> ParallelText:
-    """The sentence pairs of `path` (a prefix for `parallel`, a file for `tsv`; see the module docstring)."""
-    if fmt == "parallel":
-        source_path, target_path = side_file(path, source), side_file(path, target)
-        sources, targets = read_lines(source_path, encoding), read_lines(target_path, encoding)
-        if len(sources) != len(targets):
-            shorter = source_path if len(sources) < len(targets) else target_path
-            raise TextnnError(f"{source_path} has {len(sources):,} lines but {target_path} has {len(targets):,} "
-                              f"(the first unmatched line is {shorter}:{min(len(sources), len(targets)) + 1}); "
-                              f"parallel files must be line-aligned")
-        names = (source_path, target_path)
-        origin = f"{source_path} + {target_path}"
-        numbers = list(range(1, len(sources) + 1))
-    elif fmt == "tsv":
-        sources, targets, numbers = _read_tsv(path, source, target, encoding, header)
-        names = (f"{path} (column {source})", f"{path} (column {target})")
-        origin = path
-    else:
+    """The sentence pairs of `path` (a prefix for `parallel`, a file for `tsv`; see the module docstring).
+    Files of LARGE_DATA_BYTES or more are read under a progress stage."""
+    if fmt not in ("parallel", "tsv"):
         raise TextnnError(f"unknown parallel data format {fmt!r}; set data.format to parallel or tsv")
-    return _check_pairs(sources, targets, numbers, names, origin, skip_bad, warn, fmt)
+    files = (side_file(path, source), side_file(path, target)) if fmt == "parallel" else (path,)
+    with progress.stage(f"read {' + '.join(files)}", enabled=any(is_large(file) for file in files)) as stage:
+        if fmt == "parallel":
+            source_path, target_path = files
+            sources, targets = read_lines(source_path, encoding), read_lines(target_path, encoding)
+            if len(sources) != len(targets):
+                shorter = source_path if len(sources) < len(targets) else target_path
+                raise TextnnError(f"{source_path} has {len(sources):,} lines but {target_path} has {len(targets):,} "
+                                  f"(the first unmatched line is {shorter}:{min(len(sources), len(targets)) + 1}); "
+                                  f"parallel files must be line-aligned")
+            names = (source_path, target_path)
+            origin = f"{source_path} + {target_path}"
+            numbers = list(range(1, len(sources) + 1))
+        else:
+            sources, targets, numbers = _read_tsv(path, source, target, encoding, header)
+            names = (f"{path} (column {source})", f"{path} (column {target})")
+            origin = path
+        pairs = _check_pairs(sources, targets, numbers, names, origin, skip_bad, warn, fmt)
+        stage.summary = f"{len(pairs):,} sentence pairs"
+    return pairs
 
 
 def _read_tsv(path: str, source: str, target: str, encoding: str, header: bool
@@ -135,7 +141,7 @@ def _check_pairs(sources: list[str], targets: list[str], numbers: list[int], nam
     if not kept.source:
         raise TextnnError(f"{origin}: no sentence pair with text on both sides; check the files and data.format")
     if kept.skipped and warn:
-        parts = [f"{len(lines)} {reason} (lines {line_list(lines)})" for reason, lines in kept.skipped.items()]
+        parts = [f"{len(lines)} {reason} ({line_list(lines)})" for reason, lines in kept.skipped.items()]
         print(f"warning: {origin}: skipped {sum(map(len, kept.skipped.values()))} of {len(numbers):,} pairs: "
               f"{'; '.join(parts)}", file=sys.stderr)
     return kept

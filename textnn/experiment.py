@@ -10,6 +10,7 @@ import json
 import random
 import shutil
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -144,6 +145,8 @@ def _create_run(run: RunDir, config: Config, resume: bool, task, start_over: boo
     left behind of a directory this training made (`created`)."""
     try:
         run.create(config, resume, start_over)
+        if resume:
+            _check_same_pipeline(run, task)
         task.save(run.path)
     except OSError as err:
         if created:
@@ -153,6 +156,23 @@ def _create_run(run: RunDir, config: Config, resume: bool, task, start_over: boo
         if created:
             shutil.rmtree(run.path, ignore_errors=True)
         raise
+
+
+def _check_same_pipeline(run: RunDir, task) -> None:
+    """A resumed run must read its text as its checkpoint did: the tokenizer, vocabulary and labels the task
+    built from the data again must be the files the run saved, or the weights would meet other ids. (A
+    WordPiece trained again, when the data cache was cleared, may differ: the tokenizers library's
+    training is not deterministic.) Refused before any file of the run is written."""
+    with tempfile.TemporaryDirectory() as folder:
+        rebuilt = Path(folder)
+        task.save(rebuilt)
+        for file in sorted(rebuilt.iterdir()):
+            saved = run.path / file.name
+            if saved.is_file() and saved.read_bytes() != file.read_bytes():
+                raise TextnnError(f"{saved}: the {file.stem} built from the data now differs from the one the run "
+                                  f"was trained with, so its checkpoint cannot continue here (the data cache may "
+                                  f"have been cleared, and WordPiece training is not deterministic); start a new "
+                                  f"run from its weights, which reads its own tokenizer: model.init_from={run.path}")
 
 
 def _start_encoder(model: torch.nn.Module, init_from: str, with_head: bool = False,

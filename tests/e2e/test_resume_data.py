@@ -6,6 +6,7 @@ content) resumes."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -64,3 +65,26 @@ def test_a_resume_on_edited_data_is_refused_and_one_on_the_same_content_goes_on(
     os.utime(train, ns=(0, 10**18))
     resumed = textnn("train", str(config), "--run-dir", str(run), "--resume")
     assert resumed.returncode == 0, resumed.stderr
+
+
+def test_a_resume_whose_rebuilt_vocabulary_differs_from_the_runs_is_refused(tmp_path: Path) -> None:
+    """The task rebuilds its tokenizer and vocabulary from the data on --resume; where they come out other
+    than the run's own (a WordPiece trained again after the data cache was cleared can), the checkpoint's
+    rows would meet other words: refused, the run's files as they were."""
+    train = write_sentiment_tsv(tmp_path / "train.tsv", 40, seed=1)
+    dev = write_sentiment_tsv(tmp_path / "dev.tsv", 16, seed=2)
+    config = tmp_path / "dan.yaml"
+    config.write_text(CONFIG.format(train=train, dev=dev), encoding="utf-8")
+    run = tmp_path / "run"
+    assert textnn("train", str(config), "--run-dir", str(run)).returncode == 0
+    vocab = run / "vocab.json"
+    text = vocab.read_text(encoding="utf-8")
+    first, second = re.findall(r'"([a-z]+)"', text)[:2]  # two words of the vocabulary change places
+    vocab.write_text(text.replace(f'"{first}"', '"\0"').replace(f'"{second}"', f'"{first}"').replace('"\0"', f'"{second}"'),
+                     encoding="utf-8")
+    before = snapshot(run)
+    refused = textnn("train", str(config), "--run-dir", str(run), "--resume")
+    lines = refused.stderr.strip().splitlines()
+    assert refused.returncode == 2 and lines[-1].startswith(f"error: {vocab}: the vocab built from the data"), refused.stderr
+    assert f"model.init_from={run}" in lines[-1]
+    assert snapshot(run) == before

@@ -10,6 +10,7 @@ from torch import nn
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.models.awd_lstm import PRESETS, AWDLSTMConfig
+from textnn.modules.dropout import dropout
 from textnn.modules.rnn import LockedDropout, WeightDrop, embedding_dropout, lstm_memory_cells
 from textnn.tasks.language_modeling import LanguageModel, LMBatch, LanguageModelingTask, language_model
 
@@ -33,7 +34,7 @@ def test_weight_drop_equals_nn_lstm_with_the_same_masked_weights():
     torch.manual_seed(123)
     out, (h, c) = wd(x)
     torch.manual_seed(123)  # the same draw: the mask the forward call used
-    masked = F.dropout(wd.module.weight_hh_l0.detach(), 0.5, training=True)
+    masked = dropout(wd.module.weight_hh_l0.detach(), 0.5, training=True)
     assert (masked == 0).any() and (masked != 0).any()
     ref_out, (ref_h, ref_c) = plain_copy(wd, masked)(x)
     torch.testing.assert_close(out, ref_out, rtol=0, atol=0)

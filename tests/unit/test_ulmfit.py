@@ -17,6 +17,7 @@ from conftest import write_sentiment_tsv
 from textnn.config import TrainConfig, config_from_dict
 from textnn.errors import TextnnError
 from textnn.models.base import InputSpec
+from textnn.modules.dropout import Dropout
 from textnn.modules.heads import BatchNorm, ClassifierHead
 from textnn.modules.pooling import concat_pool, last_valid, masked_max, masked_mean
 from textnn.registry import model_entry
@@ -97,7 +98,7 @@ def ulmfit_head_config(**extra) -> ClassificationHeadConfig:
 def test_ulmfit_head_is_batch_norm_dropout_linear_relu_then_batch_norm_dropout_linear():
     head = ClassifierHead(6, 3, hidden=5, dropout=0.4, hidden_dropout=0.1, activation="relu", batch_norm=True)
     kinds = [type(m) for m in head.net]
-    assert kinds == [BatchNorm, nn.Dropout, nn.Linear, nn.ReLU, BatchNorm, nn.Dropout, nn.Linear]
+    assert kinds == [BatchNorm, Dropout, nn.Linear, nn.ReLU, BatchNorm, Dropout, nn.Linear]
     assert [head.net[1].p, head.net[5].p] == [0.4, 0.1]
     torch.manual_seed(0)
     head.train()
@@ -117,7 +118,7 @@ def test_ulmfit_head_is_batch_norm_dropout_linear_relu_then_batch_norm_dropout_l
 def test_a_head_has_only_the_layers_its_options_ask_for():
     plain = ClassifierHead(6, 3, hidden=5, dropout=0.2)
     assert not any(isinstance(m, nn.BatchNorm1d) for m in plain.modules())
-    assert [type(m) for m in plain.net] == [nn.Dropout, nn.Linear, nn.Tanh, nn.Dropout, nn.Linear]
+    assert [type(m) for m in plain.net] == [Dropout, nn.Linear, nn.Tanh, Dropout, nn.Linear]
     assert plain.net[3].p == 0.2  # hidden_dropout None: head.dropout on both
     assert ClassificationHeadConfig().hidden_dropout_or_none is None
     assert ClassificationHeadConfig(hidden_dropout=0.0).hidden_dropout_or_none == 0.0

@@ -34,6 +34,7 @@ from torch import nn
 from textnn.config import check_model_field as _check, is_int, opt
 from textnn.errors import TextnnError
 from textnn.models.base import Encoder, EncoderOutput, Head, InputSpec, LayerGroups, TokenFeatures
+from textnn.modules.dropout import Dropout
 from textnn.modules.init import init_normal
 from textnn.modules.positions import LearnedPositions
 from textnn.modules.transformer import TransformerBlock
@@ -89,7 +90,7 @@ class Bert(Encoder):
         self.position_embedding = LearnedPositions(cfg.max_positions, cfg.d_model)
         self.segment_embedding = nn.Embedding(cfg.segments, cfg.d_model) if cfg.segments else None
         self.ln_embedding = nn.LayerNorm(cfg.d_model, eps=cfg.eps)
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(
             TransformerBlock(cfg.d_model, cfg.n_heads, cfg.ff_size, dropout=cfg.dropout,
                              attention_dropout=cfg.attention_dropout, eps=cfg.eps, norm_first=False,

@@ -44,6 +44,7 @@ from textnn.config import check_model_field as _check
 from textnn.config import is_int, opt
 from textnn.models.base import Encoder, EncoderOutput, InputSpec, LayerGroups, TokenFeatures
 from textnn.modules.char_encoders import MultiWidthCharCNN
+from textnn.modules.dropout import Dropout
 from textnn.modules.highway import Highway
 from textnn.modules.masking import lengths_from_mask
 
@@ -133,7 +134,7 @@ class ELMo(Encoder):
         p, h = cfg.projection_dim, cfg.hidden_size
         self.forward_lstms = nn.ModuleList(nn.LSTM(p, h, proj_size=p, batch_first=True) for _ in range(cfg.num_layers))
         self.backward_lstms = nn.ModuleList(nn.LSTM(p, h, proj_size=p, batch_first=True) for _ in range(cfg.num_layers))
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = Dropout(cfg.dropout)
         self.token_size = 2 * p
         self.lm_size = p  # what the shared softmax reads: one direction's top layer
 

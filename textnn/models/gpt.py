@@ -47,6 +47,7 @@ from textnn.config import check_model_field as _check, is_int, opt
 from textnn.errors import TextnnError
 from textnn.models.base import Encoder, EncoderOutput, Head, InputSpec, LayerGroups, TokenFeatures
 from textnn.modules.attention import KVCache
+from textnn.modules.dropout import Dropout
 from textnn.modules.init import init_normal
 from textnn.modules.positions import LearnedPositions
 from textnn.modules.transformer import TransformerBlock
@@ -114,7 +115,7 @@ class GPT(Encoder):
         self.cfg = cfg
         self.token_embedding = nn.Embedding(spec.vocab_size, cfg.d_model)
         self.position_embedding = LearnedPositions(cfg.context, cfg.d_model)
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
         self.blocks = nn.ModuleList(
             TransformerBlock(cfg.d_model, cfg.n_heads, cfg.ff_size, dropout=cfg.dropout, bias=cfg.bias,
                              activation="gelu_tanh" if cfg.gelu == "tanh" else "gelu")

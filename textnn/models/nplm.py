@@ -38,6 +38,7 @@ from torch import nn
 from textnn.config import check_model_field as _check
 from textnn.config import is_int, opt
 from textnn.models.base import Encoder, EncoderOutput, InputSpec, LayerGroups, TokenFeatures
+from textnn.modules.dropout import Dropout
 from textnn.modules.embeddings import TokenEmbedding
 
 
@@ -83,7 +84,7 @@ class NPLM(Encoder):
         self.pad_id = spec.pad_id
         features = cfg.context_size * cfg.embedding_dim  # size of x
         self.embedding = TokenEmbedding(spec.vocab_size, cfg.embedding_dim, spec.pad_id)  # C
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
         self.hidden = nn.Linear(features, cfg.hidden_size) if cfg.hidden_size else None  # H, d
         self.token_size = cfg.hidden_size + (features if cfg.direct else 0)  # Z
 

@@ -23,10 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 
 from textnn.config import opt, check_model_field as _check, is_int as _is_int
 from textnn.models.base import Encoder, EncoderOutput, InputSpec, TokenFeatures
+from textnn.modules.dropout import Dropout
 from textnn.modules.embeddings import TokenEmbedding
 from textnn.modules.pooling import last_valid, masked_max, masked_mean
 from textnn.modules.rnn import CELLS, RNNEncoder
@@ -89,7 +89,7 @@ class RNNClassifier(Encoder):
         self.cfg = cfg
         self.embedding = TokenEmbedding(spec.vocab_size, cfg.embedding_dim, spec.pad_id, spec.pretrained,
                                         cfg.freeze_embeddings)
-        self.embedding_dropout = nn.Dropout(cfg.embedding_dropout)
+        self.embedding_dropout = Dropout(cfg.embedding_dropout)
         self.context_dim = spec.context_dim
         self.rnn = RNNEncoder(cfg.embedding_dim + spec.context_dim, cfg.hidden_size, cfg.cell, cfg.num_layers,
                                   cfg.bidirectional, cfg.dropout)

@@ -42,6 +42,7 @@ from torch import nn
 from textnn.config import opt, check_model_field as _check
 from textnn.errors import TextnnError
 from textnn.models.base import Encoder, EncoderOutput, InputSpec, LayerGroups, TokenFeatures
+from textnn.modules.dropout import Dropout
 from textnn.modules.embeddings import TokenEmbedding
 from textnn.modules.rnn import CELLS, init_lstm_forget_bias
 
@@ -98,7 +99,7 @@ class RNNLM(Encoder):
         super().__init__()
         self.cfg = cfg
         self.embedding = TokenEmbedding(spec.vocab_size, cfg.embedding_dim, spec.pad_id)
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
         common = dict(input_size=cfg.embedding_dim, hidden_size=cfg.hidden_size, num_layers=cfg.num_layers,
                       batch_first=True, dropout=cfg.dropout if cfg.num_layers > 1 else 0.0)
         if cfg.cell == "lstm":

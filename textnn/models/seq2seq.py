@@ -49,6 +49,7 @@ from torch import nn
 from textnn.config import check_model_field as _check, is_int, opt
 from textnn.models.base import DecoderOutput, EncoderDecoder, InputSpec, LayerGroups
 from textnn.modules.attention import SCORES, Attended, make_attention
+from textnn.modules.dropout import Dropout
 from textnn.modules.embeddings import TokenEmbedding
 from textnn.modules.rnn import RNNEncoder, init_lstm_forget_bias
 
@@ -192,7 +193,7 @@ class Seq2Seq(EncoderDecoder):
             self.readout = nn.Linear(dk + h, h, bias=False)
         else:  # Sutskever: the output layer reads the top decoder state itself
             self.readout = None
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
         self.token_size = h
 
     @classmethod

@@ -27,11 +27,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import nn
 
 from textnn.config import opt, check_model_field as _check, is_int as _is_int
 from textnn.models.base import Encoder, EncoderOutput, InputSpec, TokenFeatures
 from textnn.models.word_features import add_word_features, check_word_feature_options, concat_word_features
+from textnn.modules.dropout import Dropout
 from textnn.modules.rnn import CELLS, RNNEncoder
 
 
@@ -74,7 +74,7 @@ class RNNTagger(Encoder):
         self.cfg = cfg
         features = add_word_features(self, cfg, spec) + spec.context_dim
         self.context_dim = spec.context_dim
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = Dropout(cfg.dropout)
         self.rnn = RNNEncoder(features, cfg.hidden_size, cfg.cell, cfg.num_layers, bidirectional=True,
                                   dropout=cfg.dropout)
         self.token_size = self.rnn.output_size  # 2H

@@ -43,6 +43,7 @@ from textnn.config import check_model_field as _check, is_int, opt
 from textnn.errors import TextnnError
 from textnn.models.base import DecoderOutput, EncoderDecoder, Head, InputSpec, LayerGroups
 from textnn.modules.attention import KVCache
+from textnn.modules.dropout import Dropout
 from textnn.modules.embeddings import TokenEmbedding
 from textnn.modules.init import init_normal
 from textnn.modules.positions import sinusoid_positions
@@ -136,7 +137,7 @@ class TransformerMT(EncoderDecoder):
         # Pre-LN leaves the residual stream unnormalised: each stack ends with a LayerNorm.
         self.encoder_norm = nn.LayerNorm(d) if cfg.pre_ln else None
         self.decoder_norm = nn.LayerNorm(d) if cfg.pre_ln else None
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
         self.token_size = d
         self._init_weights()
 

@@ -49,6 +49,7 @@ from torch import nn
 from textnn.config import check_model_field as _check, is_int, opt
 from textnn.errors import TextnnError
 from textnn.models.base import Encoder, EncoderOutput, Head, InputSpec, LayerGroups, TokenFeatures
+from textnn.modules.dropout import Dropout
 from textnn.modules.embeddings import TokenEmbedding
 from textnn.modules.init import init_normal
 from textnn.modules.positions import sinusoid_encoding
@@ -152,7 +153,7 @@ class XLLayer(nn.Module):
         self.norm_attention = nn.LayerNorm(d_model)
         self.feed_forward = FeedForward(d_model, d_ff, activation="relu", dropout=dropout)
         self.norm_feed_forward = nn.LayerNorm(d_model)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.register_state_dict_post_hook(_to_saved_names)
         self.register_load_state_dict_pre_hook(_from_saved_names)
 
@@ -206,7 +207,7 @@ class TransformerXL(Encoder):
         self.cfg = cfg
         self.embedding = TokenEmbedding(spec.vocab_size, cfg.d_model, spec.pad_id)
         self.scale = cfg.d_model ** 0.5
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
         self.biases = RelativeBiases(cfg.n_heads, cfg.d_head)
         self.layers = nn.ModuleList(
             XLLayer(cfg.d_model, cfg.n_heads, cfg.d_head, cfg.d_ff, cfg.dropout, cfg.dropatt, cfg.pre_ln)

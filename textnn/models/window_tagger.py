@@ -33,6 +33,7 @@ from torch import nn
 from textnn.config import opt, check_model_field as _check, is_int as _is_int
 from textnn.models.base import Encoder, EncoderOutput, InputSpec, TokenFeatures
 from textnn.models.word_features import add_word_features, check_word_feature_options, concat_word_features
+from textnn.modules.dropout import Dropout
 
 
 
@@ -78,7 +79,7 @@ class WindowTagger(Encoder):
         self.padding_features: nn.Parameter | None = None
         if cfg.window > 1:
             self.padding_features = nn.Parameter(torch.randn(features) * features ** -0.5)  # [D]
-        self.dropout = nn.Dropout(cfg.dropout)
+        self.dropout = Dropout(cfg.dropout)
         self.window_layer = nn.Conv1d(features, cfg.hidden_size, cfg.window)  # one Linear over each window
         self.token_size = cfg.hidden_size
 

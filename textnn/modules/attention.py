@@ -58,6 +58,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from textnn.errors import TextnnError
+from textnn.modules.dropout import dropout
 
 
 @dataclass
@@ -181,7 +182,7 @@ class MultiHeadAttention(nn.Module):
         mask = None
         if not fused_causal:
             mask = attention_mask(queries, keys, past, causal and queries > 1, key_mask, device=query.device)
-        dropout = self.dropout if self.training else 0.0
+        dropout_p = self.dropout if self.training else 0.0
         weights = None
         if need_weights:
             if fused_causal:
@@ -190,9 +191,9 @@ class MultiHeadAttention(nn.Module):
             if mask is not None:
                 scores = scores.masked_fill(~mask, float("-inf"))
             weights = torch.softmax(scores, dim=-1)  # [B, H, T, S]
-            out = F.dropout(weights, dropout, self.training) @ v  # [B, H, T, Dh]
+            out = dropout(weights, dropout_p, self.training) @ v  # [B, H, T, Dh]
         else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout,
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
                                                  is_causal=fused_causal)  # [B, H, T, Dh]
         out = merge_heads(out)  # [B, H, T, Dh] -> [B, T, D]
         return AttentionOutput(output=self.out_proj(out), cache=KVCache(k, v) if use_cache else None,

@@ -18,6 +18,7 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
 from textnn.modules.conv import MultiWidthConv
+from textnn.modules.dropout import Dropout
 from textnn.modules.embeddings import TokenEmbedding
 from textnn.modules.pooling import masked_max
 from textnn.modules.rnn import init_lstm_forget_bias
@@ -59,7 +60,7 @@ class CharCNN(nn.Module):
     def __init__(self, num_chars: int, char_dim: int, num_filters: int, width: int, dropout: float) -> None:
         super().__init__()
         self.embedding = TokenEmbedding(num_chars, char_dim, CHAR_PAD)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.conv = nn.Conv1d(char_dim, num_filters, width, padding=width - 1)
         self.width = width
         self.output_size = num_filters

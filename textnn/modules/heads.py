@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from textnn.modules.crf import LinearChainCRF, transition_constraints
+from textnn.modules.dropout import Dropout
 from textnn.modules.pooling import pair_features
 
 TAGGER_OUTPUTS = ("softmax", "crf")
@@ -61,7 +62,7 @@ def _mlp(in_dim: int, hidden: int, out_dim: int, dropout: float, hidden_dropout:
     ReLU, then batch norm, dropout, linear).
     """
     def block(size: int, p: float) -> list[nn.Module]:
-        return [BatchNorm(size), nn.Dropout(p)] if batch_norm else [nn.Dropout(p)]
+        return [BatchNorm(size), Dropout(p)] if batch_norm else [Dropout(p)]
 
     output = nn.Linear(hidden or in_dim, out_dim)
     if hidden == 0:

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from textnn.modules.dropout import dropout
 from textnn.modules.masking import lengths_from_mask
 
 # B batch, T sequence length, D input dim, H hidden size, K directions (1 or 2)
@@ -140,7 +141,7 @@ class WeightDrop(nn.Module):
     def forward(self, *args):
         if not self.training or self.p == 0.0:
             return self.module(*args)
-        dropped = {name: F.dropout(getattr(self.module, name), self.p, training=True) for name in self.weights}
+        dropped = {name: dropout(getattr(self.module, name), self.p, training=True) for name in self.weights}
         return torch.func.functional_call(self.module, dropped, args)
 
 

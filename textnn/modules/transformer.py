@@ -34,13 +34,14 @@ import torch
 from torch import nn
 
 from textnn.modules.attention import KVCache, MultiHeadAttention
+from textnn.modules.dropout import Dropout
 
 
 ACTIVATIONS = ("gelu_tanh", "gelu", "relu")  # GELU's tanh approximation, exact (erf) GELU, ReLU
 
 
 def residual(x: torch.Tensor, norm: nn.LayerNorm, branch: Callable[[torch.Tensor], torch.Tensor],
-             drop: nn.Dropout, norm_first: bool) -> torch.Tensor:
+             drop: Dropout, norm_first: bool) -> torch.Tensor:
     """One sub-layer with its residual connection: x + Dropout(branch(LN(x))) when `norm_first`
     (pre-LN), else LN(x + Dropout(branch(x))) (post-LN, Vaswani et al. 2017 §3.1). [B, T, D] -> [B, T, D]."""
     if norm_first:
@@ -64,7 +65,7 @@ class FeedForward(nn.Module):
             raise ValueError(f"unknown activation {activation!r}; valid: {', '.join(ACTIVATIONS)}")
         self.fc = nn.Linear(d_model, d_ff, bias=bias)
         self.act = nn.ReLU() if activation == "relu" else nn.GELU(approximate="tanh" if activation == "gelu_tanh" else "none")
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.proj = nn.Linear(d_ff, d_model, bias=bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -97,7 +98,7 @@ class TransformerBlock(nn.Module):
                                        dropout=dropout if attention_dropout is None else attention_dropout)
         self.ln_ff = nn.LayerNorm(d_model, eps=eps, bias=bias)
         self.ff = FeedForward(d_model, d_ff, bias=bias, activation=activation)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.norm_first = norm_first
 
     def forward(self, x: torch.Tensor, causal: bool = False, key_mask: torch.Tensor | None = None,
@@ -136,7 +137,7 @@ class DecoderBlock(nn.Module):
         self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout=dropout, bias=bias)
         self.ln_ff = nn.LayerNorm(d_model, eps=eps, bias=bias)
         self.ff = FeedForward(d_model, d_ff, bias=bias, activation=activation)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
         self.norm_first = norm_first
 
     def forward(self, x: torch.Tensor, memory: torch.Tensor, memory_mask: torch.Tensor,

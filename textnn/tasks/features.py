@@ -40,6 +40,7 @@ from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import Vocab
 from textnn.errors import TextnnError
 from textnn.models.base import InputSpec
+from textnn.modules.dropout import Dropout
 from textnn.modules.scalar_mix import LAYER_COMBINATIONS, ScalarMix, combine_layers, combined_size
 
 
@@ -131,7 +132,7 @@ class FrozenLayers(nn.Module):
         # ELMo: the token layer and each LSTM layer; BERT: each block's output
         layers = source.model.num_layers + 1 if self.word_level else len(self.encoder.blocks)
         self.mix = ScalarMix(layers, layer_norm) if how == "mix" else None
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.size = combined_size(how, self.encoder.token_size, layers)
 
     def train(self, mode: bool = True) -> "FrozenLayers":

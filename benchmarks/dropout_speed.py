@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from families import build, family_configs  # benchmarks/families.py
+from families import add_step_options, build, family_configs  # benchmarks/families.py
 from machine import device_info, pick_clock  # benchmarks/machine.py
 
 from textnn.modules import dropout as textnn_dropout
@@ -36,10 +36,7 @@ def per_second(work, repeats: int, clock) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=6, help="training steps per measurement")
-    parser.add_argument("--repeats", type=int, default=3, help="measurements per mask (median kept)")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--families", nargs="*", default=None, help="subset of: cnn bert_mini gpt transformer_mt awd_lstm")
+    add_step_options(parser, "mask")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device("cpu")

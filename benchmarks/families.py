@@ -9,6 +9,7 @@ WikiText-2's size and nothing needs downloading.
 
 from __future__ import annotations
 
+import argparse
 import random
 from pathlib import Path
 
@@ -19,6 +20,15 @@ from textnn.config import config_from_dict
 from textnn.training.optim import build_optimizer
 
 WORDS = [f"w{i}" for i in range(33_000)]
+
+
+def add_step_options(parser: argparse.ArgumentParser, compared: str) -> None:
+    """The options of a benchmark that times training steps of each family, two ways (`compared`: what
+    the repeats alternate between): --steps, --repeats, --threads, --families."""
+    parser.add_argument("--steps", type=int, default=6, help="training steps per measurement")
+    parser.add_argument("--repeats", type=int, default=3, help=f"measurements per {compared} (median kept)")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--families", nargs="*", default=None, help="subset of: cnn bert_mini gpt transformer_mt awd_lstm")
 
 
 def _sentences(path: Path, n: int, low: int, high: int, seed: int, label: bool) -> Path:

@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 import torch
-from families import build, family_configs  # benchmarks/families.py
+from families import add_step_options, build, family_configs  # benchmarks/families.py
 from machine import device_info, pick_clock  # benchmarks/machine.py
 
 from textnn.training import precision
@@ -53,10 +53,7 @@ def matmul_gflops(dtype: torch.dtype, clock, size: int = 1024, repeats: int = 10
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=6, help="training steps per measurement")
-    parser.add_argument("--repeats", type=int, default=3, help="measurements per precision (median kept)")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--families", nargs="*", default=None, help="subset of: cnn bert_mini gpt transformer_mt awd_lstm")
+    add_step_options(parser, "precision")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device("cpu")

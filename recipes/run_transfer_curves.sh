@@ -7,7 +7,8 @@
 #   ulmfit         the ULMFiT classifier on ULMFIT_LM, a stage (b) language-model run
 #   scratch_bert   BERT-Mini (4 x 256) from random weights, its WordPiece trained on SST-2's text
 #   bert           the same architecture started from BERT_RUN, our own pre-trained BERT
-#   elmo           the SST-2 BiLSTM with ELMo features from ELMO_RUN
+#   bilstm         the SST-2 BiLSTM on GloVe, without ELMo features (elmo's counterpart)
+#   elmo           the same BiLSTM with ELMo features from ELMO_RUN
 #   minilm         all-MiniLM-L6-v2 fine-tuned (the imported ceiling)
 # A method whose starting run is not given (empty) is left out. Each run trains for a number of
 # steps that grows with the set (STEPS below; epochs = enough for them) and keeps its best dev
@@ -20,7 +21,7 @@
 #   usage: ULMFIT_LM=runs/ulmfit/sst2_ulmfit_lm BERT_RUN=runs/wikitext2_bert_mini_pretrain \
 #          ELMO_RUN=runs/elmo/wikitext2_elmo bash recipes/run_transfer_curves.sh [--dry-run] [OUT_DIR] [key=value ...]
 #          (default OUT_DIR runs/transfer; SIZES="100 300 1000 3000 all", SEEDS="1 2 3", PLOT, and METHODS, a
-#          subset of "scratch_lstm ulmfit scratch_bert bert elmo minilm", may be set: two one-thread queues
+#          subset of "scratch_lstm ulmfit scratch_bert bert bilstm elmo minilm", may be set: two one-thread queues
 #          can then share the grid, each with its own methods, in one OUT_DIR)
 set -euo pipefail
 if [[ $# -gt 0 && ($1 == -h || $1 == --help) ]]; then
@@ -55,10 +56,10 @@ steps_for() {
   esac
 }
 
-methods=" ${METHODS:-scratch_lstm ulmfit scratch_bert bert elmo minilm} "
+methods=" ${METHODS:-scratch_lstm ulmfit scratch_bert bert bilstm elmo minilm} "
 for method in $methods; do
-  [[ " scratch_lstm ulmfit scratch_bert bert elmo minilm " == *" $method "* ]] \
-    || { echo "run_transfer_curves.sh: METHODS: '$method' is none of scratch_lstm ulmfit scratch_bert bert elmo minilm" >&2; exit 2; }
+  [[ " scratch_lstm ulmfit scratch_bert bert bilstm elmo minilm " == *" $method "* ]] \
+    || { echo "run_transfer_curves.sh: METHODS: '$method' is none of scratch_lstm ulmfit scratch_bert bert bilstm elmo minilm" >&2; exit 2; }
 done
 
 train() {  # train METHOD SIZE SEED RECIPE [key=value ...]
@@ -73,7 +74,7 @@ train() {  # train METHOD SIZE SEED RECIPE [key=value ...]
   rm -rf "${out:?}/$run"
   local rows=$size steps batch=32
   [[ $size == all ]] && rows=$train_rows
-  [[ $recipe == sst2_ulmfit ]] && batch=64
+  [[ $recipe == sst2_ulmfit || $recipe == sst2_bilstm* ]] && batch=64  # the recipes' own batch sizes
   steps=$(steps_for "$size")
   local per_epoch=$(((rows + batch - 1) / batch))
   local epochs=$(((steps + per_epoch - 1) / per_epoch))
@@ -114,6 +115,7 @@ for size in $sizes; do
     train scratch_bert "$size" "$seed" sst2_bert_scratch model.preset=mini model.n_layers=4 model.d_model=256 \
       model.n_heads=4 "$@"
     [[ -n ${BERT_RUN:-} ]] && train bert "$size" "$seed" sst2_bert_from_pretrain model.init_from="$BERT_RUN" "$@"
+    train bilstm "$size" "$seed" sst2_bilstm "$@"
     [[ -n ${ELMO_RUN:-} ]] && train elmo "$size" "$seed" sst2_bilstm_elmo data.features_from="$ELMO_RUN" "$@"
     [[ -n $minilm ]] && train minilm "$size" "$seed" sst2_minilm model.init_from="$minilm" "$@"
   done

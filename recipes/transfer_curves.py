@@ -4,7 +4,8 @@ Reads the runs recipes/run_transfer_curves.sh writes (OUT_DIR/<method>_<size>_s<
 dev accuracy of each run's best checkpoint), draws one line per method (the mean over seeds, with a
 band from the lowest to the highest seed) on a log x axis, and prints a markdown table: the mean
 accuracy per method and size, with the spread over seeds, and each method's gain over its scratch
-counterpart (ULMFiT over the random AWD-LSTM, our BERT over BERT from random weights).
+counterpart (ULMFiT over the random AWD-LSTM, our BERT over BERT from random weights, ELMo over the
+same BiLSTM without its features).
     usage: python recipes/transfer_curves.py runs/transfer [--plot docs/img/transfer_curves.png]
 """
 
@@ -21,7 +22,8 @@ METHODS = {  # name -> (label in the plot and table, the scratch method it is co
     "ulmfit": ("ULMFiT (our WikiText-2 LM)", "scratch_lstm"),
     "scratch_bert": ("BERT-Mini from scratch", None),
     "bert": ("BERT-Mini, our pre-training", "scratch_bert"),
-    "elmo": ("BiLSTM + our ELMo", None),
+    "bilstm": ("BiLSTM on GloVe", None),
+    "elmo": ("BiLSTM on GloVe + our ELMo", "bilstm"),
     "minilm": ("all-MiniLM-L6-v2 (imported)", None),
 }
 RUN = re.compile(r"(?P<method>[a-z_]+)_(?P<size>\d+|all)_s(?P<seed>\d+)$")

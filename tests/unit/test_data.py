@@ -22,7 +22,7 @@ from textnn.errors import TextnnError
 
 
 @pytest.mark.parametrize("text,tokens", [
-    ("It's good, isn't it?", ["It", "'s", "good", ",", "isn", "'t", "it", "?"]),
+    ("It's good, isn't it?", ["It", "'s", "good", ",", "is", "n't", "it", "?"]),
     ("it 's a film", ["it", "'s", "a", "film"]),  # pre-tokenized text (SST, PTB) keeps the clitic whole
     ("we'll see, you're sure, I'd go, I'm in, they've won",
      ["we", "'ll", "see", ",", "you", "'re", "sure", ",", "I", "'d", "go", ",", "I", "'m", "in", ",",
@@ -33,6 +33,38 @@ from textnn.errors import TextnnError
 ])
 def test_word_tokenizer_clitics_and_quotes(text, tokens):
     assert Tokenizer("word")(text) == tokens
+
+
+@pytest.mark.parametrize("raw,pretokenized", [
+    ("I don't know, she can't", "i do n't know , she ca n't"),  # plain English and PTB/SST-2
+    ("i don 't know , she can 't", "i do n't know , she ca n't"),  # WikiText and PTB/SST-2
+    ("an old @-@ fashioned , 1 @,@ 000 @.@ 5 film", "an old-fashioned , 1,000.5 film"),  # WikiText and SST-2
+    ('a "great" film', "a ``great'' film"),  # plain quotes and PTB's
+])
+def test_word_tokenizer_reads_the_corpora_conventions_alike(raw, pretokenized):
+    # A language model pre-trained on WikiText-2 reads SST-2's negations as the words it learned: under
+    # the version 2 rules SST-2's "do n't" was "do n 't" and WikiText's "don 't" was "don 't".
+    tokenizer = Tokenizer("word", lowercase=True)
+    assert tokenizer(raw) == tokenizer(pretokenized)
+    assert "n't" in tokenizer("do n't") and "n" not in tokenizer("do n't")
+
+
+def test_word_tokenizer_reads_wikitext_unknown_as_the_unknown_word():
+    tokens = Tokenizer("word")("the <unk> river")
+    assert tokens == ["the", "<unk>", "river"]
+    vocab = Vocab.build([tokens])
+    assert vocab.encode(tokens)[1] == vocab.unk_id
+
+
+def test_a_run_saved_under_older_word_rules_keeps_reading_by_them(tmp_path):
+    # A run trained before version 3 must read its text as it was trained, or its ids would shift.
+    old = Tokenizer.from_dict({"kind": "word", "lowercase": True, "rules": 2})
+    assert old("do n't") == ["do", "n", "'t"] and old.to_dict()["rules"] == 2
+    assert Tokenizer("word")("do n't") == ["do", "n't"]
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps({"kind": "word", "lowercase": True, "rules": 99}))
+    with pytest.raises(TextnnError, match="newer textnn"):
+        Tokenizer.load(path)
 
 
 def test_word_tokenizer_splits_every_punctuation_mark():
@@ -295,6 +327,8 @@ def test_word_tokenizer_settings_key_the_cache(tmp_path):
     data = tmp_path / "train.tsv"
     data.write_text("don't\n", encoding="utf-8")
     word, char = Tokenizer("word"), Tokenizer("char")
-    assert cached(data, {"tokenizer": word.to_dict()}, lambda: word("don't")) == ["don", "'t"]
+    assert cached(data, {"tokenizer": word.to_dict()}, lambda: word("don't")) == ["do", "n't"]
     assert cached(data, {"tokenizer": char.to_dict()}, lambda: char("don't")) == list("don't")
-    assert cached(data, {"tokenizer": Tokenizer("word").to_dict()}, lambda: "unused") == ["don", "'t"]
+    assert cached(data, {"tokenizer": Tokenizer("word").to_dict()}, lambda: "unused") == ["do", "n't"]
+    older = Tokenizer.from_dict({"kind": "word", "lowercase": False, "rules": 2})
+    assert cached(data, {"tokenizer": older.to_dict()}, lambda: older("don't")) == ["don", "'t"]

@@ -26,12 +26,35 @@ from typing import ContextManager, Iterable, Iterator
 from textnn import progress
 from textnn.errors import TextnnError
 
-# A word is a run of letters/digits; an English clitic keeps its apostrophe ("it 's" -> ["it", "'s"],
-# "don't" -> ["don", "'t"]); every other non-space character stands alone, so a quoting apostrophe
+# The word tokenizer's rules, by version; a run's tokenizer.json names the version it was trained with, so
+# the run reads text by its own rules after they change here (and the tokenized-data cache is keyed by it).
+# Version 2: a word is a run of letters/digits; an English clitic keeps its apostrophe ("it 's" -> ["it",
+# "'s"], "don't" -> ["don", "'t"]); every other non-space character stands alone, so a quoting apostrophe
 # is not glued to the word it opens ("the 'best' film" -> ["the", "'", "best", "'", "film"]).
 _WORD_RE = re.compile(r"'(?:[stdm]|re|ve|ll)\b|\w+|[^\w\s]", re.IGNORECASE)
-# Bumped whenever the rules above change, so tokens cached under the old rules are not reused.
-_WORD_RULES_VERSION = 2
+# Version 3 (current) reads the conventions of the pre-tokenized corpora alike, so that a model pre-trained
+# on one reads another's text as it learned it (WikiText-2 under SST-2: docs/RESULTS.md, ULMFiT):
+# - the negation clitic is one token split from its word, as the Penn Treebank does (Marcus et al. 1993):
+#   "don't", WikiText's "don 't" and PTB/SST's "do n't" all give ["do", "n't"] (version 2 gave "don 't" for
+#   the first two and "do n 't" for the third);
+# - WikiText's markers of a split hyphen, comma or point (Merity et al. 2017: "old @-@ fashioned",
+#   "1 @,@ 000") are the mark itself, as in "old-fashioned"; its "<unk>" is one token (the unknown word);
+# - the Penn Treebank's quotes `` and '' are the plain quote ".
+_NEGATION_RE = re.compile(r"(?<=\w)n ?'t\b", re.IGNORECASE)
+_WIKITEXT_MARK_RE = re.compile(r" @([-,.])@ ")
+_PTB_QUOTE_RE = re.compile(r"``|''")
+_WORD_RE_3 = re.compile(r"n't\b|<unk>|'(?:[stdm]|re|ve|ll)\b|\w+|[^\w\s]", re.IGNORECASE)
+_WORD_RULES_VERSION = 3
+
+
+def _words(text: str, rules: int) -> list[str]:
+    """`text` split into words and punctuation by the word tokenizer's rules of version `rules`."""
+    if rules < 3:
+        return _WORD_RE.findall(text)
+    text = _NEGATION_RE.sub(lambda found: " " + found.group(0).replace(" ", ""), text)
+    text = _PTB_QUOTE_RE.sub('"', _WIKITEXT_MARK_RE.sub(r"\1", text))
+    return _WORD_RE_3.findall(text)
+
 
 # BERT's special tokens, in the order a trained WordPiece vocabulary starts with (Devlin et al. 2019 §3).
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
@@ -71,7 +94,7 @@ class Tokenizer:
     KINDS = ("word", "whitespace", "char")  # rule-based: built from the name alone
     TRAINED = ("bpe", "wordpiece")  # learned from data or read from a checkpoint: they carry a model
 
-    def __init__(self, kind: str = "word", lowercase: bool = False, model=None):
+    def __init__(self, kind: str = "word", lowercase: bool = False, model=None, rules: int = _WORD_RULES_VERSION):
         if kind not in self.KINDS and (kind not in self.TRAINED or model is None):
             hint = (f" ({kind} is trained on the data or read from a checkpoint: set data.tokenizer={kind})"
                     if kind in self.TRAINED else "")
@@ -79,6 +102,7 @@ class Tokenizer:
         self.kind = kind
         self.lowercase = lowercase
         self.model = model  # a tokenizers.Tokenizer for the trained kinds, else None
+        self.rules = rules  # the word kind's rules version (see _words)
 
     @property
     def bpe(self):
@@ -191,7 +215,7 @@ class Tokenizer:
     def __call__(self, text: str) -> list[str]:
         text = self._prepare(text)
         if self.kind == "word":
-            return _WORD_RE.findall(text)
+            return _words(text, self.rules)
         if self.kind == "whitespace":
             return text.split()
         if self.model is not None:
@@ -209,7 +233,7 @@ class Tokenizer:
     def to_dict(self) -> dict:
         data = {"kind": self.kind, "lowercase": self.lowercase}
         if self.kind == "word":  # part of the tokenized-data cache key
-            data["rules"] = _WORD_RULES_VERSION
+            data["rules"] = self.rules
         if self.model is not None:  # the library's own JSON, nested: merges and vocabulary included
             data[self.kind] = json.loads(self.model.to_str())
         return data
@@ -225,6 +249,9 @@ class Tokenizer:
                 or (data["kind"] in cls.TRAINED and not isinstance(data.get(data["kind"]), dict))):
             raise TextnnError(f"{path}: expected {{\"kind\": {'|'.join(kinds)}, \"lowercase\": true|false, ...}} as "
                               f"`textnn train` writes it; the file is damaged or from elsewhere: re-train the run")
+        if data["kind"] == "word" and data.get("rules", 2) not in range(2, _WORD_RULES_VERSION + 1):
+            raise TextnnError(f"{path}: word rules {data['rules']!r}; this textnn knows versions 2 to "
+                              f"{_WORD_RULES_VERSION}: the run was made by a newer textnn, so read it with that one")
         try:
             return cls.from_dict(data)
         except Exception as err:  # the tokenizers library has its own error type for a damaged model
@@ -238,7 +265,8 @@ class Tokenizer:
             from tokenizers import Tokenizer as HFTokenizer
 
             model = HFTokenizer.from_str(json.dumps(data[data["kind"]]))
-        return cls(kind=data["kind"], lowercase=bool(data["lowercase"]), model=model)
+        rules = data.get("rules", 2)  # every run saved before version 3 names its version
+        return cls(kind=data["kind"], lowercase=bool(data["lowercase"]), model=model, rules=rules)
 
     def join(self, tokens: list[str]) -> str:
         """Inverse for display: characters concatenate, words join with spaces, sub-word pieces decode to text."""

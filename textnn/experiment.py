@@ -171,7 +171,8 @@ def _check_same_pipeline(run: RunDir, task) -> None:
             if saved.is_file() and saved.read_bytes() != file.read_bytes():
                 raise TextnnError(f"{saved}: the {file.stem} built from the data now differs from the one the run "
                                   f"was trained with, so its checkpoint cannot continue here (the data cache may "
-                                  f"have been cleared, and WordPiece training is not deterministic); start a new "
+                                  f"have been cleared, and WordPiece training is not deterministic; or an older "
+                                  f"textnn made the run, with other tokenizer rules); start a new "
                                   f"run from its weights, which reads its own tokenizer: model.init_from={run.path}")
 
 

@@ -49,6 +49,15 @@ def test_word_tokenizer_reads_the_corpora_conventions_alike(raw, pretokenized):
     assert "n't" in tokenizer("do n't") and "n" not in tokenizer("do n't")
 
 
+def test_a_trained_wordpiece_reads_the_corpora_conventions_alike_and_keeps_them_when_saved():
+    wikitext = ["i don 't know , she can 't say", "an old @-@ fashioned film of 1 @,@ 000 days"] * 20
+    tokenizer = Tokenizer.train_wordpiece(wikitext, 200, lowercase=True)
+    for raw, pretokenized in [("i don 't know", "i do n't know"), ("old @-@ fashioned", "old-fashioned"),
+                              ('a "great" film', "a ``great'' film")]:
+        assert tokenizer(raw) == tokenizer(pretokenized)
+    assert Tokenizer.from_dict(json.loads(json.dumps(tokenizer.to_dict())))("don 't") == tokenizer("do n't")
+
+
 def test_word_tokenizer_reads_wikitext_unknown_as_the_unknown_word():
     tokens = Tokenizer("word")("the <unk> river")
     assert tokens == ["the", "<unk>", "river"]

@@ -44,7 +44,19 @@ _NEGATION_RE = re.compile(r"(?<=\w)n ?'t\b", re.IGNORECASE)
 _WIKITEXT_MARK_RE = re.compile(r" @([-,.])@ ")
 _PTB_QUOTE_RE = re.compile(r"``|''")
 _WORD_RE_3 = re.compile(r"n't\b|<unk>|'(?:[stdm]|re|ve|ll)\b|\w+|[^\w\s]", re.IGNORECASE)
-_WORD_RULES_VERSION = 3
+WORD_RULES_VERSION = 3
+
+
+def _corpus_conventions() -> list:
+    """The version 3 word rules' conventions as normalisers of the tokenizers library, for the WordPieces
+    textnn trains: "n't" split from its word however it arrives, WikiText's @-@ @,@ @.@ as the mark, PTB's
+    quotes as ". (BERT's pre-tokenizer then cuts "n't" into n ' t alike in every corpus; WikiText's
+    "<unk>" stays three pieces: the library matches special tokens before normalising.)"""
+    from tokenizers import Regex, normalizers
+
+    return [normalizers.Replace(Regex(_NEGATION_RE.pattern), " n't"),
+            *(normalizers.Replace(f" @{mark}@ ", mark) for mark in "-,."),
+            normalizers.Replace(Regex(_PTB_QUOTE_RE.pattern), '"')]
 
 
 def _words(text: str, rules: int) -> list[str]:
@@ -94,7 +106,7 @@ class Tokenizer:
     KINDS = ("word", "whitespace", "char")  # rule-based: built from the name alone
     TRAINED = ("bpe", "wordpiece")  # learned from data or read from a checkpoint: they carry a model
 
-    def __init__(self, kind: str = "word", lowercase: bool = False, model=None, rules: int = _WORD_RULES_VERSION):
+    def __init__(self, kind: str = "word", lowercase: bool = False, model=None, rules: int = WORD_RULES_VERSION):
         if kind not in self.KINDS and (kind not in self.TRAINED or model is None):
             hint = (f" ({kind} is trained on the data or read from a checkpoint: set data.tokenizer={kind})"
                     if kind in self.TRAINED else "")
@@ -149,10 +161,14 @@ class Tokenizer:
     @classmethod
     def train_wordpiece(cls, lines: Iterable[str], vocab_size: int, lowercase: bool = True) -> "Tokenizer":
         """Train a WordPiece vocabulary of at most `vocab_size` pieces on `lines` (cased or uncased);
-        the specials [PAD] [UNK] [CLS] [SEP] [MASK] get ids 0-4."""
-        from tokenizers import models, trainers
+        the specials [PAD] [UNK] [CLS] [SEP] [MASK] get ids 0-4. Its normaliser also reads the corpora's
+        conventions alike, as the word rules of version 3 do (`_corpus_conventions`); it is saved with the
+        run, so a run trained before keeps its own. A checkpoint's WordPiece (`load_wordpiece`) keeps
+        BERT's pipeline exactly."""
+        from tokenizers import models, normalizers, trainers
 
         tokenizer = cls._wordpiece_pipeline(models.WordPiece(unk_token=UNK), lowercase)
+        tokenizer.normalizer = normalizers.Sequence([tokenizer.normalizer, *_corpus_conventions()])
         with _training_stage("WordPiece", vocab_size) as stage:
             trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=list(WORDPIECE_SPECIALS),
                                                 show_progress=progress.own_bar_allowed())
@@ -249,9 +265,9 @@ class Tokenizer:
                 or (data["kind"] in cls.TRAINED and not isinstance(data.get(data["kind"]), dict))):
             raise TextnnError(f"{path}: expected {{\"kind\": {'|'.join(kinds)}, \"lowercase\": true|false, ...}} as "
                               f"`textnn train` writes it; the file is damaged or from elsewhere: re-train the run")
-        if data["kind"] == "word" and data.get("rules", 2) not in range(2, _WORD_RULES_VERSION + 1):
+        if data["kind"] == "word" and data.get("rules", 2) not in range(2, WORD_RULES_VERSION + 1):
             raise TextnnError(f"{path}: word rules {data['rules']!r}; this textnn knows versions 2 to "
-                              f"{_WORD_RULES_VERSION}: the run was made by a newer textnn, so read it with that one")
+                              f"{WORD_RULES_VERSION}: the run was made by a newer textnn, so read it with that one")
         try:
             return cls.from_dict(data)
         except Exception as err:  # the tokenizers library has its own error type for a damaged model

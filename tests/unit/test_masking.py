@@ -232,6 +232,17 @@ def test_wikitext_articles_are_documents(tmp_path):
     assert read_documents(str(plain), wikitext=False) == [["a b.", "C d."], ["e f."]]
 
 
+def test_wikitext_unknown_word_is_one_unknown_piece(tmp_path):
+    from textnn.data.tokenizers import Tokenizer
+
+    path = tmp_path / "wiki.txt"
+    path.write_text(" = Alpha = \n \n The <unk> river flows . \n", encoding="utf-8")
+    (sentence,), = read_documents(str(path), wikitext=True)
+    assert sentence == "The [UNK] river flows ."
+    tokenizer = Tokenizer.train_wordpiece([sentence] * 5, 60, lowercase=True)
+    assert tokenizer(sentence) == ["the", "[UNK]", "river", "flows", "."]
+
+
 def test_mlm_loss_and_accuracy_on_a_hand_example():
     # two sequences; positions (0,1), (0,2) and (1,1) are predicted, vocabulary of 3
     targets = torch.tensor([[IGNORE, 2, 0], [IGNORE, 1, IGNORE]])

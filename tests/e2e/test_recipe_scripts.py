@@ -1,7 +1,8 @@
 """The recipe scripts README names (recipes/run_ulmfit.sh, recipes/run_transfer_curves.sh), run as README shows
 them but with `--dry-run`: each prints the commands it would run, and every `textnn train` among them loads
 its config with its overrides (in this process, through textnn.config.load_config), each stage starting from
-a stand-in of the run the command before it would write. Nothing trains, and no output folder is made."""
+a stand-in of the run the command before it would write. Nothing trains, and no output folder is made.
+Then recipes/token_overlap.py on two small files."""
 
 from __future__ import annotations
 
@@ -123,3 +124,18 @@ def test_run_transfer_curves_dry_run_prints_commands_whose_configs_all_load(tmp_
     assert configs["scratch_lstm_100_s1"].data.train_subset == 100 and configs["minilm_all_s1"].data.train_subset == 0
     assert all(config.train.max_steps == 2 for config in configs.values())
     assert commands[-1][:2] == ["python", "recipes/transfer_curves.py"] and commands[-1][2] == str(out)
+
+
+def test_token_overlap_shows_a_negation_the_corpus_wrote_otherwise(tmp_path):
+    # WikiText writes "don 't", SST-2 "do n't": under word rules 2 the task's negation never occurs in the
+    # corpus; under rules 3 both are "do n't"
+    corpus, task = tmp_path / "wiki.txt", tmp_path / "task.tsv"
+    corpus.write_text(" i don 't think the <unk> old @-@ fashioned film works . \n", encoding="utf-8")
+    task.write_text("sentence\tlabel\ni do n't like this old-fashioned film .\t0\n", encoding="utf-8")
+    found = subprocess.run([sys.executable, str(REPO / "recipes" / "token_overlap.py"), str(corpus), str(task)],
+                           capture_output=True, text=True, timeout=60)
+    assert found.returncode == 0, found.stderr
+    old, new = found.stdout.splitlines()
+    assert old.startswith("word rules 2:") and "\"n't\" 0 times in the corpus" in old and "most frequent unseen: do, n, like, this" in old
+    assert new.startswith("word rules 3:") and "\"n't\" 1 times in the corpus, 1 in the task" in new
+    assert "(0.0% mark-up" in new and "most frequent unseen: like, this" in new

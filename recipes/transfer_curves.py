@@ -6,7 +6,11 @@ band from the lowest to the highest seed) on a log x axis, and prints a markdown
 accuracy per method and size, with the spread over seeds, and each method's gain over its scratch
 counterpart (ULMFiT over the random AWD-LSTM, our BERT over BERT from random weights, ELMo over the
 same BiLSTM without its features).
-    usage: python recipes/transfer_curves.py runs/transfer [--plot docs/img/transfer_curves.png]
+Several OUT_DIRs may be given, each as DIR or DIR=NOTE: a method found in a later one replaces the
+earlier one's runs, and its label gains the note (runs/transfer_mean="mean pooling" for the BERT runs
+trained again with another sentence representation).
+    usage: python recipes/transfer_curves.py runs/transfer [runs/transfer_mean="mean pooling" ...]
+               [--plot docs/img/transfer_curves.png]
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ ALL_ROWS = 67_349  # SST-2's training rows: where "all" sits on the x axis
 def read(root: Path) -> dict[str, dict[int, list[float]]]:
     """method -> labelled rows -> dev accuracies (one per seed), of the finished runs under root."""
     found: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    if not root.is_dir():
+        raise SystemExit(f"{root}: no such folder (give the OUT_DIR of run_transfer_curves.sh)")
     for status_file in sorted(root.glob("*/run.json")):
         match = RUN.match(status_file.parent.name)
         status = json.loads(status_file.read_text())
@@ -47,11 +53,31 @@ def mean(values: list[float]) -> float:
     return sum(values) / len(values)
 
 
-def table(found: dict) -> str:
+def read_all(roots: list[str]) -> tuple[dict, dict[str, str]]:
+    """The runs of every DIR[=NOTE] in `roots` (a later folder's methods replace an earlier one's), and the
+    note of each method that came from a folder with one."""
+    found: dict = {}
+    notes: dict[str, str] = {}
+    for root in roots:
+        folder, _, note = root.partition("=")
+        for method, by_size in read(Path(folder)).items():
+            found[method] = by_size
+            notes.pop(method, None)
+            if note:
+                notes[method] = note
+    return found, notes
+
+
+def label(method: str, notes: dict[str, str]) -> str:
+    name = METHODS[method][0]
+    return f"{name}, {notes[method]}" if method in notes else name
+
+
+def table(found: dict, notes: dict[str, str]) -> str:
     sizes = sorted({size for by_size in found.values() for size in by_size})
     header = "| method | " + " | ".join("all" if s == ALL_ROWS else f"{s:,}" for s in sizes) + " |"
     lines = [header, "|---|" + "---|" * len(sizes)]
-    for method, (label, scratch) in METHODS.items():
+    for method, (_, scratch) in METHODS.items():
         if method not in found:
             continue
         cells = []
@@ -66,24 +92,24 @@ def table(found: dict) -> str:
             if scratch and found.get(scratch, {}).get(size):
                 cell += f"; {mean(values) - mean(found[scratch][size]):+.1f}"
             cells.append(cell)
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        lines.append(f"| {label(method, notes)} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def plot(found: dict, path: Path) -> None:
+def plot(found: dict, notes: dict[str, str], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(figsize=(7.5, 4.8))
-    for method, (label, scratch) in METHODS.items():
+    for method, (_, scratch) in METHODS.items():
         if method not in found:
             continue
         sizes = sorted(found[method])
         means = [mean(found[method][s]) for s in sizes]
         style = "--" if scratch is None and method.startswith("scratch") else "-"
-        line, = axes.plot(sizes, means, style, marker="o", label=label)
+        line, = axes.plot(sizes, means, style, marker="o", label=label(method, notes))
         axes.fill_between(sizes, [min(found[method][s]) for s in sizes], [max(found[method][s]) for s in sizes],
                           color=line.get_color(), alpha=0.15, linewidth=0)
     axes.set_xscale("log")
@@ -100,14 +126,16 @@ def plot(found: dict, path: Path) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("root", help="the OUT_DIR of run_transfer_curves.sh")
+    parser.add_argument("roots", nargs="+", metavar="DIR[=NOTE]",
+                        help="OUT_DIRs of run_transfer_curves.sh; a later one's methods replace an earlier one's")
     parser.add_argument("--plot", default="docs/img/transfer_curves.png")
     args = parser.parse_args()
-    found = read(Path(args.root))
+    found, notes = read_all(args.roots)
     if not found:
-        raise SystemExit(f"{args.root}: no finished transfer run there (run recipes/run_transfer_curves.sh first)")
-    print(table(found))
-    plot(found, Path(args.plot))
+        raise SystemExit(f"{' '.join(args.roots)}: no finished transfer run there (run recipes/run_transfer_curves.sh "
+                         f"first)")
+    print(table(found, notes))
+    plot(found, notes, Path(args.plot))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ Then recipes/token_overlap.py on two small files."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -139,3 +140,25 @@ def test_token_overlap_shows_a_negation_the_corpus_wrote_otherwise(tmp_path):
     assert old.startswith("word rules 2:") and "\"n't\" 0 times in the corpus" in old and "most frequent unseen: do, n, like, this" in old
     assert new.startswith("word rules 3:") and "\"n't\" 1 times in the corpus, 1 in the task" in new
     assert "(0.0% mark-up" in new and "most frequent unseen: like, this" in new
+
+
+def test_transfer_curves_reads_several_out_dirs_a_later_one_replacing_a_method(tmp_path):
+    def finished(folder: Path, run: str, accuracy: float) -> None:
+        (folder / run).mkdir(parents=True)
+        (folder / run / "run.json").write_text(json.dumps({"status": "finished", "dev": {"accuracy": accuracy}}))
+
+    first, second = tmp_path / "transfer", tmp_path / "transfer_mean"
+    finished(first, "scratch_bert_100_s1", 0.50)
+    finished(first, "bert_100_s1", 0.40)
+    finished(first, "bilstm_100_s1", 0.60)
+    finished(second, "bert_100_s1", 0.55)
+    finished(second, "bert_100_s2", 0.65)
+    (second / "bert_100_s3").mkdir()  # unfinished: no run.json, left out
+    found = subprocess.run([sys.executable, str(REPO / "recipes" / "transfer_curves.py"), str(first),
+                            f"{second}=mean pooling", "--plot", str(tmp_path / "curves.png")],
+                           capture_output=True, text=True, timeout=120)
+    assert found.returncode == 0, found.stderr
+    rows = {line.split(" | ")[0].lstrip("| "): line.split(" | ")[1] for line in found.stdout.splitlines()[2:-1]}
+    assert rows == {"BERT-Mini from scratch": "50.0 |", "BERT-Mini, our pre-training, mean pooling":
+                    "60.0 (55.0-65.0, 2 seeds); +10.0 |", "BiLSTM on GloVe": "60.0 |"}
+    assert (tmp_path / "curves.png").stat().st_size > 0

@@ -6,7 +6,8 @@
 #   scratch_lstm   the ULMFiT classifier on a random AWD-LSTM (preset cpu, the same architecture)
 #   ulmfit         the ULMFiT classifier on ULMFIT_LM, a stage (b) language-model run
 #   scratch_bert   BERT-Mini (4 x 256) from random weights, its WordPiece trained on SST-2's text
-#   bert           the same architecture started from BERT_RUN, our own pre-trained BERT
+#   bert           the same architecture started from BERT_RUN, our own pre-trained BERT (both BERTs classify
+#                  the mean of the token states)
 #   bilstm         the SST-2 BiLSTM on GloVe, without ELMo features (elmo's counterpart)
 #   elmo           the same BiLSTM with ELMo features from ELMO_RUN
 #   minilm         all-MiniLM-L6-v2 fine-tuned (the imported ceiling)
@@ -112,9 +113,12 @@ for size in $sizes; do
     # gradual unfreezing: one more layer group every eighth of the steps, all five groups by the middle
     [[ -n ${ULMFIT_LM:-} ]] && train ulmfit "$size" "$seed" sst2_ulmfit model.init_from="$ULMFIT_LM" \
       train.unfreeze=$(($(steps_for "$size") / 8)) "${fastai_dropouts[@]}" "$@"
+    # both BERTs read the sentence as the mean of its token states: masked-LM pre-training without next-sentence
+    # prediction never trains [CLS] or the pooler over it (docs/RESULTS.md; head.sentence=encoder reads the pooler)
     train scratch_bert "$size" "$seed" sst2_bert_scratch model.preset=mini model.n_layers=4 model.d_model=256 \
-      model.n_heads=4 "$@"
-    [[ -n ${BERT_RUN:-} ]] && train bert "$size" "$seed" sst2_bert_from_pretrain model.init_from="$BERT_RUN" "$@"
+      model.n_heads=4 head.sentence=pooled head.pooling=mean "$@"
+    [[ -n ${BERT_RUN:-} ]] && train bert "$size" "$seed" sst2_bert_from_pretrain model.init_from="$BERT_RUN" \
+      head.sentence=pooled head.pooling=mean "$@"
     train bilstm "$size" "$seed" sst2_bilstm "$@"
     [[ -n ${ELMO_RUN:-} ]] && train elmo "$size" "$seed" sst2_bilstm_elmo data.features_from="$ELMO_RUN" "$@"
     [[ -n $minilm ]] && train minilm "$size" "$seed" sst2_minilm model.init_from="$minilm" "$@"

@@ -60,9 +60,35 @@ def test_pretrain_then_classify_from_the_pretrained_run(tmp_path):
     assert loaded and int(loaded.group(1)) == len(encoder)
     assert all(name.startswith("head.") for name in loaded.group(2).split(", "))
     assert (tmp_path / "cls" / "vocab.json").read_text() == (tmp_path / "pre" / "vocab.json").read_text()
+    assert UNTRAINED_POOLER not in proc.stderr  # next-sentence prediction trained the pooler
     tuned = load_file(str(tmp_path / "cls" / "model.safetensors"))
     # at lr 1e-9 the encoder stays where pre-training left it
     assert all((tuned[k] - pre[k]).abs().max() < 1e-5 for k in encoder)
+
+
+UNTRAINED_POOLER = "was pre-trained without next-sentence prediction"
+
+
+def test_a_classifier_on_the_pooler_of_a_pretraining_without_nsp_is_told_to_pool_the_tokens(tmp_path):
+    rng = random.Random(1)
+    docs = ["\n".join(" ".join(sentence(rng) for _ in range(3)) for _ in range(4)) for _ in range(8)]
+    (tmp_path / "corpus.txt").write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+    (tmp_path / "pre.yaml").write_text(
+        "task: pretraining\ndata: {train: corpus.txt, dev: corpus.txt, wordpiece_vocab_size: 120, max_length: 32,"
+        " nsp: false}\nmodel: {name: bert, preset: tiny}\n" + TRAIN + "\n", encoding="utf-8")
+    assert cli(tmp_path, "train", "pre.yaml", "--run-dir", "pre").returncode == 0
+    (tmp_path / "cls.tsv").write_text("sentence\tlabel\n" + "".join(f"{sentence(rng)}\t{i % 2}\n" for i in range(8)),
+                                      encoding="utf-8")
+    (tmp_path / "cls.yaml").write_text(
+        "task: classification\ndata: {format: tsv, train: cls.tsv, dev: cls.tsv, max_length: 24}\n"
+        "model: {init_from: pre}\n" + TRAIN + "\n", encoding="utf-8")
+    told = cli(tmp_path, "train", "cls.yaml", "--run-dir", "cls")
+    assert told.returncode == 0, told.stderr
+    note = [line for line in told.stderr.splitlines() if UNTRAINED_POOLER in line]
+    assert len(note) == 1 and "head.sentence=pooled head.pooling=mean" in note[0]
+    pooled = cli(tmp_path, "train", "cls.yaml", "--run-dir", "pooled", "head.sentence=pooled", "head.pooling=mean")
+    assert pooled.returncode == 0, pooled.stderr
+    assert UNTRAINED_POOLER not in pooled.stderr
 
 
 def squad_fixture(path: Path, articles: int, seed: int) -> list[dict]:

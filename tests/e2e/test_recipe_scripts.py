@@ -122,6 +122,8 @@ def test_run_transfer_curves_dry_run_prints_commands_whose_configs_all_load(tmp_
     # 150 steps at 100 rows: 2 batches of 64 an epoch for the BiLSTMs, 4 of 32 for BERT
     assert configs["elmo_100_s1"].train.epochs == 75 and configs["bert_100_s1"].train.epochs == 38
     assert configs["scratch_bert_100_s1"].model.n_layers == 4
+    assert all((configs[f"{m}_100_s1"].head.sentence, configs[f"{m}_100_s1"].head.pooling) == ("pooled", "mean")
+               for m in ("bert", "scratch_bert"))
     assert configs["scratch_lstm_100_s1"].data.train_subset == 100 and configs["minilm_all_s1"].data.train_subset == 0
     assert all(config.train.max_steps == 2 for config in configs.values())
     assert commands[-1][:2] == ["python", "recipes/transfer_curves.py"] and commands[-1][2] == str(out)

@@ -32,6 +32,21 @@ from textnn.tasks.features import (FeatureSource, frozen_layers, pad_word_inputs
                                    source_from_run)
 
 
+
+def _reads_an_untrained_pooler(config: Config) -> bool:
+    """Whether this classifier reads the encoder's sentence vector (BERT's pooler over [CLS]) from a textnn
+    pre-training run that had no next-sentence prediction: masked-LM alone gives [CLS] and the pooler no
+    training signal (RoBERTa-style pre-training; Liu et al. 2019 classify from [CLS] after fine-tuning it)."""
+    if not config.init_from or config.head.sentence != "encoder" \
+            or not registry.encoder_class(config.model_name).gives_sentence:
+        return False
+    from textnn import transfer
+
+    if transfer.start_kind(config.init_from) != transfer.RUN:
+        return False
+    start = transfer.read_start_config(config.init_from, "model.init_from")
+    return start.get("task") == "pretraining" and (start.get("data") or {}).get("nsp") is False
+
 class ClassificationTask(BatchTask):
     data_config = ClassificationData
     head_config = ClassificationHeadConfig
@@ -128,6 +143,11 @@ class ClassificationTask(BatchTask):
             kept = subset_indices(len(train_records), data.train_subset, config.train.seed, data.train)
             train_records, train_tokens = [train_records[i] for i in kept], [train_tokens[i] for i in kept]
             print(f"data.train_subset: training on {len(kept):,} examples of {data.train} (seed {config.train.seed})",
+                  file=sys.stderr)
+        if _reads_an_untrained_pooler(config):
+            print(f"note: model.init_from={config.init_from} was pre-trained without next-sentence prediction "
+                  f"(data.nsp false), which never trains [CLS] nor the pooler over it that head.sentence=encoder "
+                  f"classifies from; head.sentence=pooled head.pooling=mean reads the token states it did train",
                   file=sys.stderr)
         # A packing encoder frames its inputs with [CLS] and [SEP] (and pre-trains with [MASK]).
         packs = "segments" in registry.encoder_class(config.model_name).reads

@@ -5,6 +5,7 @@
 # seed (three at 1,000 and below, one above), one classifier per method:
 #   scratch_lstm   the ULMFiT classifier on a random AWD-LSTM (preset cpu, the same architecture)
 #   ulmfit         the ULMFiT classifier on ULMFIT_LM, a stage (b) language-model run
+#   ulmfit_one_rate  the same, with one rate for every layer and no gradual unfreezing
 #   scratch_bert   BERT-Mini (4 x 256) from random weights, its WordPiece trained on SST-2's text
 #   bert           the same architecture started from BERT_RUN, our own pre-trained BERT (both BERTs classify
 #                  the mean of the token states)
@@ -22,8 +23,8 @@
 #   usage: ULMFIT_LM=runs/ulmfit/sst2_ulmfit_lm BERT_RUN=runs/wikitext2_bert_mini_pretrain \
 #          ELMO_RUN=runs/elmo/wikitext2_elmo bash recipes/run_transfer_curves.sh [--dry-run] [OUT_DIR] [key=value ...]
 #          (default OUT_DIR runs/transfer; SIZES="100 300 1000 3000 all", SEEDS="1 2 3", PLOT, and METHODS, a
-#          subset of "scratch_lstm ulmfit scratch_bert bert bilstm elmo minilm", may be set: two one-thread queues
-#          can then share the grid, each with its own methods, in one OUT_DIR)
+#          subset of "scratch_lstm ulmfit ulmfit_one_rate scratch_bert bert bilstm elmo minilm", may be set: two
+#          one-thread queues can then share the grid, each with its own methods, in one OUT_DIR)
 set -euo pipefail
 if [[ $# -gt 0 && ($1 == -h || $1 == --help) ]]; then
   sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
@@ -57,10 +58,11 @@ steps_for() {
   esac
 }
 
-methods=" ${METHODS:-scratch_lstm ulmfit scratch_bert bert bilstm elmo minilm} "
+methods=" ${METHODS:-scratch_lstm ulmfit ulmfit_one_rate scratch_bert bert bilstm elmo minilm} "
 for method in $methods; do
-  [[ " scratch_lstm ulmfit scratch_bert bert bilstm elmo minilm " == *" $method "* ]] \
-    || { echo "run_transfer_curves.sh: METHODS: '$method' is none of scratch_lstm ulmfit scratch_bert bert bilstm elmo minilm" >&2; exit 2; }
+  [[ " scratch_lstm ulmfit ulmfit_one_rate scratch_bert bert bilstm elmo minilm " == *" $method "* ]] \
+    || { echo "run_transfer_curves.sh: METHODS: '$method' is none of scratch_lstm ulmfit ulmfit_one_rate scratch_bert bert" \
+              "bilstm elmo minilm" >&2; exit 2; }
 done
 
 train() {  # train METHOD SIZE SEED RECIPE [key=value ...]
@@ -113,6 +115,9 @@ for size in $sizes; do
     # gradual unfreezing: one more layer group every eighth of the steps, all five groups by the middle
     [[ -n ${ULMFIT_LM:-} ]] && train ulmfit "$size" "$seed" sst2_ulmfit model.init_from="$ULMFIT_LM" \
       train.unfreeze=$(($(steps_for "$size") / 8)) "${fastai_dropouts[@]}" "$@"
+    # a language model this far from converged needs its lower layers to change, not to be kept (docs/RESULTS.md)
+    [[ -n ${ULMFIT_LM:-} ]] && train ulmfit_one_rate "$size" "$seed" sst2_ulmfit model.init_from="$ULMFIT_LM" \
+      train.unfreeze=0 train.layer_lr_decay=1 "${fastai_dropouts[@]}" "$@"
     # both BERTs read the sentence as the mean of its token states: masked-LM pre-training without next-sentence
     # prediction never trains [CLS] or the pooler over it (docs/RESULTS.md; head.sentence=encoder reads the pooler)
     train scratch_bert "$size" "$seed" sst2_bert_scratch model.preset=mini model.n_layers=4 model.d_model=256 \

@@ -24,6 +24,7 @@ from pathlib import Path
 METHODS = {  # name -> (label in the plot and table, the scratch method it is compared with)
     "scratch_lstm": ("AWD-LSTM from scratch", None),
     "ulmfit": ("ULMFiT (our WikiText-2 LM)", "scratch_lstm"),
+    "ulmfit_one_rate": ("ULMFiT, one rate, no gradual unfreezing", "scratch_lstm"),
     "scratch_bert": ("BERT-Mini from scratch", None),
     "bert": ("BERT-Mini, our pre-training", "scratch_bert"),
     "bilstm": ("BiLSTM on GloVe", None),

@@ -113,10 +113,13 @@ def test_run_transfer_curves_dry_run_prints_commands_whose_configs_all_load(tmp_
     commands = dry_run("run_transfer_curves.sh", "--dry-run", str(out), "train.max_steps=2", env=env)
     assert not out.exists()
     configs = check_commands(commands, out)
-    methods = ["scratch_lstm", "ulmfit", "scratch_bert", "bert", "bilstm", "elmo", "minilm"]
+    methods = ["scratch_lstm", "ulmfit", "ulmfit_one_rate", "scratch_bert", "bert", "bilstm", "elmo", "minilm"]
     # two seeds at 100 rows, one for the whole set
     assert list(configs) == [f"{m}_100_s{seed}" for seed in (1, 2) for m in methods] + [f"{m}_all_s1" for m in methods]
-    assert configs["ulmfit_100_s1"].init_from == env["ULMFIT_LM"]
+    assert configs["ulmfit_100_s1"].init_from == env["ULMFIT_LM"] == configs["ulmfit_one_rate_100_s1"].init_from
+    schedules = {run: (configs[run].train.unfreeze, configs[run].train.layer_lr_decay)
+                 for run in ("ulmfit_100_s1", "ulmfit_one_rate_100_s1")}
+    assert schedules["ulmfit_one_rate_100_s1"] == (0, 1) != schedules["ulmfit_100_s1"]
     assert configs["bert_100_s1"].init_from == env["BERT_RUN"]
     assert configs["elmo_100_s1"].data.features_from == env["ELMO_RUN"] and not configs["bilstm_100_s1"].data.features_from
     # 150 steps at 100 rows: 2 batches of 64 an epoch for the BiLSTMs, 4 of 32 for BERT

@@ -33,15 +33,20 @@ def sentence(rng: random.Random) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(rng.randint(4, 9))).capitalize() + " ."
 
 
+def pretrain(root: Path, rng: random.Random, documents: int, data_option: str) -> None:
+    """A tiny BERT pre-trained for 3 steps on `documents` random documents into root/pre."""
+    docs = ["\n".join(" ".join(sentence(rng) for _ in range(3)) for _ in range(4)) for _ in range(documents)]
+    (root / "corpus.txt").write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+    (root / "pre.yaml").write_text(
+        "task: pretraining\ndata: {train: corpus.txt, dev: corpus.txt, wordpiece_vocab_size: 120, max_length: 32,"
+        f" {data_option}}}\nmodel: {{name: bert, preset: tiny}}\n" + TRAIN + "\n", encoding="utf-8")
+    proc = cli(root, "train", "pre.yaml", "--run-dir", "pre")
+    assert proc.returncode == 0, proc.stderr
+
+
 def test_pretrain_then_classify_from_the_pretrained_run(tmp_path):
     rng = random.Random(0)
-    docs = ["\n".join(" ".join(sentence(rng) for _ in range(3)) for _ in range(4)) for _ in range(12)]
-    (tmp_path / "corpus.txt").write_text("\n\n".join(docs) + "\n", encoding="utf-8")
-    (tmp_path / "pre.yaml").write_text(
-        "task: pretraining\ndata: {train: corpus.txt, dev: corpus.txt, wordpiece_vocab_size: 120, max_length: 32,"
-        " whole_word_masking: true}\nmodel: {name: bert, preset: tiny}\n" + TRAIN + "\n", encoding="utf-8")
-    proc = cli(tmp_path, "train", "pre.yaml", "--run-dir", "pre")
-    assert proc.returncode == 0, proc.stderr
+    pretrain(tmp_path, rng, 12, "whole_word_masking: true")
     records = [json.loads(line) for line in (tmp_path / "pre" / "metrics.jsonl").read_text().splitlines()]
     dev = [r for r in records if "mlm_accuracy" in r]
     assert dev and all(0 <= r["mlm_accuracy"] <= 1 and 0 <= r["nsp_accuracy"] <= 1 for r in dev)
@@ -71,12 +76,7 @@ UNTRAINED_POOLER = "was pre-trained without next-sentence prediction"
 
 def test_a_classifier_on_the_pooler_of_a_pretraining_without_nsp_is_told_to_pool_the_tokens(tmp_path):
     rng = random.Random(1)
-    docs = ["\n".join(" ".join(sentence(rng) for _ in range(3)) for _ in range(4)) for _ in range(8)]
-    (tmp_path / "corpus.txt").write_text("\n\n".join(docs) + "\n", encoding="utf-8")
-    (tmp_path / "pre.yaml").write_text(
-        "task: pretraining\ndata: {train: corpus.txt, dev: corpus.txt, wordpiece_vocab_size: 120, max_length: 32,"
-        " nsp: false}\nmodel: {name: bert, preset: tiny}\n" + TRAIN + "\n", encoding="utf-8")
-    assert cli(tmp_path, "train", "pre.yaml", "--run-dir", "pre").returncode == 0
+    pretrain(tmp_path, rng, 8, "nsp: false")
     (tmp_path / "cls.tsv").write_text("sentence\tlabel\n" + "".join(f"{sentence(rng)}\t{i % 2}\n" for i in range(8)),
                                       encoding="utf-8")
     (tmp_path / "cls.yaml").write_text(

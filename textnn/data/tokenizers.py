@@ -54,7 +54,7 @@ def _corpus_conventions() -> list:
     "<unk>" stays three pieces: the library matches special tokens before normalising.)"""
     from tokenizers import Regex, normalizers
 
-    return [normalizers.Replace(Regex(_NEGATION_RE.pattern), " n't"),
+    return [normalizers.Replace(Regex("(?i)" + _NEGATION_RE.pattern), " n't"),  # a cased WordPiece's "DON'T" too
             *(normalizers.Replace(f" @{mark}@ ", mark) for mark in "-,."),
             normalizers.Replace(Regex(_PTB_QUOTE_RE.pattern), '"')]
 

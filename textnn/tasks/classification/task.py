@@ -32,11 +32,10 @@ from textnn.tasks.features import (FeatureSource, frozen_layers, pad_word_inputs
                                    source_from_run)
 
 
-
 def _reads_an_untrained_pooler(config: Config) -> bool:
     """Whether this classifier reads the encoder's sentence vector (BERT's pooler over [CLS]) from a textnn
     pre-training run that had no next-sentence prediction: masked-LM alone gives [CLS] and the pooler no
-    training signal (RoBERTa-style pre-training; Liu et al. 2019 classify from [CLS] after fine-tuning it)."""
+    training signal (RoBERTa-style pre-training, Liu et al. 2019)."""
     if not config.init_from or config.head.sentence != "encoder" \
             or not registry.encoder_class(config.model_name).gives_sentence:
         return False
@@ -46,6 +45,7 @@ def _reads_an_untrained_pooler(config: Config) -> bool:
         return False
     start = transfer.read_start_config(config.init_from, "model.init_from")
     return start.get("task") == "pretraining" and (start.get("data") or {}).get("nsp") is False
+
 
 class ClassificationTask(BatchTask):
     data_config = ClassificationData

@@ -35,7 +35,7 @@ from safetensors.torch import load_file
 from torch import nn
 
 from textnn import registry, transfer
-from textnn.config import build_dataclass, check_key
+from textnn.config import WordVectorData, build_dataclass, check_key, opt
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import Vocab
 from textnn.errors import TextnnError
@@ -153,18 +153,28 @@ class FrozenLayers(nn.Module):
         return self.dropout(combine_layers(words, self.how, self.mix))
 
 
-def check_feature_options(data: object) -> None:
-    """The data.features_* options of a task that takes frozen features (its data config's __post_init__)."""
-    check_key(data.features_layers in LAYER_COMBINATIONS, "data.features_layers", data.features_layers,
-              ", ".join(LAYER_COMBINATIONS))
-    check_key(isinstance(data.features_dropout, (int, float)) and not isinstance(data.features_dropout, bool)
-              and 0.0 <= data.features_dropout < 1.0, "data.features_dropout", data.features_dropout,
-              "a probability in [0, 1)")
-    check_key(isinstance(data.features_layer_norm, bool), "data.features_layer_norm", data.features_layer_norm,
-              "true or false")
+@dataclass
+class FeatureData(WordVectorData):
+    """The data options of a task whose model can take a frozen encoder's layers as extra input
+    (classification, tagging): what each task's data config adds to WordVectorData."""
+
+    features_from: str = opt("", "a run or Hugging Face directory of a BERT-family encoder, or an ELMo run, whose frozen layers join the word-level input of a model that takes them")
+    features_layers: str = opt("last", "data.features_from: last, sum4 (sum of the last four layers), cat4 (their concatenation) or mix (a learned scalar mix of all, Peters et al. 2018)")
+    features_dropout: float = opt(0.0, "data.features_from: dropout on the combined features (Peters et al. 2018 §3.3), in [0, 1)")
+    features_layer_norm: bool = opt(False, "data.features_layers=mix: layer-normalise each layer before the mix (Peters et al. 2018 §3.2)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_key(self.features_layers in LAYER_COMBINATIONS, "data.features_layers", self.features_layers,
+                  ", ".join(LAYER_COMBINATIONS))
+        check_key(isinstance(self.features_dropout, (int, float)) and not isinstance(self.features_dropout, bool)
+                  and 0.0 <= self.features_dropout < 1.0, "data.features_dropout", self.features_dropout,
+                  "a probability in [0, 1)")
+        check_key(isinstance(self.features_layer_norm, bool), "data.features_layer_norm", self.features_layer_norm,
+                  "true or false")
 
 
-def frozen_layers(source: FeatureSource | None, data: object) -> FrozenLayers | None:
+def frozen_layers(source: FeatureSource | None, data: FeatureData) -> FrozenLayers | None:
     """The frozen feature encoder a task's data options ask for, or None without data.features_from."""
     if source is None:
         return None

@@ -21,12 +21,12 @@ from textnn.data.readers import Record, Records, line_list, read_classification
 from textnn.data.tokenizers import Tokenizer
 from textnn.errors import TextnnError, where
 from textnn.tasks.base import blank
-from textnn.tasks.features import check_feature_options
+from textnn.tasks.features import FeatureData
 from textnn.tasks.inputs import announce, field, json_records, reads_json_lines
 
 
 @dataclass
-class ClassificationData(WordVectorData):
+class ClassificationData(FeatureData):
     format: str = opt("tsv", "input format: tsv, csv, jsonl, fasttext, label_text or class_files")
     text_column: str = opt("sentence", "column (name, or 0-based index) holding the text")
     text_pair_column: str = opt("", "column holding the second sentence of a pair; empty for single sentences")
@@ -41,10 +41,8 @@ class ClassificationData(WordVectorData):
     wordpiece_vocab_size: int = opt(8000, "tokenizer wordpiece: size of the vocabulary trained on data.train")
     extend_vocab: int = opt(0, "with model.init_from (word tokenizers): add the words of data.train seen at least this often that the starting vocabulary lacks, their rows starting at the mean of the starting rows (ULMFiT's fastai code); 0 = keep the starting vocabulary")
     regression: bool = opt(False, "labels are real numbers (STS-B): one output trained with the squared error, scored by Pearson/Spearman")
+    # FeatureData's option, its doc narrowed: classification takes only word-level (ELMo) features
     features_from: str = opt("", "an ELMo run whose frozen layers join the word embeddings of a classifier that takes them (rnn, cnn)")
-    features_layers: str = opt("last", "data.features_from: last, sum4 (sum of the last four layers), cat4 (their concatenation) or mix (a learned scalar mix of all, Peters et al. 2018)")
-    features_dropout: float = opt(0.0, "data.features_from: dropout on the combined features (Peters et al. 2018 §3.3), in [0, 1)")
-    features_layer_norm: bool = opt(False, "data.features_layers=mix: layer-normalise each layer before the mix (Peters et al. 2018 §3.2)")
 
     TOKENIZATION = (*WordVectorData.TOKENIZATION, "wordpiece_vocab_size")
 
@@ -58,7 +56,6 @@ class ClassificationData(WordVectorData):
         check_key(self.extend_vocab >= 0, "data.extend_vocab", self.extend_vocab, "an integer >= 0 (0 = off)")
         check_key(self.kfold == 0 or self.kfold >= 2, "data.kfold", self.kfold, "0 (off) or >= 2")
         check_key(self.kfold == 0 or 0 <= self.fold < self.kfold, "data.fold", self.fold, f"0 .. {self.kfold - 1}")
-        check_feature_options(self)
 
 
 @dataclass

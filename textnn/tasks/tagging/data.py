@@ -14,13 +14,13 @@ from textnn.config import Config, WordVectorData, check_key, opt
 from textnn.data.batching import Batch, OnDevice
 from textnn.data.cache import cached
 from textnn.data.conll import Sentence, read_conll
-from textnn.tasks.features import check_feature_options
+from textnn.tasks.features import FeatureData
 
 TAG_SCHEMES = ("iob1", "iob2", "bio", "bioes")
 
 
 @dataclass
-class TaggingData(WordVectorData):
+class TaggingData(FeatureData):
     format: str = opt("conll", "input format: conll (one token per line, columns, blank line between sentences)")
     token_column: int = opt(0, "conll: 0-based column holding the token")
     tag_column: int = opt(-1, "conll: 0-based column holding the tag; -1 = the last column")
@@ -28,10 +28,6 @@ class TaggingData(WordVectorData):
     train_tag_scheme: str = opt("bioes", "scheme the model learns and decodes in; predictions are written back in data.tag_scheme")
     max_length: int = opt(0, "sub-word encoders (bert): pieces per sentence, [CLS] and [SEP] included; 0 = the encoder's limit")
     wordpiece_vocab_size: int = opt(8000, "tokenizer wordpiece without model.init_from: size of the vocabulary trained on data.train")
-    features_from: str = opt("", "a run or Hugging Face directory of a BERT-family encoder, or an ELMo run, whose frozen layers join a word-level tagger's input")
-    features_layers: str = opt("last", "data.features_from: last, sum4 (sum of the last four layers), cat4 (their concatenation) or mix (a learned scalar mix of all, Peters et al. 2018)")
-    features_dropout: float = opt(0.0, "data.features_from: dropout on the combined features (Peters et al. 2018 §3.3), in [0, 1)")
-    features_layer_norm: bool = opt(False, "data.features_layers=mix: layer-normalise each layer before the mix (Peters et al. 2018 §3.2)")
 
     TOKENIZATION = (*WordVectorData.TOKENIZATION, "wordpiece_vocab_size")
 
@@ -41,7 +37,6 @@ class TaggingData(WordVectorData):
                   "word or whitespace (tagging splits raw prediction input into words), or wordpiece for a "
                   "sub-word encoder (bert)")
         check_key(self.max_length >= 0, "data.max_length", self.max_length, "an integer >= 0")
-        check_feature_options(self)
         for key in ("tag_scheme", "train_tag_scheme"):
             check_key(getattr(self, key) in TAG_SCHEMES, f"data.{key}", getattr(self, key), ", ".join(TAG_SCHEMES))
         check_key(self.token_column >= 0, "data.token_column", self.token_column, "an integer >= 0")

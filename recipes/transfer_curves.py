@@ -1,11 +1,11 @@
 """The transfer learning curves: dev accuracy against the number of labelled training examples.
 
 Reads the runs recipes/run_transfer_curves.sh writes (OUT_DIR/<method>_<size>_s<seed>/run.json, the
-dev accuracy of each run's best checkpoint), draws one line per method (the mean over seeds, with a
-band from the lowest to the highest seed) on a log x axis, and prints a markdown table: the mean
-accuracy per method and size, with the spread over seeds, and each method's gain over its scratch
-counterpart (ULMFiT over the random AWD-LSTM, our BERT over BERT from random weights, ELMo over the
-same BiLSTM without its features).
+dev accuracy of each run's best checkpoint) and prints a markdown table: the mean accuracy per method
+and size, with the spread over seeds, and each method's gain over its scratch counterpart (ULMFiT over
+the random AWD-LSTM, our BERT over BERT from random weights, ELMo over the same BiLSTM without its
+features). With --plot PNG it also draws one line per method (the mean over seeds, with a band from
+the lowest to the highest seed) on a log x axis; run_transfer_curves.sh draws docs/img/transfer_curves.png.
 Several OUT_DIRs may be given, each as DIR or DIR=NOTE: a method found in a later one replaces the
 earlier one's runs, and its label gains the note (runs/transfer_mean="mean pooling" for the BERT runs
 trained again with another sentence representation).
@@ -129,14 +129,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("roots", nargs="+", metavar="DIR[=NOTE]",
                         help="OUT_DIRs of run_transfer_curves.sh; a later one's methods replace an earlier one's")
-    parser.add_argument("--plot", default="docs/img/transfer_curves.png")
+    parser.add_argument("--plot", metavar="PNG", help="also draw the curves into this file (the grid's own plot is "
+                                                      "docs/img/transfer_curves.png); without it, only the table")
     args = parser.parse_args()
     found, notes = read_all(args.roots)
     if not found:
         raise SystemExit(f"{' '.join(args.roots)}: no finished transfer run there (run recipes/run_transfer_curves.sh "
                          f"first)")
     print(table(found, notes))
-    plot(found, notes, Path(args.plot))
+    if args.plot:
+        plot(found, notes, Path(args.plot))
 
 
 if __name__ == "__main__":

@@ -167,3 +167,16 @@ def test_transfer_curves_reads_several_out_dirs_a_later_one_replacing_a_method(t
     assert rows == {"BERT-Mini from scratch": "50.0 |", "BERT-Mini, our pre-training, mean pooling":
                     "60.0 (55.0-65.0, 2 seeds); +10.0 |", "BiLSTM on GloVe": "60.0 |"}
     assert (tmp_path / "curves.png").stat().st_size > 0
+
+
+def test_transfer_curves_without_plot_prints_the_table_and_writes_no_picture(tmp_path):
+    folder = tmp_path / "transfer"
+    (folder / "scratch_lstm_100_s1").mkdir(parents=True)
+    (folder / "scratch_lstm_100_s1" / "run.json").write_text(json.dumps({"status": "finished", "dev": {"accuracy": 0.5}}))
+    # run where the grid's own plot would be written (docs/img/ under the working directory)
+    (tmp_path / "docs" / "img").mkdir(parents=True)
+    found = subprocess.run([sys.executable, str(REPO / "recipes" / "transfer_curves.py"), str(folder)],
+                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.splitlines()[-1] == "| AWD-LSTM from scratch | 50.0 |"
+    assert list(tmp_path.rglob("*.png")) == []

@@ -58,11 +58,11 @@ steps_for() {
   esac
 }
 
-methods=" ${METHODS:-scratch_lstm ulmfit ulmfit_one_rate scratch_bert bert bilstm elmo minilm} "
+every_method="scratch_lstm ulmfit ulmfit_one_rate scratch_bert bert bilstm elmo minilm"
+methods=" ${METHODS:-$every_method} "
 for method in $methods; do
-  [[ " scratch_lstm ulmfit ulmfit_one_rate scratch_bert bert bilstm elmo minilm " == *" $method "* ]] \
-    || { echo "run_transfer_curves.sh: METHODS: '$method' is none of scratch_lstm ulmfit ulmfit_one_rate scratch_bert bert" \
-              "bilstm elmo minilm" >&2; exit 2; }
+  [[ " $every_method " == *" $method "* ]] \
+    || { echo "run_transfer_curves.sh: METHODS: '$method' is none of $every_method" >&2; exit 2; }
 done
 
 train() {  # train METHOD SIZE SEED RECIPE [key=value ...]

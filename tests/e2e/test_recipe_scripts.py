@@ -2,7 +2,8 @@
 them but with `--dry-run`: each prints the commands it would run, and every `textnn train` among them loads
 its config with its overrides (in this process, through textnn.config.load_config), each stage starting from
 a stand-in of the run the command before it would write. Nothing trains, and no output folder is made.
-Then recipes/token_overlap.py on two small files."""
+Then the recipes' Python scripts on small made-up inputs: token_overlap.py, transfer_curves.py and
+plot_curves.py."""
 
 from __future__ import annotations
 
@@ -180,3 +181,40 @@ def test_transfer_curves_without_plot_prints_the_table_and_writes_no_picture(tmp
     assert found.returncode == 0, found.stderr
     assert found.stdout.splitlines()[-1] == "| AWD-LSTM from scratch | 50.0 |"
     assert list(tmp_path.rglob("*.png")) == []
+
+
+def _run_with_epochs(folder: Path, steps_per_epoch: int, epochs: int, dev_every: int) -> Path:
+    """A run folder whose metrics.jsonl logs training every 10 steps, `steps_per_epoch` steps an epoch, and
+    dev accuracy every `dev_every` steps (accuracy = the step, so a point's place is easy to check)."""
+    folder.mkdir(parents=True)
+    records = [{"split": "train", "step": step, "epoch": (step - 1) // steps_per_epoch, "loss": 1.0, "seconds": step / 10}
+               for step in range(1, steps_per_epoch * epochs + 1, 10)]
+    records += [{"split": "dev", "step": step, "epoch": (step - 1) // steps_per_epoch, "accuracy": step}
+                for step in range(dev_every, steps_per_epoch * epochs + 1, dev_every)]
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return folder
+
+
+def test_plot_curves_puts_runs_of_different_batch_sizes_on_one_epoch_axis(tmp_path):
+    # a run of 100 steps an epoch (large batches) and one of 400 (small): at equal data read, their dev
+    # points must fall on the same epochs
+    sys.path.insert(0, str(REPO / "recipes"))
+    try:
+        import plot_curves
+    finally:
+        sys.path.remove(str(REPO / "recipes"))
+    large = _run_with_epochs(tmp_path / "large", steps_per_epoch=100, epochs=4, dev_every=100)
+    small = _run_with_epochs(tmp_path / "small", steps_per_epoch=400, epochs=3, dev_every=400)
+    assert plot_curves.curve(large, "dev", "accuracy", x="epoch") == ([1.0, 2.0, 3.0, 4.0], [100, 200, 300, 400])
+    assert plot_curves.curve(small, "dev", "accuracy", x="epoch") == ([1.0, 2.0, 3.0], [400, 800, 1200])
+    assert plot_curves.curve(small, "dev", "accuracy", x="step")[0] == [400, 800, 1200]
+    short = _run_with_epochs(tmp_path / "short", steps_per_epoch=400, epochs=1, dev_every=200)
+    assert plot_curves.curve(short, "dev", "accuracy", x="epoch") == ([], [])  # one epoch: no way to size it
+
+    found = subprocess.run([sys.executable, str(REPO / "recipes" / "plot_curves.py"), str(tmp_path),
+                            str(tmp_path / "curves.png"), "--metric", "accuracy", "--x", "epoch",
+                            "--runs", "large=batch 128", "small", "short"], capture_output=True, text=True, timeout=120)
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.splitlines() == ["short: left out, its records hold fewer than two epochs",
+                                         f"wrote {tmp_path / 'curves.png'}"]
+    assert (tmp_path / "curves.png").stat().st_size > 0

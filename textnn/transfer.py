@@ -143,7 +143,7 @@ def read_start_weights(path: str | Path) -> dict[str, torch.Tensor]:
 def load_start_weights(model: torch.nn.Module, path: str | Path, with_head: bool = False,
                        grown_rows: tuple[int, int] | None = None) -> dict[str, list[str]]:
     """Load the `encoder.*` weights of the start in `path` into `model`, and its `head.*` weights too
-    `with_head` (a language model started from a language model).
+    `with_head` (a language model started from a language model, pre-training from pre-training).
 
     Loading is by parameter name. Returns what was loaded, what is new here (the head, and any
     encoder parameter the start lacks) and what was left out (its head). A shape mismatch is an

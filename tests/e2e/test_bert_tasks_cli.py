@@ -71,6 +71,28 @@ def test_pretrain_then_classify_from_the_pretrained_run(tmp_path):
     assert all((tuned[k] - pre[k]).abs().max() < 1e-5 for k in encoder)
 
 
+def test_pretraining_from_a_pretraining_run_goes_on_with_its_mlm_head(tmp_path):
+    # More MLM on new text (task-adaptive pre-training) from a pre-training run: its MLM head scores the
+    # inherited vocabulary, so it must carry over bit for bit, not start again from random weights
+    rng = random.Random(2)
+    pretrain(tmp_path, rng, 8, "nsp: false")
+    (tmp_path / "task.txt").write_text("\n".join(sentence(rng) for _ in range(40)) + "\n", encoding="utf-8")
+    (tmp_path / "more.yaml").write_text(
+        "task: pretraining\ndata: {train: task.txt, dev: task.txt, max_length: 32, nsp: false}\n"
+        "model: {init_from: pre}\n" + TRAIN.replace("max_steps: 3", "max_steps: 1").replace("lr: 1.0e-3", "lr: 1.0e-9")
+        + "\n", encoding="utf-8")
+    proc = cli(tmp_path, "train", "more.yaml", "--run-dir", "more")
+    assert proc.returncode == 0, proc.stderr
+    pre, more = (load_file(str(tmp_path / run / "model.safetensors")) for run in ("pre", "more"))
+    head = sorted(name for name in pre if name.startswith("head.mlm."))
+    assert head and sorted(name for name in more if name.startswith("head.mlm.")) == head
+    loaded = re.search(r"loaded (\d+) encoder and head tensors; new here: ([^;]*); left out: (.*)", proc.stderr)
+    assert loaded and int(loaded.group(1)) == len(pre) and loaded.group(2) == loaded.group(3) == "none"
+    # one step at lr 1e-9: the head is where pre-training left it (a fresh head would be far from it)
+    assert all((more[name] - pre[name]).abs().max() < 1e-5 for name in head)
+    assert (tmp_path / "more" / "vocab.json").read_text() == (tmp_path / "pre" / "vocab.json").read_text()
+
+
 UNTRAINED_POOLER = "was pre-trained without next-sentence prediction"
 
 

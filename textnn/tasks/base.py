@@ -90,7 +90,8 @@ class Task(ABC):
     intervals: ClassVar[bool] = True
     metric_note: ClassVar[str] = ""  # what `textnn explain TASK` says about its metrics (train.metric), if anything
     # A run started (model.init_from) from a run of the same task takes that run's head and head options
-    # too, when the head depends only on what it inherits (a language model's output layer: the vocabulary).
+    # too, when the head depends only on what it inherits (a language model's output layer, BERT's MLM head:
+    # the vocabulary).
     keeps_start_head: ClassVar[bool] = False
     # With data.extend_vocab: the size of the starting run's vocabulary; ids from it on are words added here.
     start_vocab_size: int | None = None

@@ -51,6 +51,10 @@ class PretrainingTask(BatchTask):
     metric_directions = {"loss": False, "mlm_loss": False, "mlm_accuracy": True, "nsp_loss": False,
                          "nsp_accuracy": True}
     default_metric = "mlm_loss"
+    # Pre-training that starts from a pre-training run (more MLM on a task's own text: Gururangan et al.
+    # 2020's task-adaptive pre-training) goes on with its MLM head, whose output layer scores the
+    # inherited vocabulary; an NSP classifier carries over where both runs have one.
+    keeps_start_head = True
 
     @classmethod
     def unusable_reason(cls, encoder_cls: type) -> str | None:

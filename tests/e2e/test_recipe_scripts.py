@@ -2,8 +2,8 @@
 them but with `--dry-run`: each prints the commands it would run, and every `textnn train` among them loads
 its config with its overrides (in this process, through textnn.config.load_config), each stage starting from
 a stand-in of the run the command before it would write. Nothing trains, and no output folder is made.
-Then the recipes' Python scripts on small made-up inputs: token_overlap.py, transfer_curves.py and
-plot_curves.py."""
+Then the recipes' Python scripts on small made-up inputs: token_overlap.py, transfer_curves.py,
+plot_curves.py and tsv_to_text.py."""
 
 from __future__ import annotations
 
@@ -218,3 +218,26 @@ def test_plot_curves_puts_runs_of_different_batch_sizes_on_one_epoch_axis(tmp_pa
     assert found.stdout.splitlines() == ["short: left out, its records hold fewer than two epochs",
                                          f"wrote {tmp_path / 'curves.png'}"]
     assert (tmp_path / "curves.png").stat().st_size > 0
+
+
+def test_tsv_to_text_writes_a_column_with_a_seeded_heldout_share(tmp_path):
+    rows = [f"sentence {i} , not a label" for i in range(20)]
+    tsv = tmp_path / "task.tsv"
+    tsv.write_text("label\tsentence\n" + "".join(f"{i % 2}\t{row}\n" for i, row in enumerate(rows)), encoding="utf-8")
+
+    def split(out: str, *args: str) -> tuple[list[str], list[str]]:
+        done = subprocess.run([sys.executable, str(REPO / "recipes" / "tsv_to_text.py"), str(tsv), str(tmp_path / out),
+                               *args], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        dev = tmp_path / out / "dev.txt"
+        return ((tmp_path / out / "train.txt").read_text(encoding="utf-8").splitlines(),
+                dev.read_text(encoding="utf-8").splitlines() if dev.exists() else [])
+
+    assert split("all") == (rows, [])  # the column alone, in file order, no labels
+    train, dev = split("a", "--heldout", "5", "--seed", "3")
+    assert len(dev) == 5 and sorted(train + dev) == sorted(rows) and not set(train) & set(dev)
+    assert split("b", "--heldout", "5", "--seed", "3") == (train, dev)  # the same seed, the same rows
+    assert split("c", "--heldout", "5", "--seed", "4")[1] != dev
+    missing = subprocess.run([sys.executable, str(REPO / "recipes" / "tsv_to_text.py"), str(tsv), str(tmp_path / "d"),
+                              "--column", "text"], capture_output=True, text=True, timeout=60)
+    assert missing.returncode != 0 and "no column 'text'" in missing.stderr and not (tmp_path / "d").exists()

@@ -31,6 +31,18 @@ def test_counting_batches_counts_each_call_of_the_model_and_leaves_no_hook(capsy
     assert capsys.readouterr().err == ""
 
 
+def test_the_bar_never_replaces_what_the_model_returns(capsys):
+    """A forward hook's return value, when not None, replaces the module's output; a bar's update returns True
+    whenever it redraws (here: at every call)."""
+    model = torch.nn.Linear(3, 2)
+    inputs = torch.ones(4, 3)
+    with counting_batches(model, "evaluate run") as bar:
+        bar.mininterval, bar.miniters = 0, 0  # redraw at every update
+        outputs = [model(inputs) for _ in range(3)]
+    assert all(isinstance(output, torch.Tensor) and output.shape == (4, 2) for output in outputs)
+    assert torch.equal(outputs[0], model(inputs))
+
+
 def test_a_bar_that_is_off_writes_nothing(capsys):
     with progress_bar("decode", "sentence", total=10, enabled=False) as bar:
         bar.update(10)

@@ -3,8 +3,9 @@
 __version__ = "0.1.0"
 
 
-def load(path, device: str = "cpu", batch_size: int | None = None):
-    """A trained run for use from Python: `textnn.load("runs/NAME").predict(["some text"])` (textnn/api.py)."""
+def load(path, device: str = "cpu", batch_size: int | None = None, precision: str | None = None):
+    """A trained run for use from Python: `textnn.load("runs/NAME").predict(["some text"])` (textnn/api.py).
+    `precision` (auto, fp32, bf16): what it computes in; None = the precision the run trained in."""
     from textnn.api import load as load_run  # torch is imported only when a run is loaded
 
-    return load_run(path, device, batch_size)
+    return load_run(path, device, batch_size, precision)

@@ -32,9 +32,10 @@ from textnn.generation.decoding import DecodingConfig, PromptDecoder
 class Run:
     """A trained run, loaded for use from Python (`textnn.load(path)`)."""
 
-    def __init__(self, path: str | Path, device: str = "cpu", batch_size: int | None = None):
+    def __init__(self, path: str | Path, device: str = "cpu", batch_size: int | None = None,
+                 precision: str | None = None):
         self.path = Path(path)
-        self.config, self.task, self.model = load_run(self.path, device, batch_size)
+        self.config, self.task, self.model = load_run(self.path, device, batch_size, precision)
 
     def __repr__(self) -> str:
         return f"textnn.Run({str(self.path)!r}: task {self.config.task}, model {self.config.model_name})"
@@ -85,8 +86,8 @@ def _value(line: str):
     return value if isinstance(value, (dict, list)) else line
 
 
-def load(path: str | Path, device: str = "cpu", batch_size: int | None = None) -> Run:
+def load(path: str | Path, device: str = "cpu", batch_size: int | None = None, precision: str | None = None) -> Run:
     """A trained run directory, ready for predict / evaluate / generate / translate. `batch_size`: inputs
     per forward pass in predict, evaluate and translate (the commands' --batch-size); None = the run's
-    own rule."""
-    return Run(path, device, batch_size)
+    own rule. `precision` (the commands' --precision: auto, fp32, bf16): None = the one the run trained in."""
+    return Run(path, device, batch_size, precision)

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from textnn import limits, progress
+from textnn.config import PRECISIONS
 from textnn.errors import TextnnError
 from textnn.files import atomic_write_text, check_output_place
 
@@ -113,11 +114,15 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("train", help="train a model from a YAML config into a run directory")
-    p.add_argument("config", help="YAML config file (see recipes/)")
+    p.add_argument("config", nargs="?", help="YAML config file (see recipes/); not needed with --resume, which "
+                                             "continues the run as it was configured")
     p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. train.lr=3e-4 model.preset=tiny")
     _set_option(p)
     p.add_argument("--run-dir", help="where to write the run (default runs/<config name>)")
-    p.add_argument("--resume", action="store_true", help="continue the run in --run-dir from its checkpoint")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the run in --run-dir from its checkpoint, with its own settings (config.yaml); "
+                        "overrides may change only its budget and how it runs (train.max_steps, epochs, "
+                        "max_minutes, device, threads, progress, tensorboard, keep_checkpoint, precision)")
     p.add_argument("--extend", action="store_true",
                    help="with --resume and a larger budget: continue a run that stopped off its evaluation schedule "
                         "(max_steps or max_minutes between two evaluations), keeping the extra dev evaluation it "
@@ -247,6 +252,9 @@ def _inference_options(command: argparse.ArgumentParser, name: str) -> None:
                          help="where the model runs: auto (default: cuda when a GPU is available, else cpu), cpu, "
                               "cuda or cuda:N")
     command.add_argument("--batch-size", type=BATCH, default=None, metavar="N", help=BATCH_HELP[name])
+    command.add_argument("--precision", choices=PRECISIONS, default=None,
+                         help="what the model computes in: fp32, bf16 (autocast) or auto (this machine's choice); "
+                              "default: the precision the run trained in, as run.json records it")
 
 
 def _version() -> str:
@@ -260,14 +268,23 @@ def _version() -> str:
 
 def _train(args: argparse.Namespace) -> int:
     from textnn.config import load_config
-    from textnn.experiment import train
+    from textnn.experiment import resume_config, train
     from textnn.training import distributed
 
-    config = load_config(args.config, args.overrides + args.set_overrides)
+    config_path, overrides = args.config, args.overrides + args.set_overrides
+    if config_path is not None and _is_override(config_path):  # train --resume --run-dir RUN train.max_steps=9
+        config_path, overrides = None, [config_path, *overrides]
     if args.extend and not args.resume:
         raise TextnnError("--extend continues a run: pass --resume (and the larger train.max_steps, epochs or "
                           "max_minutes) too")
-    run, result = train(config, args.run_dir, resume=args.resume, extend=args.extend)
+    if args.resume:
+        config = resume_config(args.run_dir, config_path, overrides)
+        run_dir = args.run_dir or Path("runs") / config.name
+    elif config_path is None:
+        raise TextnnError("train: give a YAML config (see recipes/), or --resume --run-dir RUN to continue a run")
+    else:
+        config, run_dir = load_config(config_path, overrides), args.run_dir
+    run, result = train(config, run_dir, resume=args.resume, extend=args.extend)
     if not distributed.is_main():  # torchrun: process 0 reports for all
         return 0
     for split, metrics in (("dev", result.dev), ("test", result.test)):
@@ -283,7 +300,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     given = args.beam is not None or args.length_penalty is not None  # else the task's own (translation: greedy)
     metrics = evaluate_run(args.run, args.data, bootstrap_samples=args.bootstrap, streams=args.streams,
                            top_n=args.top_n, decoding=_decoding(args, "greedy") if given else None,
-                           device=args.device, batch_size=args.batch_size)
+                           device=args.device, batch_size=args.batch_size, precision_asked=args.precision)
     print(json.dumps(metrics) if args.json else "\n".join(metric_lines(args.run, metrics)))
     return 0
 
@@ -293,16 +310,15 @@ def _predict(args: argparse.Namespace) -> int:
 
     return _write_predictions(args, lambda run, lines, source: predict_run(
         run, lines, source, {"input_format": args.input_format, "output_format": args.output_format},
-        device=args.device, batch_size=args.batch_size))
+        device=args.device, batch_size=args.batch_size, precision_asked=args.precision))
 
 
 def _translate(args: argparse.Namespace) -> int:
     from textnn.experiment import translate_run
 
     decoding = _decoding(args, "greedy")
-    return _write_predictions(args, lambda run, lines, source: translate_run(run, lines, source, decoding,
-                                                                             device=args.device,
-                                                                             batch_size=args.batch_size))
+    return _write_predictions(args, lambda run, lines, source: translate_run(
+        run, lines, source, decoding, device=args.device, batch_size=args.batch_size, precision_asked=args.precision))
 
 
 def _write_predictions(args: argparse.Namespace, run) -> int:
@@ -463,7 +479,8 @@ def _generate(args: argparse.Namespace) -> int:
         sys.stdout.flush()
 
     result = generate_run(args.run, args.prompt or "", decoding, num_samples=args.num_samples,
-                          on_text=write if streamed else None, device=args.device, batch_size=args.batch_size)
+                          on_text=write if streamed else None, device=args.device, batch_size=args.batch_size,
+                          precision_asked=args.precision)
     while seed_note:
         print(seed_note.pop(), file=sys.stderr)
     if streamed:
@@ -497,7 +514,8 @@ def _generate_file(args: argparse.Namespace, decoding) -> int:
         print(f"seed {decoding.seed} (repeat these samples with --seed {decoding.seed})", file=sys.stderr)
     with _input_lines(args.input) as (lines, source):
         write_lines(generate_file_run(args.run, lines, source, decoding, num_samples=args.num_samples,
-                                      device=args.device, batch_size=args.batch_size), None)
+                                      device=args.device, batch_size=args.batch_size,
+                                      precision_asked=args.precision), None)
     return 0
 
 
@@ -509,7 +527,8 @@ def _visualize(args: argparse.Namespace) -> int:
     if (args.text is None) == (args.input is None):
         raise TextnnError("visualize reads one text: give an input file or --text (not both)")
     text = args.text if args.input is None else read_text(args.input)
-    for written in visualize_run(args.run, text, args.output_dir, device=args.device, batch_size=args.batch_size):
+    for written in visualize_run(args.run, text, args.output_dir, device=args.device, batch_size=args.batch_size,
+                                 precision_asked=args.precision):
         print(f"wrote {written}")
     return 0
 

@@ -22,13 +22,13 @@ import torch
 from textnn import limits, registry
 from textnn.config import Config, load_config, starts_with_head
 from textnn.errors import TextnnError
-from textnn.files import atomic_write_text, check_output_place, unwritable
+from textnn.files import atomic_link, atomic_write_text, check_output_place, unwritable
 from textnn.generation.decoding import Decoder, DecodingConfig, PromptDecoder
 from textnn.limits import check_training_memory
 from textnn.runs import FollowerRunDir, RunDir, human_size
 from textnn.training import distributed, precision
 from textnn.training.budget import check_resume_budget
-from textnn.training.checkpoint import check_checkpoint, load_weights
+from textnn.training.checkpoint import check_checkpoint, load_weights, read_trainer_state
 from textnn.training.progress import counting_batches
 from textnn.training.trainer import TrainResult, TrainingInterrupted, finished_status, resolve_device
 from textnn.transfer import load_start_weights
@@ -70,6 +70,8 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
         check_model_fits(task)
         model = task.build_model()
         with _one_writer(run) as created:
+            if resume:
+                _restore_last_checkpoint(run)
             start_over = resume and run.starts_over()
             if start_over:  # killed before its first checkpoint: nothing to continue, nothing to lose
                 run.check_not_live()
@@ -77,17 +79,30 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
                     print(f"{run.path}: the run stopped before its first checkpoint, so there is nothing to resume; "
                           f"starting it over", file=sys.stderr)
                 resume = False
+            train_settings = config.train
             if resume:  # before run.create rewrites config.yaml: a refused resume changes nothing
                 run.check_resume(config)
                 check_checkpoint(run.checkpoint_file, model)  # a damaged one is refused here, not mid-run
                 check_resume_budget(run, config, task, extend)
+                if distributed.is_main():
+                    for key, before, after in run.changed_options(config):
+                        print(f"resuming {run.path} with {key}={after!r} (it had {before!r})", file=sys.stderr)
+                # the run goes on in the precision it trained in, unless train.precision was changed now
+                switch = config.train.precision != run.load_config().train.precision
+                leg = precision.for_resumed_leg(run.recorded_precision(), config.train.precision, switch, device)
+                train_settings = replace(config.train, precision=leg.name)
+                if not switch and leg.name != precision.resolve(config.train.precision, device).name \
+                        and distributed.is_main():
+                    print(f"{run.path}: goes on in {leg.name}, the precision it trained in (train.precision="
+                          f"{config.train.precision} would choose otherwise here; pass train.precision=... on "
+                          f"--resume to switch, which run.json records)", file=sys.stderr)
             if config.init_from and not resume:
                 _start_encoder(model, config.init_from, with_head=starts_with_head(config),
                                grown_rows=(task.start_vocab_size, len(task.vocab)) if task.start_vocab_size else None)
             distributed.on_main(lambda: _create_run(run, config, resume, task, start_over, created))
             if not distributed.is_main():
                 run = FollowerRunDir(run.path)
-            trainer = task.trainer(model, config.train, run)
+            trainer = task.trainer(model, train_settings, run)
             # run.json shows a live run (its heartbeat) until it is marked finished, after its report.
             stop_heartbeat = run.start_heartbeat()
             try:
@@ -138,6 +153,53 @@ def _one_writer(run: RunDir) -> Iterator[bool]:
         yield created
     finally:
         run.unlock()
+
+
+def resume_config(run_dir: str | Path | None, config_path: str | None, overrides: list[str]) -> Config:
+    """The config `textnn train --resume` continues a run with: the run's own config.yaml, as it was
+    configured (overrides and all), with `overrides` applied. `train` then refuses a change that a resume
+    does not allow (RunDir.check_resume) and says each one it takes in a line. `run_dir` None:
+    runs/<name of config_path>. A config file given as well is not read for settings: where it differs
+    from the run's, one line says that the run's hold."""
+    from textnn.config import apply_overrides, config_from_dict
+    from textnn.files import read_yaml
+
+    if run_dir is None:
+        if config_path is None:
+            raise TextnnError("--resume: name the run to continue, --run-dir RUN (or give its config file, whose "
+                              "name gives runs/NAME)")
+        run_dir = Path("runs") / load_config(config_path).name
+    run = RunDir(run_dir)
+    saved = run.load_config()  # not a run: refused here, by name
+    config = config_from_dict(apply_overrides(read_yaml(run.config_file), list(overrides)), str(run.config_file),
+                              resolve_init=False)
+    config.name = saved.name
+    if config_path is not None:
+        differ = [key for key, _, _ in run.changed_options(load_config(config_path)) if key not in
+                  {item.split("=", 1)[0].strip() for item in overrides}]
+        if differ:
+            print(f"note: {config_path} differs from the run's config in {', '.join(differ)}; the run goes on "
+                  f"as it was configured ({run.config_file}); a change that a resume allows goes on the command "
+                  f"line (e.g. train.max_steps=N)", file=sys.stderr)
+    return config
+
+
+def _restore_last_checkpoint(run: RunDir) -> None:
+    """A run whose checkpoint/last.safetensors is gone but which kept its step checkpoints (train.
+    keep_checkpoint=all) goes on from the newest intact one, which becomes last.safetensors again; one line
+    says which. A damaged step checkpoint is passed over, also in one line."""
+    if run.checkpoint_file.is_file():
+        return
+    for path in reversed(run.step_checkpoints()):
+        try:
+            read_trainer_state(path)
+        except TextnnError as err:
+            print(f"warning: {err}; trying an older step checkpoint", file=sys.stderr)
+            continue
+        atomic_link(path, run.checkpoint_file, "checkpoint")
+        print(f"{run.path}: checkpoint/last.safetensors is missing; resuming from {path.name}, the newest intact "
+              f"step checkpoint", file=sys.stderr)
+        return
 
 
 def _create_run(run: RunDir, config: Config, resume: bool, task, start_over: bool, created: bool) -> None:
@@ -195,12 +257,16 @@ def _start_encoder(model: torch.nn.Module, init_from: str, with_head: bool = Fal
               f"{names(loaded['new'])}; left out: {names(loaded['left_out'])}", file=sys.stderr)
 
 
-def load_run(run_dir: str | Path, device: str = "cpu", batch_size: int | None = None
-             ) -> tuple[Config, object, torch.nn.Module]:
+def load_run(run_dir: str | Path, device: str = "cpu", batch_size: int | None = None,
+             precision_asked: str | None = None) -> tuple[Config, object, torch.nn.Module]:
     """Rebuild (config, task, model) from a run directory; weights loaded, eval mode.
 
     `batch_size` (a command's --batch-size): examples per forward pass when the task evaluates or predicts
     (`Task.inference_batch_size`); None = the run's own rule.
+    `precision_asked` (a command's --precision: auto, fp32, bf16): what the model computes in; None = the
+    precision the run trained in (training/precision.py `for_run`), one line on stderr saying so where
+    this machine would choose otherwise. The returned config's train.precision holds the choice
+    ("fp32" or "bf16"), which `in_run_precision` then applies.
     A run that is not finished (interrupted, died, still training) has the best weights so far: one
     warning line on stderr says so."""
     check_batch_size(batch_size)
@@ -212,6 +278,10 @@ def load_run(run_dir: str | Path, device: str = "cpu", batch_size: int | None = 
         print(f"warning: {run.path} is not finished (status: {status or 'unknown'}); using its best weights so far",
               file=sys.stderr)
     config = run.load_config()
+    chosen, note = precision.for_run(run.recorded_precision(), precision_asked, target)
+    if note:
+        print(note, file=sys.stderr)
+    config.train = replace(config.train, precision=chosen.name)
     task = registry.task_class(config.task).from_run(run.path, config)
     task.inference_batch_size = batch_size
     model = task.build_model()
@@ -229,10 +299,12 @@ def check_batch_size(batch_size: int | None) -> None:
 
 
 def in_run_precision(config: Config, model: torch.nn.Module):
-    """The context a loaded run's model computes in: the precision it was trained with, where the
-    hardware has it (training/precision.py `for_inference`)."""
+    """The context a loaded run's model computes in: the precision `load_run` chose (its config's
+    train.precision, "fp32" or "bf16"; "auto" in a config not from `load_run`: this machine's choice)."""
     device = next(model.parameters()).device
-    return precision.autocast(precision.for_inference(config.train.precision, device), device)
+    setting = config.train.precision
+    chosen = precision.resolve(setting, device) if setting == "auto" else precision.named(setting, "the run's")
+    return precision.autocast(chosen, device)
 
 
 def each_in_run_precision(config: Config, model: torch.nn.Module, outputs: Iterator[str]) -> Iterator[str]:
@@ -249,7 +321,7 @@ def each_in_run_precision(config: Config, model: torch.nn.Module, outputs: Itera
 
 def evaluate_run(run_dir: str | Path, data_path: str, bootstrap_samples: int = 1000, streams: int = 0,
                  top_n: int = 0, decoding: DecodingConfig | None = None, device: str = "cpu",
-                 batch_size: int | None = None) -> dict:
+                 batch_size: int | None = None, precision_asked: str | None = None) -> dict:
     """Metrics of a trained run on a labelled file read with the run's own data settings.
 
     `streams` (language models only): how many contiguous parts of the file are read side by side,
@@ -259,7 +331,7 @@ def evaluate_run(run_dir: str | Path, data_path: str, bootstrap_samples: int = 1
     `device`: where the model runs (cpu, cuda, cuda:N, auto), as for every command that runs a trained model.
     `batch_size`: examples (sentences, pairs, windows) per forward pass; None = the run's own rule.
     """
-    config, task, model = load_run(run_dir, device, batch_size)
+    config, task, model = load_run(run_dir, device, batch_size, precision_asked)
     if decoding is not None and (not isinstance(model, Decoder) or isinstance(model, PromptDecoder)):
         raise TextnnError(f"--beam and --length-penalty choose how a translation run decodes to be scored; this "
                           f"is a {config.task} run, scored without decoding")
@@ -297,24 +369,25 @@ def metric_lines(run_dir: str | Path, metrics: dict) -> list[str]:
 
 
 def predict_run(run_dir: str | Path, lines: Iterable[str], source: str = "<stdin>",
-                options: dict | None = None, device: str = "cpu", batch_size: int | None = None) -> Iterator[str]:
+                options: dict | None = None, device: str = "cpu", batch_size: int | None = None,
+                precision_asked: str | None = None) -> Iterator[str]:
     """Output lines for the input lines, in the run's task's format (JSONL labels, tags, ...).
 
     `options` are the task's own prediction options (tagging: input_format, output_format).
     `batch_size`: inputs (lines, sentences) per forward pass; None = the run's own rule.
     """
-    config, task, model = load_run(run_dir, device, batch_size)
+    config, task, model = load_run(run_dir, device, batch_size, precision_asked)
     return each_in_run_precision(config, model, task.predict(model, lines, source, options or {}))
 
 
 def translate_run(run_dir: str | Path, lines: Iterable[str], source: str = "<stdin>",
                   decoding: DecodingConfig | None = None, device: str = "cpu",
-                  batch_size: int | None = None) -> Iterator[str]:
+                  batch_size: int | None = None, precision_asked: str | None = None) -> Iterator[str]:
     """`predict_run` for `textnn translate`, decoded as `decoding` says (None: greedy): a run whose task
     does not translate is refused, with the command that reads text with it, instead of labelling the
     text and ignoring the decoding options. `batch_size`: sentences decoded side by side (None: 128
     greedy, 32 under beam search)."""
-    config, task, model = load_run(run_dir, device, batch_size)
+    config, task, model = load_run(run_dir, device, batch_size, precision_asked)
     if "translate_lines" not in task.capabilities:
         command = ("generate" if isinstance(model, PromptDecoder)
                    else "neighbors" if "word_vectors" in task.capabilities else "predict")
@@ -334,10 +407,10 @@ def export_run(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
     return huggingface.export_run(run_dir, load_run(run_dir), out_dir)
 
 
-def _load_decoder_run(run_dir: str | Path, command: str, device: str = "cpu", batch_size: int | None = None
-                      ) -> tuple[Config, object, torch.nn.Module]:
+def _load_decoder_run(run_dir: str | Path, command: str, device: str = "cpu", batch_size: int | None = None,
+                      precision_asked: str | None = None) -> tuple[Config, object, torch.nn.Module]:
     """load_run for the commands that decode token by token; a run whose model cannot is refused by name."""
-    config, task, model = load_run(run_dir, device, batch_size)
+    config, task, model = load_run(run_dir, device, batch_size, precision_asked)
     _require_decoder(run_dir, config, model, command)
     return config, task, model
 
@@ -349,14 +422,14 @@ def _require_decoder(run_dir: str | Path, config: Config, model: torch.nn.Module
 
 
 def generate_run(run_dir: str | Path, prompt: str, decoding: DecodingConfig, num_samples: int = 1,
-                 on_text=None, device: str = "cpu", batch_size: int | None = None):
+                 on_text=None, device: str = "cpu", batch_size: int | None = None, precision_asked: str | None = None):
     """Continue `prompt` with a trained language model as the `DecodingConfig` says; see generation/lm.py.
 
     Returns a `textnn.generation.Generation` (the samples or hypotheses, the seed used, unknown prompt tokens).
     `on_text` (one sample, not beam search): called with the text in pieces as it is generated.
     `batch_size`: samples drawn side by side (`generate_in_batches`); None = all of them at once.
     """
-    config, task, model = _load_decoder_run(run_dir, "generate", device, batch_size)
+    config, task, model = _load_decoder_run(run_dir, "generate", device, batch_size, precision_asked)
     return generate_in_batches(config, model, task, prompt, decoding, num_samples, batch_size, on_text)
 
 
@@ -401,7 +474,8 @@ GENERATE_CHUNK_LINES = 16
 
 
 def generate_file_run(run_dir: str | Path, lines: Iterable[str], source: str, decoding: DecodingConfig,
-                      num_samples: int = 1, device: str = "cpu", batch_size: int | None = None) -> Iterator[str]:
+                      num_samples: int = 1, device: str = "cpu", batch_size: int | None = None,
+                      precision_asked: str | None = None) -> Iterator[str]:
     """One JSON line per prompt line (its line ending dropped; an empty line is an empty prompt), read and
     answered part by part; each holds what `generate_run` gives for that prompt alone.
 
@@ -415,7 +489,7 @@ def generate_file_run(run_dir: str | Path, lines: Iterable[str], source: str, de
     from textnn.generation.lm import draw_seed
     from textnn.tasks.base import line_chunks
 
-    config, task, model = _load_decoder_run(run_dir, "generate", device, batch_size)
+    config, task, model = _load_decoder_run(run_dir, "generate", device, batch_size, precision_asked)
     if decoding.method == "sample" and decoding.seed is None:
         decoding = replace(decoding, seed=draw_seed())
     for first, chunk in line_chunks(lines, GENERATE_CHUNK_LINES):
@@ -445,7 +519,7 @@ def generate_file_run(run_dir: str | Path, lines: Iterable[str], source: str, de
 
 
 def visualize_run(run_dir: str | Path, text: str, output_dir: str | Path | None = None, device: str = "cpu",
-                  batch_size: int | None = None) -> list[Path]:
+                  batch_size: int | None = None, precision_asked: str | None = None) -> list[Path]:
     """Views of a model reading `text`: a task's own view (translation: the source x target attention),
     or, for language models, attention heatmaps (Transformers) or LSTM cells.
 
@@ -456,17 +530,21 @@ def visualize_run(run_dir: str | Path, text: str, output_dir: str | Path | None 
     check_batch_size(batch_size)
     output = check_output_place(output_dir or Path(run_dir) / "views", "directory",
                                 "--output-dir" if output_dir else "the run's views folder")  # before the run is read
-    config, task, model = load_run(run_dir, device)
+    config, task, model = load_run(run_dir, device, precision_asked=precision_asked)
     if batch_size is not None:
         print(f"note: --batch-size {batch_size} does not apply here: a view reads its one text as one sequence",
               file=sys.stderr)
     if "write_views" in task.capabilities:
-        return task.write_views(model, text, output, title=f"Attention of {Path(run_dir).name}")
+        with in_run_precision(config, model):
+            return task.write_views(model, text, output, title=f"Attention of {Path(run_dir).name}")
     _require_decoder(run_dir, config, model, "visualize")
     if model.shows_attention:
         from textnn.viz.attention import write_attention_view
 
-        return write_attention_view(model, task, text, output, title=f"Attention of {Path(run_dir).name}")
+        with in_run_precision(config, model):
+            return write_attention_view(model, task, text, output, title=f"Attention of {Path(run_dir).name}")
+    # The cell view steps an LSTM's cells by hand to read its gates: in float32, whatever the run's precision
+    # (its states are what one reads there, not a metric to compare with training's)
     from textnn.viz.lstm_cells import write_cell_view  # refuses, by name, models without LSTM cells
 
     return [write_cell_view(run_dir, (config, task, model), text, output / "cells.html").path]

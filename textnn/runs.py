@@ -39,10 +39,11 @@ from textnn.data import fingerprint as fingerprints
 from textnn.errors import TextnnError, clip
 from textnn.files import atomic_write_text, process_alive, read_yaml, remove_stale_temporaries, unwritable
 
-# train options that may differ on --resume: they bound or display the run, they do not change it.
+# train options that may differ on --resume: they bound or display the run, they do not change it, but for
+# precision, a switch that run.json records as a new leg (training/precision.py `for_resumed_leg`).
 # (A new budget may still be refused: training/budget.check_resume_budget.)
 RESUMABLE_CHANGES = {"epochs", "max_steps", "max_minutes", "progress", "device", "threads", "tensorboard",
-                     "keep_checkpoint"}
+                     "keep_checkpoint", "precision"}
 # sections of a saved config.yaml (Config.to_yaml writes them all)
 SAVED_SECTIONS = ("task", "data", "model", "head", "train")
 # metrics.jsonl splits written once, at the end of a run, from the best weights.
@@ -132,8 +133,10 @@ class RunDir:
         for key, saved, wanted in self.changed_options(config):
             section, _, name = key.partition(".")
             if not (section == "train" and name in RESUMABLE_CHANGES):
-                raise TextnnError(f"{self.config_file}: cannot resume with {key}={wanted!r} "
-                                  f"(the run was started with {saved!r}); use a new --run-dir")
+                allowed = ", ".join(f"train.{name}" for name in sorted(RESUMABLE_CHANGES))
+                raise TextnnError(f"{self.config_file}: cannot resume with {key}={wanted!r} (the run was started "
+                                  f"with {saved!r}; a resumed run keeps its settings, but for {allowed}); train "
+                                  f"into a new --run-dir, from these weights if you like: model.init_from={self.path}")
         self.check_data_files(config)
 
     def check_data_files(self, config: Config) -> None:
@@ -167,8 +170,14 @@ class RunDir:
         """Whether `--resume` must start this run over: it stopped (killed, interrupted, failed) before
         writing its first checkpoint, so there is nothing to continue, and nothing to lose either.
         Never a finished run (whose checkpoint may have been deleted to save space: its weights stay)."""
-        return (self.config_file.is_file() and not self.checkpoint_file.is_file()
+        return (self.config_file.is_file() and not self.checkpoint_file.is_file() and not self.step_checkpoints()
                 and self.effective_status() != "finished")
+
+    def step_checkpoints(self) -> list[Path]:
+        """The checkpoints train.keep_checkpoint=all kept by step (checkpoint/step-NNNNNN.safetensors), oldest
+        first."""
+        folder = self.checkpoint_file.parent
+        return sorted(folder.glob("step-*.safetensors")) if folder.is_dir() and not folder.is_symlink() else []
 
     def create(self, config: Config, resume: bool, start_over: bool = False) -> None:
         """Make the directory for a new run, or check that `config` may continue the one here.
@@ -266,6 +275,16 @@ class RunDir:
             thread.join()
 
         return stop_beating
+
+    def recorded_precision(self) -> str | None:
+        """The precision ("fp32" or "bf16") the run's weights were last trained in: its last training leg's
+        in run.json (`precision_legs`; a finished run of an older textnn: its `precision`), or None for a
+        run that recorded none."""
+        info = self.status()
+        legs = info.get("precision_legs")
+        last = legs[-1] if isinstance(legs, list) and legs and isinstance(legs[-1], dict) else info
+        found = last.get("precision")
+        return found if found in ("fp32", "bf16") else None
 
     def effective_status(self) -> str:
         """run.json's status, but `died` for a run that says `running` and whose process is gone (on this

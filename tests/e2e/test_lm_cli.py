@@ -102,8 +102,10 @@ def test_evaluate_reads_one_sequential_stream_unless_streams_are_asked_for(tmp_p
     assert default.returncode == sequential.returncode == batched.returncode == 0, default.stderr + batched.stderr
     first, seq, bat = (json.loads(p.stdout) for p in (default, sequential, batched))
     assert first == seq and seq["tokens"] == bat["tokens"]
-    _, task, model = load_run(tmp_path / "run")
-    with torch.no_grad():
+    from textnn.experiment import in_run_precision
+
+    config, task, model = load_run(tmp_path / "run")
+    with torch.no_grad(), in_run_precision(config, model):  # the precision the run trained in, as the command
         expected = task.evaluate(model, task.encode_file(str(train)), streams=1)
     assert seq["loss"] == pytest.approx(expected["loss"], rel=1e-6)
     assert seq["loss"] != pytest.approx(bat["loss"], rel=1e-9)  # 16 rows restart 15 times from zero state

@@ -138,8 +138,8 @@ def test_resume_refuses_a_changed_config(setup, tmp_path):
 
 
 # --- every task, stopped at several steps -------------------------------------------------------------
-# Each run below is stopped after `train.max_steps` steps and continued with `--resume` (max_steps may
-# change on resume: it bounds the run, not its course); the checkpoint is all the stopped run leaves,
+# Each run below is stopped after `train.max_steps` steps and continued with `--resume train.max_steps=0`
+# (no limit; max_steps may change on resume: it bounds the run, not its course); the checkpoint is all the stopped run leaves,
 # so this is what a run killed after that step's checkpoint resumes from. No dev set: nothing is
 # evaluated between the steps, so the stopped run ends exactly where the checkpoint was written.
 LM_WORDS = "the a cat dog sat ran on under mat rug and then".split()
@@ -197,7 +197,7 @@ def test_every_task_resumes_to_identical_weights_from_mid_epoch(task_files, task
     run = root / f"{task}-stopped-{stop_at}"
     _train_in_process(config, run, f"train.max_steps={stop_at}")
     assert _step_of(run / "checkpoint" / "last.safetensors") == stop_at
-    _train_in_process(config, run, "--resume")
+    _train_in_process(config, run, "--resume", "train.max_steps=0")  # the run's own is the stop's: lift it
     got = load_file(str(run / "checkpoint" / "last.safetensors"))
     assert _step_of(run / "checkpoint" / "last.safetensors") == _step_of(
         root / f"{task}-reference" / "checkpoint" / "last.safetensors") > stop_at

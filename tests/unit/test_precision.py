@@ -2,7 +2,8 @@
 islands under autocast, and training and the run commands computing in the precision the run asks for.
 
 The decision is tested as a function of (setting, device type, native support), never of the machine
-the tests run on; where a test needs bf16 to be "native", it says so by patching `native_bf16`.
+the tests run on; where a test needs bf16 to be "native", it says so by patching `native_bf16` (in this
+process) or by TEXTNN_NATIVE_BF16 (for the commands it starts).
 """
 
 from __future__ import annotations
@@ -46,12 +47,49 @@ def test_bf16_is_refused_with_one_line_where_the_hardware_lacks_it():
         choose("bf16", "cuda", native=False)
 
 
-def test_a_run_trained_in_bf16_elsewhere_runs_in_float32_without_native_bf16(monkeypatch):
-    monkeypatch.setattr(precision, "native_bf16", lambda device: False)
-    assert precision.for_inference("bf16", torch.device("cpu")).dtype is None
-    monkeypatch.setattr(precision, "native_bf16", lambda device: True)
-    assert precision.for_inference("bf16", torch.device("cpu")).dtype == torch.bfloat16
-    assert precision.for_inference("fp32", torch.device("cpu")).dtype is None
+@pytest.mark.parametrize("native", [True, False])
+def test_a_run_computes_in_the_precision_it_trained_in_on_any_machine(monkeypatch, native):
+    monkeypatch.setattr(precision, "native_bf16", lambda device: native)
+    cpu = torch.device("cpu")
+    default = "bf16" if native else "fp32"
+    for recorded in ("fp32", "bf16"):
+        chosen, note = precision.for_run(recorded, None, cpu)
+        assert chosen.name == recorded  # never the machine's choice
+        assert (note is None) == (recorded == default)  # one line where the machine would choose otherwise
+        if note:
+            assert note.startswith(f"precision: {recorded}, as the run trained") and "--precision" in note
+    # a run that recorded nothing: the machine's choice, as before the record
+    assert precision.for_run(None, None, cpu) == (precision.resolve("auto", cpu), None)
+    # --precision wins over the record, and says so where it is not the machine's choice
+    assert precision.for_run("bf16", "fp32", cpu)[0].name == "fp32"
+    assert precision.for_run("fp32", "auto", cpu) == (precision.resolve("auto", cpu), None)
+    assert precision.for_run("fp32", "bf16", cpu)[0].name == "bf16"  # emulated where bf16 is not native
+
+
+@pytest.mark.parametrize("setting,native", [("1", True), ("0", False)])
+def test_the_hardware_decision_can_be_forced_either_way(monkeypatch, setting, native):
+    monkeypatch.setenv(precision.NATIVE_BF16_VARIABLE, setting)
+    assert precision.cpu_native_bf16() is native
+    assert precision.resolve("auto", torch.device("cpu")).name == ("bf16" if native else "fp32")
+    monkeypatch.setenv(precision.NATIVE_BF16_VARIABLE, "yes")
+    with pytest.raises(TextnnError, match="TEXTNN_NATIVE_BF16: got 'yes', expected 1"):
+        precision.cpu_native_bf16()
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_a_resumed_leg_keeps_the_runs_precision_unless_a_switch_is_asked_for(monkeypatch, native):
+    monkeypatch.setattr(precision, "native_bf16", lambda device: native)
+    cpu = torch.device("cpu")
+    assert precision.for_resumed_leg("fp32", "auto", False, cpu).name == "fp32"
+    assert precision.for_resumed_leg(None, "auto", False, cpu).name == ("bf16" if native else "fp32")
+    assert precision.for_resumed_leg("fp32", "fp32", True, cpu).name == "fp32"
+    if native:
+        assert precision.for_resumed_leg("bf16", "auto", False, cpu).name == "bf16"
+        assert precision.for_resumed_leg("fp32", "bf16", True, cpu).name == "bf16"
+    else:
+        with pytest.raises(TextnnError, match="train.precision=fp32"):
+            precision.for_resumed_leg("bf16", "auto", False, cpu)
+        assert precision.for_resumed_leg("bf16", "fp32", True, cpu).name == "fp32"
 
 
 def test_the_start_line_names_the_precision_and_why():

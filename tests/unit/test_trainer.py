@@ -24,6 +24,7 @@ from textnn.runs import RunDir
 from textnn.tasks.classification import ClassificationTask, EncodedSplit
 from textnn.training.checkpoint import read_trainer_state
 from textnn.training.budget import planned_steps
+from textnn.training import precision as torch_precision
 from textnn.training.trainer import Trainer, TrainingInterrupted, finished_status, is_better
 
 
@@ -91,9 +92,26 @@ def mean_loss_gradients(model: nn.Module, split: EncodedSplit, task: Classificat
     return float(loss.detach()), grads
 
 
+def gradient_tolerance(precision_name: str, reference: torch.Tensor) -> dict:
+    """How close the gradient of a step over micro-batches comes to the full batch's, by the precision the
+    trainer computes in: float32 adds the same sums in another order; bf16 autocast rounds each micro-batch's
+    products to 8 bits of mantissa (2^-8 of the value) before they are added, so an entry may be off by a
+    few of those roundings of its own size, or of the tensor's largest where it is a difference of large terms."""
+    if precision_name == "fp32":
+        return dict(rtol=1e-5, atol=1e-7)
+    return dict(rtol=4 * 2 ** -8, atol=2 ** -8 * float(reference.abs().max()))
+
+
 @pytest.mark.parametrize("micro_batch", [4, 5], ids=["4+4", "5+3"])
-def test_one_step_over_micro_batches_has_the_gradient_of_one_full_batch(task, tmp_path, micro_batch):
-    # batch_size=8, grad_accum=1 against batch_size=4 (or 5 + a short last batch of 3), grad_accum=2
+@pytest.mark.parametrize("precision_name", ["fp32", "bf16"])
+def test_one_step_over_micro_batches_has_the_gradient_of_one_full_batch(task, tmp_path, micro_batch, precision_name,
+                                                                         monkeypatch):
+    # batch_size=8, grad_accum=1 against batch_size=4 (or 5 + a short last batch of 3), grad_accum=2, and
+    # against plain autograd over the whole batch, in the precision the trainer computes in (bf16 emulated
+    # where the CPU lacks it).
+    task.config.train = replace(task.config.train, precision=precision_name)
+    if precision_name == "bf16":  # the trainer takes bf16 on any CPU
+        monkeypatch.setattr(torch_precision, "native_bf16", lambda device: True)
     examples = first_examples(task, 8)
     full_group = task.eval_batches(examples, batch_size=8)
     micro_group = task.eval_batches(examples, batch_size=micro_batch)
@@ -103,9 +121,11 @@ def test_one_step_over_micro_batches_has_the_gradient_of_one_full_batch(task, tm
     model = new_model(task)
     full = trainer_for(task, copy.deepcopy(model), tmp_path, batch_size=8, grad_accum=1)
     accumulated = trainer_for(task, copy.deepcopy(model), tmp_path, batch_size=micro_batch, grad_accum=2)
+    assert full.precision.name == accumulated.precision.name == precision_name
     full_loss, full_grads = gradients_of_one_step(full, full_group)
     accum_loss, accum_grads = gradients_of_one_step(accumulated, micro_group)
-    ref_loss, ref_grads = mean_loss_gradients(copy.deepcopy(model), examples, task)
+    with full._autocast():
+        ref_loss, ref_grads = mean_loss_gradients(copy.deepcopy(model), examples, task)
 
     assert full_loss == pytest.approx(ref_loss, rel=1e-6)
     assert accum_loss == pytest.approx(ref_loss, rel=1e-6)  # the mean per example over the whole step
@@ -118,7 +138,7 @@ def test_one_step_over_micro_batches_has_the_gradient_of_one_full_batch(task, tm
             continue
         assert ref.abs().sum() > 0, name
         torch.testing.assert_close(full_grads[name], ref, rtol=1e-5, atol=1e-7, msg=name)
-        torch.testing.assert_close(accum_grads[name], ref, rtol=1e-5, atol=1e-7, msg=name)
+        torch.testing.assert_close(accum_grads[name], ref, **gradient_tolerance(precision_name, ref), msg=name)
 
 
 def test_fit_groups_grad_accum_micro_batches_into_one_optimizer_step(tmp_path):
@@ -266,11 +286,15 @@ def test_trainer_refuses_an_empty_training_set(task, tmp_path):
         trainer_for(task, new_model(task), tmp_path)
 
 
+@pytest.mark.parametrize("native", [True, False], ids=["cpu-with-bf16", "cpu-without-bf16"])
 @pytest.mark.parametrize("bootstrap", [0, 50])
-def test_the_best_weights_are_evaluated_on_dev_once_unless_a_bootstrap_is_asked_for(tmp_path, bootstrap, monkeypatch):
+def test_the_best_weights_are_evaluated_on_dev_once_unless_a_bootstrap_is_asked_for(tmp_path, bootstrap, monkeypatch,
+                                                                                    native):
     """With no bootstrap, the final dev numbers are those recorded when the best weights were selected
     (evaluation is deterministic, so a second pass over dev would only cost time); a bootstrap CI needs
-    the extra pass. Either way the final dev metrics equal a fresh evaluation of the saved weights."""
+    the extra pass. Either way the final dev metrics equal a fresh evaluation of the saved weights in the
+    precision the run trained in (train.precision auto: bf16 on a CPU with it, emulated here if need be)."""
+    monkeypatch.setattr(torch_precision, "native_bf16", lambda device: native)
     task = make_task(tmp_path, max_steps=4, eval_every=2, epochs=5, bootstrap_samples=bootstrap)
     trainer = trainer_for(task, new_model(task), tmp_path)
     calls, real_evaluate = [], task.evaluate
@@ -282,7 +306,8 @@ def test_the_best_weights_are_evaluated_on_dev_once_unless_a_bootstrap_is_asked_
     monkeypatch.setattr(type(task), "intervals", False)  # an evaluation without intervals: no final pass
     trainer_for(task, new_model(task), tmp_path).fit()
     assert calls.count("dev") == 2
-    fresh = real_evaluate(trainer.model.eval(), "dev")
+    with trainer._autocast():  # in the precision the run trained and selected in
+        fresh = real_evaluate(trainer.model.eval(), "dev")
     assert result.dev["accuracy"] == fresh["accuracy"] and result.dev["loss"] == pytest.approx(fresh["loss"])
 
 

@@ -268,7 +268,12 @@ class Trainer:
             self.task.restore_carried_state(load_carried_state(run.checkpoint_file, distributed.rank(), self.device))
         distributed.reseed(cfg.seed, state["step"])
         has_dev = self.task.has_split("dev")
-        self.session.begin()
+        # run.json keeps the precision of each leg (a resumed run may switch, when asked): the run's is the
+        # last one's, which the commands that read the run compute in (training/precision.py `for_run`)
+        legs = [leg for leg in run.status().get("precision_legs") or [] if isinstance(leg, dict)
+                and isinstance(leg.get("from_step"), int) and leg["from_step"] < state["step"]] if resume else []
+        legs.append({"from_step": state["step"], "precision": self.precision.name, "device": str(self.device)})
+        self.session.begin(precision_legs=legs)
         say(self.precision.describe())
 
         started = time.perf_counter() - state["seconds"]

@@ -54,8 +54,12 @@ _WORD_RE_3 = re.compile(r"n't\b|<unk>|'(?:[stdm]|re|ve|ll)\b|\w+|[^\w\s]", re.IG
 # - the apostrophes ’ and ʼ read as ' where they begin an English clitic ("don’t" -> "do n't", "it’s" -> "it
 #   's"), also as WikiText writes them, apart on both sides ("didn ’ t", "there ’ s"). Elsewhere they stay
 #   as written: ’ is also a closing quote, and ʼ a letter of Ukrainian and other orthographies.
-_CLITIC_RE_4 = re.compile(r"(?i:\b(do|does|did|is|are|was|were|has|have|had|ca|could|wo|would|sha|should|might"
-                          r"|must|need|dare|ought|ai)(n) ?['’ʼ] ?(t)\b|[’ʼ] ?(?=(?:[stdm]|re|ve|ll)\b))")
+_NEGATED = ("do", "does", "did", "is", "are", "was", "were", "has", "have", "had", "ca", "could", "wo", "would",
+            "sha", "should", "might", "must", "need", "dare", "ought", "ai")
+# Matched from the "n" and checked for the word before it (one look-behind per word: `re` looks behind by a
+# fixed width), which is faster than trying each word at every word's start.
+_CLITIC_RE_4 = re.compile(r"(?i:(n)(?= ?['’ʼ] ?t\b)(?:" + "|".join(rf"(?<=\b{word}n)" for word in _NEGATED)
+                          + r") ?['’ʼ] ?(t)\b|[’ʼ] ?(?=(?:[stdm]|re|ve|ll)\b))")
 WORD_RULES_VERSION = 4
 
 
@@ -102,7 +106,7 @@ def _words(text: str, rules: int) -> list[str]:
     else:
         text = unicodedata.normalize("NFC", text)
         if "'" in text or "’" in text or "ʼ" in text:  # searching every line would take as long as the rest
-            text = _CLITIC_RE_4.sub(r"\1 \2'\3", text)  # a clitic gets a space before it, dropped below
+            text = _CLITIC_RE_4.sub(r" \1'\2", text)  # a clitic gets a space before it, dropped below
     text = _PTB_QUOTE_RE.sub('"', _WIKITEXT_MARK_RE.sub(r"\1", text))
     # ASCII has no combining marks: there version 4's words are version 3's, found faster
     return (_WORD_RE_3 if rules == 3 or text.isascii() else _word_re_4()).findall(text)

@@ -58,7 +58,7 @@ class DataConfig:
     dev: str = opt("", "development file used for evaluation, early stopping and best-checkpoint selection")
     test: str = opt("", "optional test file, evaluated once with the best checkpoint at the end")
     encoding: str = opt("utf-8", "text encoding of the data files")
-    tokenizer: str = opt("word", "word (regex words and punctuation; English negation as PTB writes it, \"do n't\", whatever the source, and WikiText's @-@ markers as the mark), whitespace, char, bpe (byte-level BPE trained on data.train; language modelling) or wordpiece (BERT's sub-words, trained on data.train or read from model.init_from)")
+    tokenizer: str = opt("word", "word (regex words and punctuation; words of any script whole, with their combining marks (NFC); English negation as PTB writes it, \"do n't\", whatever the source or apostrophe, and WikiText's @-@ markers as the mark), whitespace, char, bpe (byte-level BPE trained on data.train; language modelling) or wordpiece (BERT's sub-words, trained on data.train or read from model.init_from)")
     lowercase: bool = opt(False, "lower-case text before tokenizing")
     min_freq: int = opt(1, "keep tokens seen at least this often in training")
     max_vocab: int = opt(0, "keep at most this many tokens (most frequent first); 0 = no limit")

@@ -65,11 +65,51 @@ def test_word_tokenizer_reads_wikitext_unknown_as_the_unknown_word():
     assert vocab.encode(tokens)[1] == vocab.unk_id
 
 
+HINDI = "नमस्ते दुनिया"  # "hello world": each word a consonant cluster with vowel signs and a virama
+NFD_CAFE = "cafe\u0301"  # "café" decomposed: e and a combining acute accent
+
+
+@pytest.mark.parametrize("text,tokens", [
+    (HINDI, ["नमस्ते", "दुनिया"]),
+    (NFD_CAFE + " au lait", ["caf\u00e9", "au", "lait"]),  # NFC: the same token as the composed "café"
+    # marks with no precomposed letter, in NFC's canonical order (dot below before acute)
+    ("q\u0303 x\u0301\u0323 !\u20e3", ["q\u0303", "x\u0323\u0301", "!\u20e3"]),
+    ("สวัสดี ครับ", ["สวัสดี", "ครับ"]),  # Thai vowel and tone marks
+    ("\U00011103\U00011134\U00011127 ok", ["\U00011103\U00011134\U00011127", "ok"]),  # Chakma: marks above U+FFFF
+    ("пʼять п’ять", ["пʼять", "п", "’", "ять"]),  # Ukrainian's letter apostrophe ʼ is no clitic
+])
+def test_word_tokenizer_keeps_words_of_every_script_whole(text, tokens):
+    assert Tokenizer("word")(text) == tokens
+
+
+@pytest.mark.parametrize("text,tokens", [
+    ("van 't Hoff", ["van", "'t", "Hoff"]),  # Dutch 't ("het") is no English negation
+    ("Van't Hoff", ["Van", "'t", "Hoff"]),
+    ("don’t, DONʼT, it’s, itʼs", ["do", "n't", ",", "DO", "N'T", ",", "it", "'s", ",", "it", "'s"]),
+    ("we’ll see, I’m in, they’ve won, you’re sure, I’d go",
+     ["we", "'ll", "see", ",", "I", "'m", "in", ",", "they", "'ve", "won", ",", "you", "'re", "sure", ",", "I", "'d", "go"]),
+    ("it didn ’ t , there ’ s", ["it", "did", "n't", ",", "there", "'s"]),  # WikiText writes ’ apart
+    ("the ‘best’ film, the students’ work, O’Brien",  # ’ as a quote or inside a name stays as written
+     ["the", "‘", "best", "’", "film", ",", "the", "students", "’", "work", ",", "O", "’", "Brien"]),
+])
+def test_word_tokenizer_reads_english_clitics_where_they_are_english(text, tokens):
+    assert Tokenizer("word")(text) == tokens
+
+
 def test_a_run_saved_under_older_word_rules_keeps_reading_by_them(tmp_path):
     # A run trained before version 3 must read its text as it was trained, or its ids would shift.
     old = Tokenizer.from_dict({"kind": "word", "lowercase": True, "rules": 2})
     assert old("do n't") == ["do", "n", "'t"] and old.to_dict()["rules"] == 2
     assert Tokenizer("word")("do n't") == ["do", "n't"]
+    # and one trained under version 3 reads as it did, cut words and all
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps({"kind": "word", "lowercase": False, "rules": 3}))
+    old = Tokenizer.load(path)
+    assert old.to_dict() == {"kind": "word", "lowercase": False, "rules": 3}
+    assert old(HINDI) == ["नमस", "्", "त", "े", "द", "ु", "न", "ि", "य", "ा"]
+    assert old(NFD_CAFE) == ["cafe", "\u0301"]
+    assert old("van 't Hoff") == ["va", "n't", "Hoff"]
+    assert old("don’t") == ["don", "’", "t"] and old("don't") == ["do", "n't"]
     path = tmp_path / "tokenizer.json"
     path.write_text(json.dumps({"kind": "word", "lowercase": True, "rules": 99}))
     with pytest.raises(TextnnError, match="newer textnn"):

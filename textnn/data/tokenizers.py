@@ -17,8 +17,10 @@ characters it came from and the index of its word, so predictions map back to wo
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ContextManager, Iterable, Iterator
@@ -32,7 +34,7 @@ from textnn.errors import TextnnError
 # "'s"], "don't" -> ["don", "'t"]); every other non-space character stands alone, so a quoting apostrophe
 # is not glued to the word it opens ("the 'best' film" -> ["the", "'", "best", "'", "film"]).
 _WORD_RE = re.compile(r"'(?:[stdm]|re|ve|ll)\b|\w+|[^\w\s]", re.IGNORECASE)
-# Version 3 (current) reads the conventions of the pre-tokenized corpora alike, so that a model pre-trained
+# Version 3 reads the conventions of the pre-tokenized corpora alike, so that a model pre-trained
 # on one reads another's text as it learned it (WikiText-2 under SST-2: docs/RESULTS.md, ULMFiT):
 # - the negation clitic is one token split from its word, as the Penn Treebank does (Marcus et al. 1993):
 #   "don't", WikiText's "don 't" and PTB/SST's "do n't" all give ["do", "n't"] (version 2 gave "don 't" for
@@ -44,7 +46,43 @@ _NEGATION_RE = re.compile(r"(?<=\w)n ?'t\b", re.IGNORECASE)
 _WIKITEXT_MARK_RE = re.compile(r" @([-,.])@ ")
 _PTB_QUOTE_RE = re.compile(r"``|''")
 _WORD_RE_3 = re.compile(r"n't\b|<unk>|'(?:[stdm]|re|ve|ll)\b|\w+|[^\w\s]", re.IGNORECASE)
-WORD_RULES_VERSION = 3
+# Version 4 (current) keeps the words of every script whole and reads English clitics only where they are:
+# - text is NFC first, so a decomposed "café" is the word "café", and a combining mark (a Devanagari vowel
+#   sign or virama, an accent with no precomposed letter) stays with the letter it sits on ("नमस्ते");
+# - the negation clitic is split only from the English words that take it (a closed class), so Dutch
+#   "van 't Hoff" and "Van't Hoff" keep their "'t" (the clitic token of version 2);
+# - the apostrophes ’ and ʼ read as ' where they begin an English clitic ("don’t" -> "do n't", "it’s" -> "it
+#   's"), also as WikiText writes them, apart on both sides ("didn ’ t", "there ’ s"). Elsewhere they stay
+#   as written: ’ is also a closing quote, and ʼ a letter of Ukrainian and other orthographies.
+_NEGATED = ("do", "does", "did", "is", "are", "was", "were", "has", "have", "had", "ca", "could", "wo", "would",
+            "sha", "should", "might", "must", "need", "dare", "ought", "ai")
+# Matched from the "n" and checked for the word before it (one look-behind per word: `re` looks behind by a
+# fixed width), which is faster than trying each word at every word's start.
+_CLITIC_RE_4 = re.compile(r"(?i:(n)(?= ?['’ʼ] ?t\b)(?:" + "|".join(rf"(?<=\b{word}n)" for word in _NEGATED)
+                          + r") ?['’ʼ] ?(t)\b|[’ʼ] ?(?=(?:[stdm]|re|ve|ll)\b))")
+WORD_RULES_VERSION = 4
+
+
+@functools.cache
+def _word_re_4() -> re.Pattern:
+    """Version 4's words: a letter or digit, then letters, digits and combining marks (Unicode categories
+    Mn, Mc, Me); any other non-space character stands alone with its marks. Python's `re` has no class for
+    the marks, so it is built from the Unicode table on first use (all marks lie below U+20000 but the
+    variation selectors at U+E0100). Ranges, and case-insensitive only where it matters, keep it fast."""
+    ranges: list[list[int]] = []
+    for code in (*range(0x20000), *range(0xE0100, 0xE01F0)):
+        if unicodedata.category(chr(code))[0] == "M":
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1][1] = code
+            else:
+                ranges.append([code, code])
+    marks = "".join(f"{chr(first)}-{chr(last)}" for first, last in ranges)  # no mark is special in a class
+    return re.compile(rf"(?i:n't)\b|<unk>|'(?i:[stdm]|re|ve|ll)\b|\w[\w{marks}]*|[^\w\s][{marks}]*")
+
+
+# The word rules whose conventions `_corpus_conventions` gives the WordPieces textnn trains: part of their cache
+# key, so a WordPiece is trained again only when they change (version 4 changed none of them).
+WORDPIECE_CONVENTIONS = 3
 
 
 def _corpus_conventions() -> list:
@@ -63,9 +101,15 @@ def _words(text: str, rules: int) -> list[str]:
     """`text` split into words and punctuation by the word tokenizer's rules of version `rules`."""
     if rules < 3:
         return _WORD_RE.findall(text)
-    text = _NEGATION_RE.sub(lambda found: " " + found.group(0).replace(" ", ""), text)
+    if rules == 3:
+        text = _NEGATION_RE.sub(lambda found: " " + found.group(0).replace(" ", ""), text)
+    else:
+        text = unicodedata.normalize("NFC", text)
+        if "'" in text or "’" in text or "ʼ" in text:  # searching every line would take as long as the rest
+            text = _CLITIC_RE_4.sub(r" \1'\2", text)  # a clitic gets a space before it, dropped below
     text = _PTB_QUOTE_RE.sub('"', _WIKITEXT_MARK_RE.sub(r"\1", text))
-    return _WORD_RE_3.findall(text)
+    # ASCII has no combining marks: there version 4's words are version 3's, found faster
+    return (_WORD_RE_3 if rules == 3 or text.isascii() else _word_re_4()).findall(text)
 
 
 # BERT's special tokens, in the order a trained WordPiece vocabulary starts with (Devlin et al. 2019 §3).

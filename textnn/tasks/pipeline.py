@@ -23,7 +23,7 @@ import torch
 from textnn import transfer
 from textnn.config import Config, DataConfig
 from textnn.data.cache import cached
-from textnn.data.tokenizers import CLS, MASK, SEP, UNK as WORDPIECE_UNK, WORD_RULES_VERSION, Tokenizer
+from textnn.data.tokenizers import CLS, MASK, SEP, UNK as WORDPIECE_UNK, WORDPIECE_CONVENTIONS, Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.errors import TextnnError
 
@@ -72,7 +72,7 @@ def train_wordpiece(config: Config, texts: Callable[[], Iterable[str]], source: 
         return Tokenizer.train_wordpiece(texts(), data.wordpiece_vocab_size, data.lowercase).to_dict()
 
     settings = {"kind": kind, "vocab_size": data.wordpiece_vocab_size, "lowercase": data.lowercase,
-                "conventions": WORD_RULES_VERSION, **source}  # a WordPiece cached under older conventions is not reused
+                "conventions": WORDPIECE_CONVENTIONS, **source}  # a WordPiece cached under older conventions is not reused
     return Tokenizer.from_dict(cached(data.train, settings, compute, enabled=data.cache))
 
 

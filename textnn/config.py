@@ -75,6 +75,12 @@ class DataConfig:
         _check(self.min_freq >= 1, "data.min_freq", self.min_freq, "an integer >= 1")
         _check(self.max_vocab >= 0, "data.max_vocab", self.max_vocab, "an integer >= 0")
 
+    def files(self, path: str) -> list[Path]:
+        """The files the task reads for a split's data path (data.train, data.dev), those that exist: the
+        file itself; a task with a format that reads several files for one path (a folder, a prefix) says
+        which. `--resume` checks these (data/fingerprint.py)."""
+        return [Path(path)] if path and os.path.isfile(path) else []
+
 
 @dataclass
 class WordVectorData(DataConfig):

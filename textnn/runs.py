@@ -143,12 +143,13 @@ class RunDir:
         """Refuse to continue the run on data files other than those it started with (their fingerprints in
         run.json; a run started before they were recorded is not checked)."""
         recorded = self.status().get("data_files", {})
-        for key, path in data_files(config).items():
+        for key, (path, files) in data_files(config).items():
             if key not in recorded:
                 continue
-            what = fingerprints.change(path, recorded[key])
-            if what:
-                raise TextnnError(f"{path} ({key}) changed since the run started: {what}; the resumed steps "
+            changed = fingerprints.change(path, files, recorded[key])
+            if changed:
+                file, what = changed
+                raise TextnnError(f"{file} ({key}) changed since the run started: {what}; the resumed steps "
                                   f"would train on other data than the checkpoint's. Put the file back as it was, "
                                   f"or train a new run from these weights (model.init_from={self.path})")
 
@@ -199,7 +200,7 @@ class RunDir:
         self.path.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.config_file, config.to_yaml())
         if "data_files" not in self.status():  # a new run (or one started before they were recorded)
-            self.record(data_files={key: fingerprints.fingerprint(path) for key, path in data_files(config).items()})
+            self.record(data_files={key: fingerprints.fingerprint(files) for key, (_, files) in data_files(config).items()})
 
     def remove_checkpoint(self) -> int:
         """Delete checkpoint/ (train.keep_checkpoint=none, once the run has finished); returns the bytes freed."""
@@ -370,14 +371,15 @@ class FollowerRunDir(RunDir):
         pass
 
 
-def data_files(config: Config) -> dict[str, str]:
-    """The data files that a run's steps depend on, by config key: the training data, the dev data (which
-    picks the best weights) and the pretrained vectors (which may shape the vocabulary). Not data.test,
-    which is read once, at the end, as it is then."""
-    named = {"data.train": config.data.train, "data.dev": config.data.dev}
-    if isinstance(config.data, WordVectorData):
-        named["data.vectors"] = config.data.vectors
-    return {key: path for key, path in named.items() if path and fingerprints.data_files(path)}
+def data_files(config: Config) -> dict[str, tuple[str, list[Path]]]:
+    """The data that a run's steps depend on, by config key: (the path, the files read for it) of the training
+    data, the dev data (which picks the best weights) and the pretrained vectors (which may shape the
+    vocabulary); those with no file are left out. Not data.test, which is read once, at the end, as it is then."""
+    data = config.data
+    named = {"data.train": (data.train, data.files(data.train)), "data.dev": (data.dev, data.files(data.dev))}
+    if isinstance(data, WordVectorData) and os.path.isfile(data.vectors):
+        named["data.vectors"] = (data.vectors, [Path(data.vectors)])
+    return {key: (path, files) for key, (path, files) in named.items() if files}
 
 
 def _disk_bytes(folder: Path) -> int:

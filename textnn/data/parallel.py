@@ -40,12 +40,18 @@ class ParallelText:
         return len(self.source)
 
 
-def side_file(prefix: str, language: str) -> str:
-    """PREFIX.LANG, or PREFIX.LANG.gz when only that exists; a clear error when neither does."""
+def find_side_file(prefix: str, language: str) -> str | None:
+    """PREFIX.LANG, or PREFIX.LANG.gz when only that exists; None when neither does."""
     plain = f"{prefix}.{language}"
-    for path in (plain, plain + ".gz"):
-        if os.path.isfile(path):
-            return path
+    return next((path for path in (plain, plain + ".gz") if os.path.isfile(path)), None)
+
+
+def side_file(prefix: str, language: str) -> str:
+    """`find_side_file`, with a clear error when neither file exists."""
+    found = find_side_file(prefix, language)
+    if found:
+        return found
+    plain = f"{prefix}.{language}"
     raise TextnnError(f"{plain}: not found (nor {plain}.gz); data.format=parallel reads PREFIX.{language} for "
                       f"the prefix given in the data path: check the path and data.source / data.target")
 

@@ -774,6 +774,12 @@ def _read_plain(path: str, lines: list[str], pair: bool) -> Records:
     return records
 
 
+def class_files(directory: str | Path) -> list[Path]:
+    """The files data.format=class_files reads in `directory`: its `*.txt` files, one per class, by name;
+    nothing else there (a README, a sub-folder) is read."""
+    return sorted(f for f in Path(directory).iterdir() if f.suffix.lower() == ".txt" and f.is_file())
+
+
 def _read_class_files(path: str, encoding: str) -> list[Record]:
     """One class per `*.txt` file in the directory, named after the file's stem."""
     directory = Path(path)
@@ -786,7 +792,7 @@ def _read_class_files(path: str, encoding: str) -> list[Record]:
             f"{path}: is a file, but data.format=class_files expects a directory holding one "
             ".txt file per class (pos.txt, neg.txt, ...)"
         )
-    files = sorted(f for f in directory.iterdir() if f.suffix.lower() == ".txt" and f.is_file())
+    files = class_files(directory)
     if not files:
         raise TextnnError(
             f"{path}: no .txt files in this directory; data.format=class_files expects one file "

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import csv
 import itertools
+import os
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -17,7 +19,7 @@ import torch
 from textnn.config import Config, WordVectorData, check_key, is_int, opt
 from textnn.data.batching import Batch
 from textnn.data.cache import cached
-from textnn.data.readers import Record, Records, line_list, read_classification
+from textnn.data.readers import Record, Records, class_files, line_list, read_classification
 from textnn.data.tokenizers import Tokenizer
 from textnn.errors import TextnnError, where
 from textnn.tasks.base import blank
@@ -56,6 +58,11 @@ class ClassificationData(FeatureData):
         check_key(self.extend_vocab >= 0, "data.extend_vocab", self.extend_vocab, "an integer >= 0 (0 = off)")
         check_key(self.kfold == 0 or self.kfold >= 2, "data.kfold", self.kfold, "0 (off) or >= 2")
         check_key(self.kfold == 0 or 0 <= self.fold < self.kfold, "data.fold", self.fold, f"0 .. {self.kfold - 1}")
+
+    def files(self, path: str) -> list[Path]:
+        if self.format == "class_files":
+            return class_files(path) if path and os.path.isdir(path) else []
+        return super().files(path)
 
 
 @dataclass

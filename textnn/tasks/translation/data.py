@@ -6,11 +6,13 @@ its batch (reading the files is data/parallel.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
 from textnn.config import DataConfig, check_key, opt
 from textnn.data.batching import Batch
+from textnn.data.parallel import find_side_file
 from textnn.data.vocab import PAD, UNK
 
 BOS, EOS = "<s>", "</s>"
@@ -48,6 +50,12 @@ class TranslationData(DataConfig):
         check_key(self.bpe_vocab_size >= 2, "data.bpe_vocab_size", self.bpe_vocab_size, "an integer >= 2")
         check_key(self.max_length >= 0, "data.max_length", self.max_length, "an integer >= 0")
         check_key(self.batch_tokens >= 0, "data.batch_tokens", self.batch_tokens, "an integer >= 0 (0 = off)")
+
+    def files(self, path: str) -> list[Path]:
+        if self.format == "parallel":  # the data path is a prefix: PREFIX.SRC and PREFIX.TGT are read
+            sides = (find_side_file(path, language) for language in (self.source, self.target))
+            return [Path(side) for side in sides if path and side]
+        return super().files(path)
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """How textnn writes and reads its own small files safely: the bottom of the layers, beside errors.py.
 
-One rule for every file textnn writes (`open_output`, `output_kind`): a regular file is written by atomic
+One rule for the files textnn writes (`open_output`, `output_kind`): a regular file is written by atomic
 replace (temp file beside the target, fsync, rename), so a run killed at any moment leaves a file's old
 content or all of its new one, never half, and a symbolic link in its place is replaced, never written
 through; a character device or a pipe (/dev/null, /dev/stdout, a FIFO) is written in place and never

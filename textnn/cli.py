@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
 from textnn import limits, progress
 from textnn.config import PRECISIONS
-from textnn.errors import TextnnError
+from textnn.errors import TextnnError, clip
 from textnn.files import atomic_write_text, check_output_place
 
 
@@ -347,26 +349,18 @@ def _input_lines(name: str):
 def write_lines(lines, output: str | None) -> None:
     """Write each line as soon as it comes (a pipe reader sees the first answers at once).
 
-    Into a file (`-o`): a temporary file beside it, renamed over it once every line is written, so an
-    error halfway, a full disk or Ctrl-C leaves no half-written output that looks complete.
+    Into a file (`-o`): by `files.open_output`, a temporary file beside it renamed over it once every line
+    is written, so an error halfway, a full disk, Ctrl-C or SIGTERM leaves no half-written output that looks
+    complete; a device or a pipe (/dev/stdout, a FIFO) is written in place.
     """
     if not output:
         for line in lines:
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
         return
-    from textnn.files import temporary_beside, unwritable
+    from textnn.files import open_output
 
-    path = Path(output).expanduser()
-    if path.exists() and not path.is_file():  # a device or a pipe (/dev/stdout): written in place
-        try:
-            with open(path, "w", encoding="utf-8") as handle:
-                for line in lines:
-                    handle.write(line + "\n")
-        except OSError as err:
-            raise unwritable(path, err, "output") from None
-        return
-    with temporary_beside(path, "output file") as handle:
+    with open_output(Path(output).expanduser(), "output file") as handle:
         for line in lines:
             handle.write((line + "\n").encode("utf-8"))
 
@@ -566,12 +560,16 @@ class StandardOutputError(TextnnError):
 class _StandardOutput:
     """sys.stdout as every command writes it: an OSError while writing or flushing (`> /dev/full`, a file
     past `ulimit -f`) becomes one StandardOutputError, whichever command and line wrote. A reader that
-    stopped early (BrokenPipeError, `| head`) is left to `main`, which does not count it as an error."""
+    stopped early (BrokenPipeError, `| head`) is left to `main`, which does not count it as an error.
+    A closed standard output (`>&-`, where Python's sys.stdout is None) fails at the first write, the same way."""
 
     def __init__(self, stream) -> None:
         self.stream = stream
 
     def write(self, text: str) -> int:
+        if self.stream is None:
+            raise StandardOutputError("standard output: cannot write: it is closed (`>&-`); send the output to a "
+                                      "file or to /dev/null")
         try:
             return self.stream.write(text)
         except BrokenPipeError:
@@ -580,6 +578,8 @@ class _StandardOutput:
             raise self._error(err) from None
 
     def flush(self) -> None:
+        if self.stream is None:
+            return
         try:
             self.stream.flush()
         except BrokenPipeError:
@@ -601,8 +601,26 @@ class _StandardOutput:
 def _silence_stdout(stream) -> None:
     """Point the descriptor under `stream` at /dev/null, so that Python's own flush at exit finds nothing it
     cannot write (it would print a second complaint after the one line)."""
-    with contextlib.suppress(OSError, ValueError):
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # AttributeError: a closed one (None)
         os.dup2(os.open(os.devnull, os.O_WRONLY), stream.fileno())
+
+
+def _hold_closed_stdout() -> None:
+    """With descriptor 1 closed (`>&-`), the next file opened would get it, and whatever writes to standard
+    output below Python (a library's C code, a child process) would land in that file: hold it with /dev/null."""
+    try:
+        os.fstat(1)
+    except OSError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (`kill PID`), raised wherever the command is, as Ctrl-C is: every output being written by
+    replace removes its temporary file on the way out (`files.temporary_beside`)."""
+
+
+def _on_terminate(signum, frame) -> None:
+    raise Terminated
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -613,7 +631,13 @@ def main(argv: list[str] | None = None) -> int:
 
         torch.set_num_threads(args.threads)
     stdout = sys.stdout
+    if stdout is None:
+        _hold_closed_stdout()
     sys.stdout = _StandardOutput(stdout)
+    previous_sigterm = None
+    if args.command != "train":  # train stops on SIGTERM at a checkpoint itself; under torchrun, at once
+        with contextlib.suppress(ValueError):  # not the main thread: signals are not ours to handle
+            previous_sigterm = signal.signal(signal.SIGTERM, _on_terminate)
     try:
         code = COMMANDS[args.command](args)
         sys.stdout.flush()  # what is still buffered fails here, as the same one line
@@ -625,13 +649,22 @@ def main(argv: list[str] | None = None) -> int:
     except TextnnError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as err:
+        terminated = isinstance(err, Terminated)
+        print("terminated" if terminated else "interrupted", file=sys.stderr)
+        return 128 + (signal.SIGTERM if terminated else signal.SIGINT)
     except BrokenPipeError:  # the reader stopped early (`| head`): not an error
         # Python would complain once more when it flushes stdout at exit; point stdout at nothing instead.
         _silence_stdout(stdout)
         return 0
+    except OSError as err:
+        if err.errno != errno.ENAMETOOLONG:  # a path given anywhere (a config, a run, -o...): one line for all
+            raise
+        name = str(err.filename or "")
+        part = max(Path(name).parts or [name], key=lambda part: len(os.fsencode(part)))
+        print(f"error: {clip(name, 60)}: the name {clip(part, 20)} is {len(os.fsencode(part))} bytes long, more than "
+              f"the file system allows for one name (255 bytes); choose a shorter name", file=sys.stderr)
+        return 2
     except Exception as err:
         # Imported here, not above, so that `explain` and config errors do not pay for importing torch;
         # a TrainingInterrupted can only come from a command that has already imported the trainer.
@@ -646,6 +679,8 @@ def main(argv: list[str] | None = None) -> int:
         raise
     finally:
         sys.stdout = stdout
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
 
 
 if __name__ == "__main__":

@@ -530,6 +530,9 @@ def visualize_run(run_dir: str | Path, text: str, output_dir: str | Path | None 
     check_batch_size(batch_size)
     output = check_output_place(output_dir or Path(run_dir) / "views", "directory",
                                 "--output-dir" if output_dir else "the run's views folder")  # before the run is read
+    if output_dir and output.is_dir() and any(output.iterdir()):  # its index.html, layer_N.png... would go unseen
+        raise TextnnError(f"--output-dir {output}: the folder is not empty; give a new or empty folder (or leave "
+                          f"out --output-dir to write the run's own views folder)")
     config, task, model = load_run(run_dir, device, precision_asked=precision_asked)
     if batch_size is not None:
         print(f"note: --batch-size {batch_size} does not apply here: a view reads its one text as one sequence",

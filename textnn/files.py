@@ -1,10 +1,13 @@
 """How textnn writes and reads its own small files safely: the bottom of the layers, beside errors.py.
 
-Writing is atomic (temp file beside the target, fsync, rename), so a run killed at any moment leaves a
-file's old content or all of its new one, never half: checkpoints, run.json, config.yaml, the
-tokenized-data cache and command output all go through `temporary_beside`. A killed writer's temporary
-file is removed by the next one (`remove_stale_temporaries`). Any OSError while writing becomes one
-error saying what to do (`unwritable`).
+One rule for the files textnn writes (`open_output`, `output_kind`): a regular file is written by atomic
+replace (temp file beside the target, fsync, rename), so a run killed at any moment leaves a file's old
+content or all of its new one, never half, and a symbolic link in its place is replaced, never written
+through; a character device or a pipe (/dev/null, /dev/stdout, a FIFO) is written in place and never
+replaced; anything else (a socket, a block device) is refused, by `check_output_place` before any work.
+Checkpoints, run.json, config.yaml, the tokenized-data cache, plots and command output all go through it.
+A killed writer's temporary file is removed by the next one (`remove_stale_temporaries`). Any OSError
+while writing becomes one error saying what to do (`unwritable`).
 
 Reading YAML (`read_yaml`) is bounded and safe: a config, a run's config.yaml and the starting run of
 model.init_from are all read through it, so a huge or hostile file is refused before it is parsed.
@@ -18,6 +21,7 @@ import errno
 import os
 import re
 import shutil
+import stat
 from pathlib import Path
 
 import yaml
@@ -29,8 +33,9 @@ from textnn.errors import TextnnError, short
 
 def unwritable(path: str | Path, err: OSError, what: str = "file") -> TextnnError:
     """One error for an OSError met while writing `path`, saying what to do about its cause."""
-    return TextnnError(f"{path}: cannot write the {what}: {write_failure(err)}; free space or choose a writable "
-                       f"place (another --run-dir or -o)")
+    advice = "free space or choose" if err.errno in (errno.ENOSPC, errno.EDQUOT) else "choose"
+    return TextnnError(f"{path}: cannot write the {what}: {write_failure(err)}; {advice} a writable place "
+                       f"(another --run-dir or -o)")
 
 
 def write_failure(err: OSError) -> str:
@@ -40,33 +45,67 @@ def write_failure(err: OSError) -> str:
               errno.EACCES: "permission denied", errno.EPERM: "permission denied",
               errno.EISDIR: "a directory of that name is in the way", errno.ENOTDIR: "a file is in the way of a directory",
               errno.ELOOP: "a symbolic link stands in its place (a run's files are written only as plain files: "
-                           "remove the link)"}
+                           "remove the link)",
+              errno.ENAMETOOLONG: "a name in the path is longer than the file system allows (255 bytes)"}
     return causes.get(err.errno, err.strerror or type(err).__name__)
+
+
+IN_PLACE = "a character device or a pipe"  # what `output_kind` says of a place written in place
+
+
+def output_kind(path: str | Path) -> str:
+    """What stands at `path`, as `open_output` writes it: "new" (nothing, or a link to nothing), "file" (a
+    regular file, or a link to one: replaced), IN_PLACE (also behind a link, as /dev/stdout is), or what
+    else is there ("a directory", "a socket", "a block device", ...), which is refused."""
+    try:
+        mode = os.stat(path).st_mode  # through links: /dev/stdout -> /proc/self/fd/1 -> a pipe
+    except OSError as err:
+        if err.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):  # nothing there (a file above: see callers)
+            return "new"
+        raise
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
+        return IN_PLACE
+    return ("a directory" if stat.S_ISDIR(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a block device (a disk)" if stat.S_ISBLK(mode) else "a special file")
+
+
+def _refused(place: str, kind: str) -> TextnnError:
+    return TextnnError(f"{place}: {kind} is in the way; textnn writes regular files (by replace) and character "
+                       f"devices or pipes (in place): give a file name")
 
 
 def check_output_place(path: str | Path, kind: str, option: str) -> Path:
     """Refuse, before any work starts, an output place a command could not write: `kind` "file" (written
-    by atomic replace; a device or a pipe such as /dev/stdout is written in place) or "directory"
-    (made if missing, written into if there). `option` names where the place was given (-o, --output-dir).
+    by `open_output`: a regular file by atomic replace, a device or a pipe such as /dev/stdout in place)
+    or "directory" (made if missing, written into if there). `option` names where the place was given
+    (-o, --output-dir).
 
-    Checked: something else of that name in the way (a directory where a file goes, a file where a
-    directory goes), a missing folder above a file, a file above a directory, a folder that cannot be
-    written. Returns the place, ~ expanded.
+    Checked: something else of that name in the way (a directory where a file goes, a socket or a block
+    device, a file where a directory goes), a missing folder above a file, a file above a directory, a
+    folder that cannot be written. Returns the place, ~ expanded.
     """
     path = Path(path).expanduser()
     given = f"{option} {path}"
     if kind == "file":
-        if path.is_dir():
+        found = output_kind(path)
+        if found == "a directory":
             raise TextnnError(f"{given}: a directory of that name is in the way; give a file name (e.g. "
                               f"{path / 'out.txt'})")
-        if path.exists() and not path.is_file():  # a device or a pipe: written in place, as it is
+        if found == IN_PLACE:  # written in place, as it is
             return path
+        if found not in ("new", "file"):
+            raise _refused(given, found)
         parent = path.parent
         if parent.exists() and not parent.is_dir():
             raise TextnnError(f"{given}: {parent} is a file, not a folder; give a place in a folder")
         if not parent.is_dir():
             raise TextnnError(f"{given}: the folder {parent} does not exist; create it first or give another place")
     elif kind == "directory":
+        if path.is_symlink() and not path.exists():
+            raise TextnnError(f"{given}: a symbolic link to nothing ({os.readlink(path)}) is in the way; remove it "
+                              f"or give another directory")
         if path.exists() and not path.is_dir():
             raise TextnnError(f"{given}: a file of that name is in the way; give a directory (a new one is made)")
         parent = path
@@ -157,9 +196,12 @@ def temporary_beside(path: str | Path, what: str = "file"):
 def temporary_dir_beside(path: str | Path, what: str = "directory"):
     """A temporary directory beside `path`, renamed to `path` (over an empty directory there) once the
     block ends well. On any error it is removed, so `path` is left as it was or complete, never half
-    written; an OSError becomes one TextnnError naming `path`.
+    written; an OSError becomes one TextnnError naming `path`. A link to a directory is followed: the
+    directory it names is the one filled (a rename cannot put a directory over the link itself).
     """
     path = Path(path)
+    if path.is_symlink() and path.is_dir():
+        path = path.resolve()
     tmp = _temporary(path)
     try:
         tmp.mkdir(parents=True)
@@ -172,9 +214,33 @@ def temporary_dir_beside(path: str | Path, what: str = "directory"):
         raise
 
 
+@contextlib.contextmanager
+def open_output(path: str | Path, what: str = "file"):
+    """A binary handle that writes `path` by the one rule above: a regular file (or none yet) through
+    `temporary_beside`; a character device or a pipe in place, opened without creating or truncating, so
+    it is never replaced by a file; anything else refused. Any OSError becomes one TextnnError."""
+    path = Path(path)
+    try:
+        found = output_kind(path)
+    except OSError as err:
+        raise unwritable(path, err, what) from None
+    if found in ("new", "file"):
+        with temporary_beside(path, what) as handle:
+            yield handle
+        return
+    if found != IN_PLACE:
+        raise _refused(path, found)
+    try:
+        # No O_CREAT: if the device went away meanwhile, nothing is made in its place.
+        with open(os.open(path, os.O_WRONLY | os.O_NOCTTY), "wb") as handle:
+            yield handle
+    except OSError as err:
+        raise unwritable(path, err, what) from None
+
+
 def atomic_write_bytes(path: str | Path, data: bytes, what: str = "file") -> None:
-    """Write to a temp file in the same directory, fsync it, then rename over `path`."""
-    with temporary_beside(path, what) as handle:
+    """Write `data` to `path` by `open_output`: a regular file by replace (temp file, fsync, rename)."""
+    with open_output(path, what) as handle:
         handle.write(data)
 
 

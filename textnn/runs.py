@@ -17,6 +17,11 @@
       report.md, *.png       the human report
       .lock                  while a `textnn train` writes the run: its pid and host (RunDir.lock; one
                              left by a killed process is free, and taken over)
+      tensorboard/           train.tensorboard: TensorBoard's event files
+
+A run's files and folders are its own: a symbolic link in the place of `.lock`, `checkpoint/` or
+`tensorboard/` is refused (textnn would write through it, and removes checkpoint/), and every file is
+written by replace (files.open_output), which replaces a link rather than writing through it.
 
 Every command other than `train` takes a run directory and rebuilds task and model from it.
 """
@@ -29,6 +34,7 @@ import json
 import os
 import shutil
 import socket
+import stat
 import threading
 import time
 from pathlib import Path
@@ -69,6 +75,7 @@ class RunDir:
     checkpoint_file = property(lambda self: self.path / "checkpoint" / "last.safetensors")
     metrics_file = property(lambda self: self.path / "metrics.jsonl")
     lock_file = property(lambda self: self.path / ".lock")
+    tensorboard_dir = property(lambda self: self.path / "tensorboard")
 
     def lock(self) -> bool:
         """Become the one process that writes this run, until `unlock`; returns whether the directory was made.
@@ -85,9 +92,15 @@ class RunDir:
         while True:
             try:
                 self.path.mkdir(parents=True, exist_ok=True)
-                handle = open(self.lock_file, "a+", encoding="utf-8")
+                # O_NOFOLLOW: a link in its place would have the file it names cut and filled with our pid.
+                handle = open(os.open(self.lock_file, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644),
+                              "a+", encoding="utf-8")
             except OSError as err:
                 raise unwritable(err.filename or self.path, err, "lock file") from None
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):  # a FIFO or a device made in its place
+                handle.close()
+                raise TextnnError(f"{self.lock_file}: not a plain file; remove it (a run's lock file is written "
+                                  f"only as a plain file)")
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -186,6 +199,11 @@ class RunDir:
         `start_over` (see `starts_over`): the files of the attempt that stopped before its first
         checkpoint are removed and the run starts afresh in the same directory.
         """
+        for folder in (self.checkpoint_file.parent, self.tensorboard_dir):  # written into (and removed) below
+            if folder.is_symlink():
+                raise TextnnError(f"{folder}: a symbolic link (to {os.readlink(folder)}) stands in the place of the "
+                                  f"run's own folder, which training writes into; remove the link (move what it "
+                                  f"points to into the run as a folder of that name to keep it)")
         if resume:
             self.check_resume(config)
         elif start_over:

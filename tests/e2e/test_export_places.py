@@ -54,3 +54,19 @@ def test_export_into_an_empty_directory_and_a_failure_halfway_leaves_nothing(run
     proc = textnn("export", str(run), str(tmp_path / "cut"), limit_bytes=4096)  # the weights are larger
     one_line_error(proc, str(tmp_path / "cut"), "size limit")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"]  # neither the export nor its temporary
+
+
+def test_export_to_a_link_to_an_empty_directory_fills_the_directory_it_names(run, tmp_path):
+    (tmp_path / "disk").mkdir()
+    (tmp_path / "hf").symlink_to(tmp_path / "disk")
+    proc = textnn("export", str(run), str(tmp_path / "hf"))
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert (tmp_path / "hf").is_symlink()
+    assert {p.name for p in (tmp_path / "disk").iterdir()} >= {"config.json", "model.safetensors", "tokenizer.json"}
+
+
+def test_export_to_a_link_to_nothing_is_refused_before_any_work(run, tmp_path):
+    (tmp_path / "hf").symlink_to(tmp_path / "gone")
+    proc = textnn("export", str(run), str(tmp_path / "hf"))
+    one_line_error(proc, str(tmp_path / "hf"), "a symbolic link to nothing")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hf"]

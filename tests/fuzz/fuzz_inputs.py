@@ -4,6 +4,8 @@
     PYTHONPATH=. python -m tests.fuzz.fuzz_inputs --n 200 --only tsv  # one target, a short run
     PYTHONPATH=. python -m tests.fuzz.fuzz_inputs --only qa,qa.predict,predict,translate,generate  # the command
                                                                       # inputs and the QA reader (fuzz_commands.py)
+    PYTHONPATH=. python -m tests.fuzz.fuzz_inputs --only outputs.file,outputs.directory  # the output places
+                                                                      # (fuzz_outputs.py)
 
 Each input is a valid seed file (or config) spoiled by a few random mutations: bytes flipped, inserted
 or deleted, lines duplicated, cut or spliced in from another format, NUL and invalid UTF-8 bytes, UTF-16,
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import Callable
 
 from tests.fuzz.fuzz_commands import command_seed, command_target_input, command_targets
+from tests.fuzz.fuzz_outputs import OUTPUT_TARGETS, can_make_devices, output_input, output_seed, output_targets
 from textnn.errors import TextnnError
 
 SEEDS = {
@@ -255,6 +258,8 @@ def seed_input(name: str) -> bytes:
         return pack_parallel(ord("f"), 0, 0, [PARALLEL_SEEDS[language].encode("utf-8") for language in ("de", "en")])
     if name in COMMAND_TARGETS:
         return command_seed(name)
+    if name in OUTPUT_TARGETS:
+        return output_seed()
     return SEEDS[name].encode("utf-8")
 
 
@@ -308,7 +313,8 @@ def fuzz(n: int, seed: int = 0, only: list[str] | None = None, time_bound: float
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "input"
         targets = {**reader_targets(path), **config_targets(path.with_suffix(".yaml")),
-                   **command_targets(path.with_suffix(".json"))}
+                   **command_targets(path.with_suffix(".json")), **output_targets(Path(tmp))}
+        devices = can_make_devices(Path(tmp))  # device nodes (mknod) need the right to make them
         seeds = [text.encode("utf-8") for text in SEEDS.values()]
         for name, run in targets.items():
             if only and name not in only:
@@ -328,6 +334,8 @@ def fuzz(n: int, seed: int = 0, only: list[str] | None = None, time_bound: float
                     data = parallel_input(rng, seeds)
                 elif name in COMMAND_TARGETS:
                     data = command_target_input(name, rng, mutate)
+                elif name in OUTPUT_TARGETS:
+                    data = output_input(rng, devices)
                 else:
                     data = mutate(SEEDS[name].encode("utf-8"), rng, seeds)
                 outcome, detail = classify(run, data, time_bound, memory_bound_mib * 2 ** 20, wall_bound)
@@ -342,9 +350,9 @@ def fuzz(n: int, seed: int = 0, only: list[str] | None = None, time_bound: float
 
 def format_rows(rows: list[dict]) -> str:
     # seconds: wall-clock time; cpu s: this process's CPU time (what the inputs cost on a shared machine)
-    lines = [f"{'target':<14} {'inputs':>7} {'error':>7} {'accepted':>9} {'other':>6} {'seconds':>8} {'cpu s':>7}"]
+    lines = [f"{'target':<17} {'inputs':>7} {'error':>7} {'accepted':>9} {'other':>6} {'seconds':>8} {'cpu s':>7}"]
     for row in rows:
-        lines.append(f"{row['target']:<14} {row['inputs']:>7} {row['error']:>7} {row['accepted']:>9} "
+        lines.append(f"{row['target']:<17} {row['inputs']:>7} {row['error']:>7} {row['accepted']:>9} "
                      f"{row['other']:>6} {row['seconds']:>8.1f} {row['cpu_seconds']:>7.1f}")
     for row in rows:
         for kind, data in row["examples"].items():

@@ -47,3 +47,13 @@ def test_command_inputs_give_a_clear_error_or_are_read(target):
     rows = fuzz(n, seed=1, only=[target], time_bound=20.0)
     assert rows[0]["inputs"] == n and rows[0]["error"] > 0 and rows[0]["accepted"] > 0
     assert rows[0]["other"] == 0, format_rows(rows)
+
+
+# The output places (fuzz_outputs.py): files, directories, FIFOs, devices made by mknod and links to each, in
+# a private folder. TEXTNN_FUZZ_INPUTS=10000 runs the full count of docs/RELIABILITY.md.
+@pytest.mark.parametrize("target", ["outputs.file", "outputs.directory"])
+def test_output_places_are_written_by_the_rule_or_refused(target):
+    n = int(os.environ.get("TEXTNN_FUZZ_INPUTS", 0)) or 400
+    rows = fuzz(n, seed=1, only=[target], time_bound=20.0)
+    assert rows[0]["inputs"] == n and rows[0]["error"] > 0 and rows[0]["accepted"] > 0
+    assert rows[0]["other"] == 0, format_rows(rows)

@@ -97,7 +97,7 @@ class TrainingSession:
             from textnn.training.tensorboard import TensorBoardLog
 
             purge = None if self._resumed_at is None else self._resumed_at + 1
-            self._tensorboard = TensorBoardLog(self.run.path / "tensorboard", purge_step=purge)
+            self._tensorboard = TensorBoardLog(self.run.tensorboard_dir, purge_step=purge)
             self.run.on_record = self._tensorboard
 
     def close(self) -> None:

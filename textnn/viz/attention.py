@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from textnn.errors import TextnnError
+from textnn.files import atomic_write_text
 from textnn.viz.plots import _new_figure, _save
 
 MAX_TOKENS = 128  # beyond this the labels of a T x T map can no longer be read
@@ -140,5 +141,5 @@ def write_attention_view(model: torch.nn.Module, task, text: str, output_dir: st
         plot_attention_heads(weights, labels, output_dir / name, f"{title}: layer {layer} of {len(maps)}")
         images.append((name, f"layer {layer}: {weights.shape[0]} heads"))
     index = output_dir / "index.html"
-    index.write_text(_index_html(title, text, tokens, images), encoding="utf-8")
+    atomic_write_text(index, _index_html(title, text, tokens, images))
     return [index, *(output_dir / name for name, _ in images)]

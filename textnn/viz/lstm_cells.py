@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from textnn.errors import TextnnError
+from textnn.files import atomic_write_text
 
 # feature name -> what a cell tracking it does (used in the HTML headings)
 FEATURES: dict[str, str] = {
@@ -262,7 +263,7 @@ h2 {{ font-size: 1.05em; margin-top: 1.6em; }}
 """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(page, encoding="utf-8")
+    atomic_write_text(path, page)
     return path
 
 

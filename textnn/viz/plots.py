@@ -29,13 +29,14 @@ def _new_figure(width: float, height: float):
 
 
 def _save(figure, path: str | Path) -> None:
-    """Write `figure` as PNG at `path`, creating its folder: by replace (a temporary file renamed over it),
-    so a symbolic link at `path` is replaced, never written through to a file outside the run."""
-    from textnn.files import temporary_beside
+    """Write `figure` as PNG at `path`, creating its folder, by `files.open_output`: by replace (a temporary
+    file renamed over it), so a symbolic link at `path` is replaced, never written through to a file outside
+    the run; a device or a pipe is written in place, never replaced."""
+    from textnn.files import open_output
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with temporary_beside(path, "plot") as handle:
+    with open_output(path, "plot") as handle:
         figure.savefig(handle, format="png")
 
 

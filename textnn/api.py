@@ -24,7 +24,7 @@ from typing import Iterable
 
 import torch
 
-from textnn.errors import TextnnError
+from textnn.errors import TextnnError, short
 from textnn.experiment import each_in_run_precision, in_run_precision, load_run
 from textnn.generation.decoding import DecodingConfig, PromptDecoder
 
@@ -43,7 +43,14 @@ class Run:
     def _lines(self, inputs: Iterable[str], options: dict) -> list[str]:
         if isinstance(inputs, str):  # one string would be read character by character
             inputs = [inputs]
-        outputs = self.task.predict(self.model, [line.rstrip("\n") for line in inputs], str(self.path), options)
+        inputs = list(inputs)
+        for number, item in enumerate(inputs):
+            if not isinstance(item, str):
+                raise TextnnError(f"{self.path}: input {number} is {type(item).__name__} {short(item, 40)}, not a "
+                                  f"string; give each text as a str")
+        # the texts are texts: no first one is taken for a table's header (`table_header: False`)
+        outputs = self.task.predict(self.model, [line.rstrip("\n") for line in inputs], str(self.path),
+                                    {**options, "table_header": False})
         return list(each_in_run_precision(self.config, self.model, outputs))
 
     def predict(self, texts: Iterable[str] | str) -> list:
@@ -73,7 +80,8 @@ class Run:
         if self.config.task != "translation":
             raise TextnnError(f"{self.path}: translate needs a translation run; this is a {self.config.task} run "
                               f"(use predict or generate)")
-        decoding = DecodingConfig.from_flags(beam=beam_size if beam_size > 1 else None, length_penalty=length_penalty)
+        # beam_size 1 is greedy search; any other value is checked as --beam is (0 or -5 is refused)
+        decoding = DecodingConfig.from_flags(beam=None if beam_size == 1 else beam_size, length_penalty=length_penalty)
         return self._lines(sentences, {"decoding": decoding})
 
 

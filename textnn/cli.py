@@ -18,7 +18,7 @@ from pathlib import Path
 from textnn import limits, progress
 from textnn.config import PRECISIONS
 from textnn.errors import TextnnError, clip
-from textnn.files import atomic_write_text, check_output_place
+from textnn.files import atomic_write_text, check_output_place, json_text
 
 
 class _Parser(argparse.ArgumentParser):
@@ -303,7 +303,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     metrics = evaluate_run(args.run, args.data, bootstrap_samples=args.bootstrap, streams=args.streams,
                            top_n=args.top_n, decoding=_decoding(args, "greedy") if given else None,
                            device=args.device, batch_size=args.batch_size, precision_asked=args.precision)
-    print(json.dumps(metrics) if args.json else "\n".join(metric_lines(args.run, metrics)))
+    print(json_text(metrics) if args.json else "\n".join(metric_lines(args.run, metrics)))
     return 0
 
 
@@ -395,7 +395,7 @@ def _runs(args: argparse.Namespace) -> int:
     rows = summaries(args.folder)
     if args.json:
         for row in rows:
-            print(json.dumps(row))
+            print(json_text(row))
         return 0
     table = [[row["name"], row["task"] or "-", row["model"] or "-", row["status"],
               f"{row['metric']} {row['best']:.4g}" if row["best"] is not None else "-",
@@ -483,7 +483,7 @@ def _generate(args: argparse.Namespace) -> int:
         print(f"note: {result.unknown_tokens} of the prompt's {result.prompt_tokens} tokens are not in the "
               f"vocabulary and were read as <unk>", file=sys.stderr)
     if decoding.n_best > 1:  # the n-best format of every command: one JSON line per input
-        print(json.dumps({"prompt": result.prompt, "hypotheses": result.samples,
+        print(json_text({"prompt": result.prompt, "hypotheses": result.samples,
                           "scores": [round(score, 6) for score in result.scores]}, ensure_ascii=False))
         return 0
     count = len(result.samples)

@@ -22,7 +22,7 @@ import torch
 from textnn import limits, registry
 from textnn.config import Config, load_config, starts_with_head
 from textnn.errors import TextnnError
-from textnn.files import atomic_link, atomic_write_text, check_output_place, unwritable
+from textnn.files import atomic_link, atomic_write_text, check_output_place, json_text, unwritable
 from textnn.generation.decoding import Decoder, DecodingConfig, PromptDecoder
 from textnn.limits import check_training_memory
 from textnn.runs import FollowerRunDir, RunDir, human_size
@@ -514,7 +514,7 @@ def generate_file_run(run_dir: str | Path, lines: Iterable[str], source: str, de
                 row["samples"] = found.samples
             if found.unknown_tokens:
                 row["unknown_tokens"] = found.unknown_tokens
-            rows.append(json.dumps(row, ensure_ascii=False))
+            rows.append(json_text(row, ensure_ascii=False))
         yield from rows  # the part's lines together, once all of them are done
 
 

@@ -11,13 +11,16 @@ while writing becomes one error saying what to do (`unwritable`).
 
 Reading YAML (`read_yaml`) is bounded and safe: a config, a run's config.yaml and the starting run of
 model.init_from are all read through it, so a huge or hostile file is refused before it is parsed.
-Every layer above may use both; this module imports nothing of textnn's but errors.py.
+JSON that textnn prints for other programs (`json_text`: predictions, `--json` output) is strict JSON.
+Every layer above may use all three; this module imports nothing of textnn's but errors.py.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import json
+import math
 import os
 import re
 import shutil
@@ -27,6 +30,25 @@ from pathlib import Path
 import yaml
 
 from textnn.errors import TextnnError, short
+
+
+# ------------------------------------------------------------------------------------- JSON for others
+
+def json_text(value: object, **options) -> str:
+    """`json.dumps(value, **options)` that every JSON reader takes: a float that is not finite (NaN, an
+    infinite score or metric), for which JSON has no word and Python would write `NaN` or `-Infinity`,
+    is written null."""
+    return json.dumps(_finite(value), allow_nan=False, **options)
+
+
+def _finite(value: object) -> object:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
 
 
 # ------------------------------------------------------------------------------------- atomic writes

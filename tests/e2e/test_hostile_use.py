@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -130,6 +131,38 @@ def test_the_tagging_recipe_with_a_missing_dev_file_says_so(tmp_path):
 
 # ------------------------------------------------------------------------------------------------- qa
 
+DEEP = '{"question": "Where?", "context": ' + "[" * 100_000 + "]" * 100_000 + "}"
+HUGE_NUMBER = '{"question": "Where?", "context": "In Oslo.", "id": ' + "9" * 5_000 + "}"
+
+
+@pytest.mark.parametrize("task", ["qa", "classification", "tagging", "translation"])
+@pytest.mark.parametrize("line, expected", [(DEEP, "nested too deeply"), (HUGE_NUMBER, "4,300 digits")])
+def test_a_json_line_past_pythons_reader_is_one_line_naming_it(runs, task, line, expected):
+    run = runs(task)
+    first = json.dumps({"question": "Where?", "context": CONTEXT, "text": "the cat sat", "sentence": "the cat sat"})
+    command = "translate" if task == "translation" else "predict"
+    proc = textnn(command, str(run), input=f"{first}\n{line}\n", cwd=run.parent)
+    one_line(proc.returncode, proc.stderr, "<stdin>:2", expected)
+
+
+def test_json_output_holds_no_infinity_or_nan(runs, tmp_path):
+    """A QA line with an empty context has no answer (its score -inf), and a run.json metric may be infinite
+    or NaN: the JSON printed for them says null, which every JSON reader takes."""
+    def strict(text: str):
+        return json.loads(text, parse_constant=lambda word: pytest.fail(f"{word} in JSON output: {text}"))
+
+    run = runs("qa")
+    proc = textnn("predict", str(run), input=json.dumps({"question": "Where?", "context": ""}) + "\n", cwd=run.parent)
+    assert proc.returncode == 0, proc.stderr
+    assert strict(proc.stdout)["score"] is None
+    folder = tmp_path / "runs"
+    shutil.copytree(runs("classification"), folder / "copy")
+    status = json.loads((folder / "copy" / "run.json").read_text(encoding="utf-8"))
+    (folder / "copy" / "run.json").write_text(json.dumps({**status, "best": float("inf")}), encoding="utf-8")
+    proc = textnn("runs", str(folder), "--json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert strict(proc.stdout)["best"] is None
+
 CONTEXT = "The treaty was signed in Oslo in 1905."
 
 
@@ -158,6 +191,8 @@ NOT_SQUAD = {  # valid JSON, not SQuAD's structure: what the message must name
     "null-question": (squad(question=None), '"question"'),
     "answer-start-not-a-number": (squad(start="abc"), '"answer_start"'),
     "nested-too-deep": ("[" * 100_000 + "]" * 100_000, "nested"),
+    "answer-start-of-100000-digits": (json.dumps(squad()).replace('"answer_start": 25', '"answer_start": '
+                                                                  + "7" * 100_000), "4,300 digits"),
 }
 
 

@@ -5,6 +5,7 @@ line that breaks the format named with its number."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -13,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
+import textnn as textnn_api
 from tests.conftest import SUBWORD_CONLL, write_sentiment_tsv
 from tests.e2e.test_translation_cli import write_corpus
+from textnn.errors import TextnnError
 
 
 def textnn(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess:
@@ -130,3 +133,88 @@ def test_a_translator_reads_its_training_table_and_json_lines(translator):
     for key in ("de", "source", "text"):
         read, said = answers(translator, "translate", "".join(json.dumps({key: s}) + "\n" for s in sources))
         assert "read as JSON lines" in said and read == plain
+
+
+# ------------------------------------------------------------------------------------- inputs read as written
+
+def refused(folder: Path, command: str, text: str, *expected: str, flags: tuple = ()) -> None:
+    done = textnn(command, "run", *flags, cwd=folder, stdin=text)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    for part in expected:
+        assert part in done.stderr.strip().splitlines()[-1], (part, done.stderr)
+
+
+@pytest.fixture(scope="module")
+def csv_classifier(tmp_path_factory) -> Path:
+    """A classifier trained on a CSV file with standard quoting (data.quoting: true)."""
+    folder = tmp_path_factory.mktemp("csv-classifier")
+    write_sentiment_tsv(folder / "train.tsv", 120, seed=1)
+    rows = [line.split("\t") for line in (folder / "train.tsv").read_text(encoding="utf-8").splitlines()]
+    with open(folder / "train.csv", "w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows(rows)
+    return trained(folder, "task: classification\n"
+                           "data: {format: csv, train: train.csv, quoting: true}\n"
+                           "model: {name: dan, preset: tiny}\n"
+                           "train: {batch_size: 16, max_steps: 5, progress: false, bootstrap_samples: 0}\n")
+
+
+@pytest.mark.parametrize("end", ["\n", "\r\n", "\r"])
+def test_a_table_in_the_training_csv_format_gives_one_text_per_row_as_quoted(csv_classifier, end):
+    """A quoted field may hold the delimiter or a line break; a bare CR ends a line as in old Mac files."""
+    table = end.join(["sentence,label", '"a good\nlovely film",1', '"awful, dull",0', "", "plain words,1"]) + end
+    read, said = answers(csv_classifier, "predict", table)
+    assert "header of the run's training table" in said
+    rows = [json.loads(x) for x in read]
+    assert [row["text"] for row in rows] == ["a good\nlovely film", "awful, dull", None, "plain words"]
+
+
+def test_only_the_training_tables_whole_header_line_is_taken_for_a_header(classifier, csv_classifier):
+    for folder, first in ((classifier, "sentence"), (classifier, "sentence\tlabel\tid"), (csv_classifier, "sentence"),
+                          (csv_classifier, '"sentence"'), (csv_classifier, "label,sentence")):
+        read, said = answers(folder, "predict", f"{first}\ngood film\n")
+        assert "header" not in said and [json.loads(x)["text"] for x in read] == [first, "good film"]
+    # the Python API reads texts: not even the header line itself is taken for one
+    run = textnn_api.load(classifier / "run")
+    assert [a["text"] for a in run.predict(["sentence\tlabel", "good film"])] == ["sentence\tlabel", "good film"]
+
+
+def test_json_lines_commit_at_the_first_line(classifier, translator):
+    refused(classifier, "predict", '{"id": 3}\n{"sentence": "good"}\n', "<stdin>:1: the object has none of the "
+            "fields 'sentence', 'text'")
+    refused(translator, "translate", '{"en": "a dog"}\n', "<stdin>:1: the object has none of the fields")
+
+
+@pytest.mark.parametrize("first", ["x" * 200_000, "good\rbad\rfine", "good " * 2_000_000 + "end"])
+def test_a_long_first_line_or_one_with_a_bare_cr_is_one_text(classifier, first):
+    read, _ = answers(classifier, "predict", first + "\nawful plot\n")
+    assert len(read) == 2 and json.loads(read[0])["text"] == first
+    run = textnn_api.load(classifier / "run")
+    assert [a["text"] for a in run.predict(["good\nfilm", "bad\rplot"])] == ["good\nfilm", "bad\rplot"]
+
+
+@pytest.mark.parametrize("command", ["predict", "translate"])
+def test_deeply_nested_json_lines_are_one_line_naming_it(classifier, tagger, translator, command):
+    deep = '{"text": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    for folder in ((classifier, tagger) if command == "predict" else (translator,)):
+        refused(folder, command, '{"text": "good"}\n' + deep + "\n", "<stdin>:2", "nested too deeply")
+        refused(folder, command, deep + "\n", "<stdin>:1", "nested too deeply")
+
+
+@pytest.mark.parametrize("token", ["New York", "tab\there", "line\nbreak", "trailing "])
+def test_conll_output_refuses_a_token_holding_white_space(tagger, token):
+    line = json.dumps({"tokens": ["John", token, "."]}) + "\n"
+    refused(tagger, "predict", line, "<stdin>:1", "white space", "--output-format jsonl",
+            flags=("--output-format", "conll"))
+    read, _ = answers(tagger, "predict", line)  # JSON lines output holds any token
+    assert json.loads(read[0])["tokens"][1] == token
+
+
+def test_the_python_api_refuses_what_the_commands_refuse(classifier, translator):
+    run = textnn_api.load(classifier / "run")
+    for items in (["good", 5], [None], [b"good"]):
+        with pytest.raises(TextnnError, match="not a string"):
+            run.predict(items)
+    translating = textnn_api.load(translator / "run")
+    for beam in (0, -5):
+        with pytest.raises(TextnnError, match="beam_size"):
+            translating.translate(["ein hund"], beam_size=beam)

@@ -11,6 +11,11 @@ beside the readers and counts the outcomes the same way (error / accepted / othe
     translate   `translate RUN` decoding options (huge beams and n-best lists) and input bytes
     generate    `generate RUN` decoding options (huge beams, token counts, samples; nan temperatures)
                 and prompt lines
+    predict.csv    `predict` input to a classifier trained on a quoted CSV table: its header, then rows with
+                   quotes, delimiters and line breaks inside fields, bare CRs, huge lines; read as the
+                   classifier reads it (`table_texts`)
+    predict.jsonl  JSON-lines `predict` input: objects without the text field, null or list texts, deep
+                   nesting, integers of thousands of digits, plain text after JSON; read the same way
 """
 
 from __future__ import annotations
@@ -113,6 +118,31 @@ def command_input(command: str, rng: random.Random) -> bytes:
     return json.dumps({"argv": argv, "input": data.decode("latin-1")}).encode("utf-8")
 
 
+TABLE = 'sentence,label\n"a good, great film",1\n"two\nlines",0\n\nfine\r"acting ""so"" good",1\r'
+JSON_LINES = ['{"sentence": "a good film", "label": 1}', '{"text": "fine"}', "", "   ", '{"id": 3}', '{"sentence": null}',
+              '{"sentence": ["a"]}', '{"sentence": "x", "n": 1e999}', '{"sentence": "x", "n": NaN}', "[1, 2]",
+              "plain words", "{", '{"sentence": "a\tb"}', '{"sentence": "x", "deep": ' + "[" * 3000 + "]" * 3000 + "}"]
+
+
+def table_input(rng: random.Random, mutate: Callable) -> bytes:
+    """A quoted CSV table in the run's training format (sometimes without its header), spoiled."""
+    data = TABLE.encode("utf-8") if rng.random() < 0.9 else TABLE.split("\n", 1)[1].encode("utf-8")
+    return mutate(data, rng, [data]) if rng.random() < 0.8 else data
+
+
+def json_lines_input(rng: random.Random, mutate: Callable) -> bytes:
+    """JSON lines from JSON_LINES, with now and then an integer of thousands of digits or nesting past
+    Python's recursion limit, and sometimes spoiled bytes."""
+    lines = [rng.choice(JSON_LINES) for _ in range(rng.randint(1, 6))]
+    if rng.random() < 0.2:
+        lines.insert(rng.randrange(len(lines) + 1), '{"sentence": "x", "n": ' + "7" * rng.choice((4300, 4301, 20_000))
+                     + "}")
+    if rng.random() < 0.1:
+        lines.insert(rng.randrange(len(lines) + 1), '{"sentence": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    data = ("\n".join(lines) + rng.choice(("", "\n", "\r\n"))).encode("utf-8")
+    return mutate(data, rng, [data]) if rng.random() < 0.3 else data
+
+
 class _Answers:
     """The QA task's model half, replaced by one that answers every question with nothing: the fuzz reaches
     the line parsing and the checks of what is asked, not a model."""
@@ -128,6 +158,7 @@ def command_targets(path: Path) -> dict[str, Callable[[bytes], object]]:
     """The targets above; `path` is where file inputs are written."""
     from textnn import cli
     from textnn.data.readers import iter_input_lines
+    from textnn.tasks.classification.data import ClassificationData, table_texts
     from textnn.tasks.qa import QATask, read_squad
 
     parser = cli._parser()  # built once: building it for every input would cost more than the checks
@@ -153,6 +184,13 @@ def command_targets(path: Path) -> dict[str, Callable[[bytes], object]]:
         lines = iter_input_lines(io.BytesIO(data), "<stdin>")
         return list(QATask.predict(_Answers(), None, lines, "<stdin>", {}))
 
+    data = ClassificationData(format="csv", quoting=True)
+
+    def classifier_input(bytes_in: bytes) -> object:
+        lines = iter_input_lines(io.BytesIO(bytes_in), "<stdin>")
+        with contextlib.redirect_stderr(io.StringIO()):  # the line saying how the input is read
+            return list(table_texts(lines, "<stdin>", data, "sentence,label"))
+
     def command(name: str) -> Callable[[bytes], object]:
         def run(data: bytes) -> object:
             packed = json.loads(data)
@@ -166,7 +204,8 @@ def command_targets(path: Path) -> dict[str, Callable[[bytes], object]]:
             return list(iter_input_lines(io.BytesIO(packed["input"].encode("latin-1")), "<stdin>"))
         return run
 
-    return {"qa": qa, "qa.predict": qa_predict, **{name: command(name) for name in OPTIONS}}
+    return {"qa": qa, "qa.predict": qa_predict, "predict.csv": classifier_input, "predict.jsonl": classifier_input,
+            **{name: command(name) for name in OPTIONS}}
 
 
 def command_target_input(name: str, rng: random.Random, mutate: Callable) -> bytes:
@@ -174,6 +213,10 @@ def command_target_input(name: str, rng: random.Random, mutate: Callable) -> byt
         return squad_input(rng, mutate)
     if name == "qa.predict":
         return question_lines(rng)
+    if name == "predict.csv":
+        return table_input(rng, mutate)
+    if name == "predict.jsonl":
+        return json_lines_input(rng, mutate)
     return command_input(name, rng)
 
 
@@ -183,4 +226,8 @@ def command_seed(name: str) -> bytes:
         return json.dumps(SQUAD).encode("utf-8")
     if name == "qa.predict":
         return QUESTION_LINES[0].encode("utf-8") + b"\n"
+    if name == "predict.csv":
+        return TABLE.encode("utf-8")
+    if name == "predict.jsonl":
+        return JSON_LINES[0].encode("utf-8") + b"\n"
     return json.dumps({"argv": [], "input": "a good film\n"}).encode("utf-8")

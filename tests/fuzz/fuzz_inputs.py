@@ -2,8 +2,8 @@
 
     PYTHONPATH=. python -m tests.fuzz.fuzz_inputs --n 10000          # the full table (minutes)
     PYTHONPATH=. python -m tests.fuzz.fuzz_inputs --n 200 --only tsv  # one target, a short run
-    PYTHONPATH=. python -m tests.fuzz.fuzz_inputs --only qa,qa.predict,predict,translate,generate  # the command
-                                                                      # inputs and the QA reader (fuzz_commands.py)
+    PYTHONPATH=. python -m tests.fuzz.fuzz_inputs --only qa,qa.predict,predict,translate,generate,predict.csv,predict.jsonl
+                  # the command inputs and the QA reader (fuzz_commands.py)
     PYTHONPATH=. python -m tests.fuzz.fuzz_inputs --only outputs.file,outputs.directory  # the output places
                                                                       # (fuzz_outputs.py)
 
@@ -51,12 +51,12 @@ SEEDS = {
     "parallel": "ein Hund läuft .\nzwei Katzen schlafen\n\n",
 }
 # The command inputs and the QA reader (fuzz_commands.py), fuzzed beside the readers.
-COMMAND_TARGETS = ("qa", "qa.predict", "predict", "translate", "generate")
+COMMAND_TARGETS = ("qa", "qa.predict", "predict", "translate", "generate", "predict.csv", "predict.jsonl")
 PARALLEL_SEEDS = {"de": SEEDS["parallel"], "en": "a dog runs .\ntwo cats sleep\n\n",
                   "tsv": "de\ten\nein Hund läuft .\ta dog runs .\nzwei Katzen schlafen\ttwo cats sleep\n"}
 PIECES = [b"\x00", b"\xff", b"\xfe\xff", b"\xef\xbb\xbf", b"\r", b"\r\n", b"\n", b"\t", b",", b'"', b"'", b"{", b"}",
           b"[", b"]", b":", b"__label__", b"-DOCSTART-", b"\\", b"\xc3", b"\xe2\x80\xa8", b" ", b"null", b"1e999",
-          b"NaN", b"\x0c", b"\x85", b"{\"sentence\": ", b"\"label\": [1]", b"B-", b"I-", b"E-X", b"O"]
+          b"NaN", b"\x0c", b"\x85", b"{\"sentence\": ", b"\"label\": [1]", b"B-", b"I-", b"E-X", b"O", b"9" * 4301]
 
 
 def mutate(seed: bytes, rng: random.Random, others: list[bytes]) -> bytes:

@@ -38,7 +38,8 @@ def test_malformed_configs_give_a_clear_error_or_load(target):
 
 # The command inputs and the QA reader (fuzz_commands.py): on their quick path, in this process, at a fixed
 # seed. TEXTNN_FUZZ_INPUTS=10000 runs the full count of docs/RELIABILITY.md (about 25 s of CPU).
-COMMAND_INPUTS = {"qa": 2000, "qa.predict": 10_000, "predict": 2500, "translate": 2500, "generate": 2500}
+COMMAND_INPUTS = {"qa": 2000, "qa.predict": 10_000, "predict": 2500, "translate": 2500, "generate": 2500,
+                  "predict.csv": 1000, "predict.jsonl": 1000}
 
 
 @pytest.mark.parametrize("target", list(COMMAND_INPUTS))

@@ -327,6 +327,11 @@ def format_conll(sentences: Sequence[Sentence], predicted: Sequence[Sequence[str
             raise TextnnError(f"{where(sentence.path, sentence.line)}: {len(sentence.tokens)} tokens but "
                               f"{len(tags)} predicted tags")
         gold = sentence.tags
+        for value in (*sentence.tokens, *(gold or ())):  # one held in JSON lines may hold any white space
+            if value.split() != [value]:
+                raise TextnnError(f"{where(sentence.path, sentence.line)}: {short(value, 40)} holds white space, "
+                                  f"which would break CoNLL's columns; write it without (or split it into tokens), "
+                                  f"or use --output-format jsonl")
         if sentence.doc_start:
             out += [" ".join([DOCSTART] + ["O"] * (2 if gold is not None else 1)), ""]
         for i, (token, tag) in enumerate(zip(sentence.tokens, tags)):

@@ -31,10 +31,11 @@ import gzip
 import io
 import json
 import os
+import sys
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Iterable, Iterator
 
 import numpy as np
 
@@ -70,12 +71,14 @@ class Record:
 
 
 class Records(list):
-    """The `Record`s of a file, in file order, and the 1-based numbers of the lines passed over
-    because they hold no text (`no_text`)."""
+    """The `Record`s of a file, in file order, the 1-based numbers of the lines passed over because
+    they hold no text (`no_text`), and the header line of a tsv/csv file read with one (`header`, as
+    written, without its line ending; None otherwise)."""
 
-    def __init__(self, records: list[Record] = (), no_text: list[int] = ()):
+    def __init__(self, records: list[Record] = (), no_text: list[int] = (), header: str | None = None):
         super().__init__(records)
         self.no_text = list(no_text)
+        self.header = header
 
 
 # --------------------------------------------------------------------------------------------------
@@ -433,9 +436,7 @@ def _iter_rows(path: str, text: str, lines: list[str], delim: str, quoting: bool
             if line and not line.isspace():
                 yield i + 1, line.split(delim)
         return
-    reader = csv.reader(
-        io.StringIO(text, newline=""), delimiter=delim, quotechar='"', doublequote=True
-    )
+    reader = quoted_rows(io.StringIO(text, newline=""), delim)
     while True:
         start = reader.line_num + 1
         try:
@@ -449,6 +450,15 @@ def _iter_rows(path: str, text: str, lines: list[str], delim: str, quoting: bool
             ) from None
         if row and not (len(row) == 1 and row[0].strip() == ""):
             yield start, row
+
+
+def quoted_rows(lines: Iterable[str], delim: str):
+    """A `csv.reader` of standard quoting over `lines` (each with its line ending) for data.quoting=true.
+    A quoted field may be as long as a line may be (limits.MAX_LINE_BYTES), not only the csv module's
+    default of 128 KiB."""
+    if csv.field_size_limit() < limits.MAX_LINE_BYTES:
+        csv.field_size_limit(limits.MAX_LINE_BYTES)
+    return csv.reader(lines, delimiter=delim, quotechar='"', doublequote=True)
 
 
 def _resolve_column(
@@ -564,7 +574,7 @@ def _read_delimited(
         f"check for a stray {_delimiter_name(delim)} in the text"
         + ("" if quoting else " or set data.quoting=true")
     )
-    records = Records()
+    records = Records(header=lines[first_line - 1] if header else None)
     append = records.append
     if not header:
         rows = _chain_first(first, rows)
@@ -631,10 +641,7 @@ def _read_jsonl(
             continue
         line_no = i + 1
         try:
-            obj = json.loads(line)
-        except RecursionError:
-            raise TextnnError(f"{where(path, line_no)}: the JSON nests too deeply to be one example; fix this "
-                              "line") from None
+            obj = parse_json(line, where(path, line_no))
         except json.JSONDecodeError as err:
             raise TextnnError(
                 f"{where(path, line_no)}: not valid JSON ({err.msg} at column {err.colno}); "
@@ -677,6 +684,23 @@ def _read_jsonl(
                 )
         records.append(Record(text, label, pair, path, line_no))
     return records
+
+
+def parse_json(text: str, place: str, expected: str = "fix it"):
+    """`json.loads(text)`, with the JSON that Python's reader cannot hold refused as one line naming `place`
+    (file:line) and ending in `expected`: arrays or objects nested past the recursion limit, and integers
+    of more digits than Python turns into numbers. Malformed JSON still raises `json.JSONDecodeError`,
+    which each reader words for its own format."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise TextnnError(f"{place}: JSON arrays or objects nested too deeply for Python's reader (no real "
+                          f"data is); {expected}") from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError:  # the one other failure of json.loads on a str: int() past its digit limit
+        raise TextnnError(f"{place}: a JSON integer of more than {sys.get_int_max_str_digits():,} digits, which "
+                          f"Python does not read as a number; {expected}") from None
 
 
 def _json_text(obj: dict, key: str, option: str, path: str, line_no: int) -> str:

@@ -1,10 +1,10 @@
 """JSON lines as `predict` and `translate` input: one JSON object per input line, the text in a named field.
 
-An input whose first non-blank line is a JSON object holding one of the fields a task reads is taken as
-JSON lines: every non-blank line must then be an object, and the task reads its text from the first of
-its fields that the object has (classification: the run's text column, or `text`; tagging: `tokens`, a
-list of words, or `text`; translation: the source side's name, `source`, or `text`). Output line N
-still answers input line N, and a blank line still gets its empty answer.
+An input whose first non-blank line is a JSON object is JSON lines: every non-blank line must then be an
+object holding one of the fields the task reads its text from (classification: the run's text column,
+or `text`; tagging: `tokens`, a list of words, or `text`; translation: the source side's name, `source`,
+or `text`), else it is an error naming the line. The input commits at that first line: raw JSON is never
+read as text. Output line N still answers input line N, and a blank line still gets its empty answer.
 """
 
 from __future__ import annotations
@@ -12,30 +12,29 @@ from __future__ import annotations
 import json
 from typing import Iterable, Iterator, Sequence
 
+from textnn.data.readers import parse_json
 from textnn.errors import TextnnError
 
 
-def json_object(line: str) -> dict | None:
-    """The JSON object `line` holds, or None when it holds anything else (plain text, a list, bad JSON)."""
+def json_object(line: str, place: str) -> dict | None:
+    """The JSON object `line` holds, or None when it holds anything else (plain text, a list, bad JSON);
+    JSON past Python's reader (nested too deeply, a huge integer) is an error naming `place`."""
     text = line.strip()
     if not text.startswith("{"):
         return None
     try:
-        value = json.loads(text)
-    except ValueError:
+        value = parse_json(text, place, "fix the line")
+    except json.JSONDecodeError:
         return None
     return value if isinstance(value, dict) else None
 
 
-def reads_json_lines(first_line: str | None, fields: Sequence[str]) -> bool:
-    """Whether an input whose first non-blank line is `first_line` is JSON lines for a task reading `fields`."""
-    record = json_object(first_line) if first_line is not None else None
-    return record is not None and any(field in record for field in fields)
-
-
-def first_filled(lines: Iterable[str]) -> str | None:
-    """The first non-blank line of `lines`, or None."""
-    return next((line for line in lines if line.strip()), None)
+def reads_json_lines(head: Iterable[str], source: str) -> bool:
+    """Whether an input that begins with the lines `head` is JSON lines: its first non-blank line is an object."""
+    for number, line in enumerate(head, start=1):
+        if line.strip():
+            return json_object(line, f"{source}:{number}") is not None
+    return False
 
 
 def json_records(lines: Iterable[str], source: str, first: int = 1) -> Iterator[tuple[int, dict | None]]:
@@ -44,7 +43,7 @@ def json_records(lines: Iterable[str], source: str, first: int = 1) -> Iterator[
         if not line.strip():
             yield number, None
             continue
-        record = json_object(line)
+        record = json_object(line, f"{source}:{number}")
         if record is None:
             raise TextnnError(f"{source}:{number}: not a JSON object; the input began with one, so it is read as "
                               f"JSON lines (one object per line): fix the line or give plain text throughout")

@@ -21,6 +21,7 @@ from textnn.data.subset import subset_indices
 from textnn.data.tokenizers import CLS, SEP, Tokenizer
 from textnn.data.vocab import Vocab
 from textnn.errors import TextnnError, where
+from textnn.files import json_text
 from textnn.metrics import CLASSIFICATION_METRICS, REGRESSION_METRICS, bootstrap_ci, confusion_matrix
 from textnn.models.base import Encoder, InputSpec
 from textnn.tasks import pipeline
@@ -30,6 +31,9 @@ from textnn.tasks.classification.data import (ClassificationBatch, Classificatio
 from textnn.tasks.classification.model import ClassificationHeadConfig, Classifier, classifier_head, scores
 from textnn.tasks.features import (FeatureSource, frozen_layers, pad_word_inputs, read_source, save_source,
                                    source_from_run)
+
+
+TABLE_HEADER = "table_header.json"  # a run's file holding its training table's header line (JSON string)
 
 
 def _reads_an_untrained_pooler(config: Config) -> bool:
@@ -107,6 +111,9 @@ class ClassificationTask(BatchTask):
         self.pretrained: torch.Tensor | None = None
         self.vector_coverage: dict = {}
         self.features: FeatureSource | None = None  # data.features_from
+        # the header line of the training table (tsv/csv with data.header): a predict input whose first line
+        # is this whole line is that table (table_texts); None for other formats and runs trained before it
+        self.table_header: str | None = None
 
     @property
     def is_pair(self) -> bool:
@@ -131,6 +138,7 @@ class ClassificationTask(BatchTask):
             config, lambda: (text for r in read_split(config, data.train) for text in (r.text, r.text_pair) if text),
             {"format": data.format, "columns": [data.text_column, data.text_pair_column]})
         train_records, train_tokens = read_and_tokenize(config, tokenizer, data.train)
+        table_header = train_records.header
         dev_records, dev_tokens = [], []
         if data.kfold:
             folds = stratified_kfold_splits([r.label for r in train_records], data.kfold, seed=config.train.seed)
@@ -160,6 +168,7 @@ class ClassificationTask(BatchTask):
                   f"label column {data.label_column!r}: they look like text; check data.text_column and "
                   f"data.label_column", file=sys.stderr)
         task = cls(config, tokenizer, vocab, labels)
+        task.table_header = table_header
         if data.extend_vocab:
             task.start_vocab_size = len(start_vocab)
         if data.features_from:
@@ -186,6 +195,11 @@ class ClassificationTask(BatchTask):
             raise TextnnError(f"{run_path / 'labels.json'}: expected a JSON list of label names; the file is damaged: "
                               f"re-train the run")
         task = cls(config, tokenizer, vocab, labels)
+        if (run_path / TABLE_HEADER).is_file():
+            task.table_header = cls.read_json(run_path / TABLE_HEADER)
+            if not isinstance(task.table_header, str):
+                raise TextnnError(f"{run_path / TABLE_HEADER}: expected a JSON string, the training table's header "
+                                  f"line; the file is damaged: delete it (predict then reads no header) or re-train")
         if config.data.features_from:
             task.features = source_from_run(run_path)
         return task
@@ -194,6 +208,8 @@ class ClassificationTask(BatchTask):
         (run_path / "tokenizer.json").write_text(json.dumps(self.tokenizer.to_dict()), encoding="utf-8")
         self.vocab.save(run_path / "vocab.json")
         (run_path / "labels.json").write_text(json.dumps(self.labels, ensure_ascii=False), encoding="utf-8")
+        if self.table_header is not None:
+            (run_path / TABLE_HEADER).write_text(json.dumps(self.table_header, ensure_ascii=False), encoding="utf-8")
         if self.features is not None:
             save_source(self.features, run_path)
 
@@ -383,7 +399,9 @@ class ClassificationTask(BatchTask):
         empty = {"text": None, **({"value": None} if self.config.data.regression else
                                    {"label": None, "probabilities": None})}
         answered = False
-        for first, chunk in line_chunks(table_texts(lines, source, self.config.data), self.predict_chunk_lines()):
+        header = self.table_header if options.get("table_header", True) else None
+        for first, chunk in line_chunks(table_texts(lines, source, self.config.data, header),
+                                        self.predict_chunk_lines()):
             answered = True
             records = []
             for number, line in enumerate(chunk, start=first):
@@ -408,9 +426,9 @@ class ClassificationTask(BatchTask):
         encoded = self.encode(records, tokens, require_known_labels=False)
         texts = [{"text": r.text, **({"text_pair": r.text_pair} if r.text_pair else {})} for r in records]
         if self.config.data.regression:
-            return [json.dumps({**text, "value": round(float(value), 6)}, ensure_ascii=False)
+            return [json_text({**text, "value": round(float(value), 6)}, ensure_ascii=False)
                     for text, value in zip(texts, self.regression_values(model, encoded))]
-        return [json.dumps({**text, "label": self.labels[int(row.argmax())],
+        return [json_text({**text, "label": self.labels[int(row.argmax())],
                             "probabilities": {label: round(float(p), 6) for label, p in zip(self.labels, row)}},
                            ensure_ascii=False)
                 for text, row in zip(texts, self.probabilities(model, encoded))]

@@ -12,7 +12,7 @@ import torch
 
 from textnn.config import DataConfig, check_key, is_int, opt
 from textnn.data.batching import Batch
-from textnn.data.readers import read_text
+from textnn.data.readers import parse_json, read_text
 from textnn.errors import TextnnError, short
 
 
@@ -77,13 +77,11 @@ def squad_field(obj: object, key: str, kind: type | tuple, place: str, default: 
 
 def read_squad(path: str, encoding: str = "utf-8") -> tuple[list[Question], int]:
     """Questions of a SQuAD JSON file, and the number of answers whose answer_start does not point at their text."""
-    try:
-        raw = json.loads(read_text(path, encoding))  # a missing, undecodable or damaged gzip file: one line there
+    try:  # a missing, undecodable or damaged gzip file: one line there; JSON past Python's reader: one line here
+        raw = parse_json(read_text(path, encoding), path, f"expected {SQUAD_SHAPE}")
     except json.JSONDecodeError as err:
         raise TextnnError(f"{path}: not a SQuAD JSON file ({type(err).__name__}: {err}); "
                           f"expected {SQUAD_SHAPE}") from None
-    except RecursionError:
-        raise TextnnError(f"{path}: JSON nested far deeper than a SQuAD file; expected {SQUAD_SHAPE}") from None
     try:
         questions, outside = _squad_questions(raw)
     except NotSquad as err:

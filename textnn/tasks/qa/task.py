@@ -18,9 +18,11 @@ from textnn import registry
 from textnn.config import Config
 from textnn.data.batching import bucket_batches, pad
 from textnn.data.packing import pack
+from textnn.data.readers import parse_json
 from textnn.data.tokenizers import CLS, SEP, Tokenizer
 from textnn.data.vocab import Vocab
 from textnn.errors import TextnnError
+from textnn.files import json_text
 from textnn.metrics.squad import squad_scores
 from textnn.models.base import InputSpec
 from textnn.modules.heads import SpanHead
@@ -245,8 +247,8 @@ class QATask(BatchTask):
                 continue
             if line.lstrip().startswith("{"):
                 try:
-                    item = json.loads(line)
-                except (json.JSONDecodeError, RecursionError):
+                    item = parse_json(line, f"{source}:{number}", "fix the line")
+                except json.JSONDecodeError:
                     item = None
                 if not isinstance(item, dict):
                     raise TextnnError(f"{source}:{number}: expected a JSON object with \"question\" and \"context\"")
@@ -270,5 +272,5 @@ class QATask(BatchTask):
                 yield empty_answer({"question": None, "answer": None, "start": None, "score": None})
                 continue
             text, start, score = next(best)
-            yield json.dumps({"question": q.question, "answer": text, "start": start, "score": round(score, 4)},
+            yield json_text({"question": q.question, "answer": text, "start": start, "score": round(score, 4)},
                              ensure_ascii=False)

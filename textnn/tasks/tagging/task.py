@@ -27,7 +27,7 @@ from textnn.models.base import InputSpec
 from textnn.modules.heads import TaggerHead
 from textnn.tasks import pipeline
 from textnn.tasks.base import BatchTask, empty_answer, line_chunks
-from textnn.tasks.inputs import announce, field, first_filled, json_records, reads_json_lines
+from textnn.tasks.inputs import announce, field, json_records, reads_json_lines
 from textnn.tasks.features import (FeatureSource, frozen_layers, pad_word_inputs, read_source, save_source,
                                    source_from_run)
 from textnn.tasks.tagging.data import (NUM_CASINGS, EncodedSentences, SubwordInput, TaggingBatch, TaggingData, casing,
@@ -350,8 +350,7 @@ class TaggingTask(BatchTask):
         lines = iter(lines)
         head = list(itertools.islice(lines, AUTO_DETECT_LINES))  # auto decides on the first lines alone
         lines = itertools.chain(head, lines)
-        jsonl = input_format == "jsonl" or (input_format == "auto" and reads_json_lines(first_filled(head),
-                                                                                         JSON_FIELDS))
+        jsonl = input_format == "jsonl" or (input_format == "auto" and reads_json_lines(head, source))
         conll = input_format == "conll" or (input_format == "auto" and not jsonl and looks_like_conll(head))
         if jsonl:
             print(announce(source, JSON_FIELDS), file=sys.stderr)

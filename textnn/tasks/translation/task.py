@@ -22,6 +22,7 @@ from textnn.data.parallel import ParallelText, detokenize_words, read_parallel
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import UNK, Vocab
 from textnn.errors import TextnnError
+from textnn.files import json_text
 from textnn.limits import MAX_PAIR_TOKENS
 from textnn.generation.decoding import DecodingConfig, Hypothesis, decode
 from textnn.metrics.bleu import corpus_scores
@@ -290,8 +291,8 @@ class TranslationTask(BatchTask):
 
     def _requested_decoding(self, options: dict) -> DecodingConfig:
         """options["decoding"] (a DecodingConfig, or absent: greedy) under the head's length rule; any other
-        option is not one of translation."""
-        unknown = [key for key in options if key != "decoding"]
+        option but table_header (the Python API's: no header is looked for) is not one of translation."""
+        unknown = [key for key in options if key not in ("decoding", "table_header")]
         if unknown:
             raise TextnnError(f"{', '.join('--' + k.replace('_', '-') for k in unknown)}: not an option of translation")
         return self.decoding_config(options.get("decoding"))
@@ -383,27 +384,28 @@ class TranslationTask(BatchTask):
                                   f"one sentence per line and writes one per line")
         decoding = self._requested_decoding(options)
         chunk_lines = max(GREEDY_SENTENCES, self.inference_batch_size or 0)  # a chunk fills at least one batch
-        for _, chunk in line_chunks(self._source_lines(lines, source), chunk_lines):
+        for _, chunk in line_chunks(self._source_lines(lines, source, options.get("table_header", True)), chunk_lines):
             yield from self._predict_chunk(model, chunk, decoding)
 
-    def _source_lines(self, lines: Iterable[str], source: str) -> Iterator[str]:
+    def _source_lines(self, lines: Iterable[str], source: str, table_header: bool = True) -> Iterator[str]:
         """The sentences to translate, one per input line: the line itself; or, when the input is JSON lines
         (tasks/inputs.py), the source field of each object (the source side's name, `source` or `text`);
         or, when it is a table in the run's training format (data.format tsv, its header naming the source
-        column), that column of each row after the header, saying so on stderr."""
+        column; not looked for when `table_header` is False, as the Python API's texts are texts), that column
+        of each row after the header, saying so on stderr."""
         data = self.config.data
         lines = (line.rstrip("\n") for line in lines)
         first = next(lines, None)
         if first is None:
             return
         fields = list(dict.fromkeys(([data.source] if not data.source.isdigit() else []) + ["source", "text"]))
-        if reads_json_lines(first, fields):
+        if reads_json_lines([first], source):
             print(announce(source, fields), file=sys.stderr)
             for number, record in json_records(itertools.chain([first], lines), source):
                 yield "" if record is None else field(record, fields, source, number)
             return
         names = first.split("\t")
-        if data.format == "tsv" and data.header and not data.source.isdigit() and data.source in names:
+        if table_header and data.format == "tsv" and data.header and not data.source.isdigit() and data.source in names:
             column = names.index(data.source)
             print(f"{source}: its first line is the header of the run's training table; translating its "
                   f"{data.source!r} column, one output line per row after the header", file=sys.stderr)
@@ -422,7 +424,7 @@ class TranslationTask(BatchTask):
             if decoding.n_best == 1:
                 yield hypotheses[0][0]
             else:
-                yield json.dumps({"source": line, "hypotheses": [text for text, _ in hypotheses],
+                yield json_text({"source": line, "hypotheses": [text for text, _ in hypotheses],
                                   "scores": [round(score, 6) for _, score in hypotheses]}, ensure_ascii=False)
 
     def report_sections(self, metrics: dict, split: str, run_path: Path) -> list[str]:

@@ -1,9 +1,11 @@
 """textnn: neural networks for text, from bag-of-words to Transformer-XL."""
 
+from textnn import defaults
+
 __version__ = "0.1.0"
 
 
-def load(path, device: str = "cpu", batch_size: int | None = None, precision: str | None = None):
+def load(path, device: str = defaults.DEVICE, batch_size: int | None = None, precision: str | None = None):
     """A trained run for use from Python: `textnn.load("runs/NAME").predict(["some text"])` (textnn/api.py).
     `precision` (auto, fp32, bf16): what it computes in; None = the precision the run trained in."""
     from textnn.api import load as load_run  # torch is imported only when a run is loaded

@@ -9,13 +9,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
-import json
 import os
 import signal
 import sys
 from pathlib import Path
 
-from textnn import limits, progress
+from textnn import defaults, limits, progress
 from textnn.config import PRECISIONS
 from textnn.errors import TextnnError, clip
 from textnn.files import atomic_write_text, check_output_place, json_text
@@ -133,7 +132,8 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("evaluate", help="metrics of a trained run on a labelled file")
     p.add_argument("run", help="run directory written by `textnn train`")
     p.add_argument("--data", required=True, help="labelled file in the run's data format")
-    p.add_argument("--bootstrap", type=OFF_OR_COUNT, default=1000, help="bootstrap resamples for the 95%% CI (0 = off)")
+    p.add_argument("--bootstrap", type=OFF_OR_COUNT, default=defaults.BOOTSTRAP_SAMPLES,
+                   help=f"bootstrap resamples for the 95%% CI (default {defaults.BOOTSTRAP_SAMPLES}; 0 = off)")
     p.add_argument("--streams", type=COUNT, default=0,
                    help="language models: read N contiguous parts of the file side by side, each from a zero "
                         "state (faster, a different number); default: one sequential stream (GPT: overlapping windows)")
@@ -218,11 +218,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--file", dest="input", action=_renamed("the input file as the argument after RUN"),
                    help=argparse.SUPPRESS)
     p.add_argument("--prompt", default=None, help="text to continue (default: empty = start of a new line)")
-    p.add_argument("--max-tokens", type=NEW_TOKENS, default=200, help="new tokens per sample (default 200)")
+    p.add_argument("--max-tokens", type=NEW_TOKENS, default=defaults.GENERATE["max_tokens"],
+                   help=f"new tokens per sample (default {defaults.GENERATE['max_tokens']})")
     _decoding_options(p, sampling=True, n_best=True)
     p.add_argument("--seed", type=SEED, default=None, help="seed of the draws (default: random, printed)")
     p.add_argument("--num-samples", type=SAMPLES, default=1, help="independent samples of the prompt (default 1)")
-    p.add_argument("--stop-at-eos", action="store_true",
+    p.add_argument("--stop-at-eos", action="store_true", default=defaults.GENERATE["stop_at_eos"],
                    help="end each sample at the end of its line (<eos>, or a newline for character models)")
     _inference_options(p, "generate")
 
@@ -250,7 +251,7 @@ def _inference_options(command: argparse.ArgumentParser, name: str) -> None:
     core, which on a busy machine is slower than one); `name` picks the command's --batch-size help."""
     command.add_argument("--threads", type=COUNT, default=None,
                          help="CPU threads for torch (default: torch's own, every core)")
-    command.add_argument("--device", default="auto",
+    command.add_argument("--device", default=defaults.DEVICE,
                          help="where the model runs: auto (default: cuda when a GPU is available, else cpu), cpu, "
                               "cuda or cuda:N")
     command.add_argument("--batch-size", type=BATCH, default=None, metavar="N", help=BATCH_HELP[name])
@@ -457,7 +458,7 @@ def _generate(args: argparse.Namespace) -> int:
     from textnn.experiment import generate_run
     from textnn.generation.lm import draw_seed
 
-    decoding = _decoding(args, "sample")
+    decoding = _decoding(args, defaults.GENERATE["method"])
     if args.input is not None:
         return _generate_file(args, decoding)
     seed_note = []  # the seed drawn, said once: before the first text (which may take a while) or at the end

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import random
 import shutil
 import sys
@@ -332,13 +331,21 @@ def evaluate_run(run_dir: str | Path, data_path: str, bootstrap_samples: int = 1
     `batch_size`: examples (sentences, pairs, windows) per forward pass; None = the run's own rule.
     """
     config, task, model = load_run(run_dir, device, batch_size, precision_asked)
+    return evaluate_loaded(config, task, model, data_path, bootstrap_samples, streams, top_n, decoding,
+                           name=Path(run_dir).name)
+
+
+def evaluate_loaded(config: Config, task, model: torch.nn.Module, data_path: str, bootstrap_samples: int,
+                    streams: int = 0, top_n: int = 0, decoding: DecodingConfig | None = None, name: str = "") -> dict:
+    """`evaluate_run` of a run already loaded (`load_run`), as the Python API keeps one; `name` is the run's
+    in the progress line."""
     if decoding is not None and (not isinstance(model, Decoder) or isinstance(model, PromptDecoder)):
         raise TextnnError(f"--beam and --length-penalty choose how a translation run decodes to be scored; this "
                           f"is a {config.task} run, scored without decoding")
     options = {**({"streams": streams} if streams else {}), **({"top_n": top_n} if top_n else {}),
                **({"decoding": decoding} if decoding is not None else {})}
     with torch.no_grad(), in_run_precision(config, model), \
-            counting_batches(model, f"evaluate {Path(run_dir).name}", enabled=config.train.progress):
+            counting_batches(model, f"evaluate {name}", enabled=config.train.progress):
         return task.evaluate_file(model, data_path, bootstrap_samples=bootstrap_samples, options=options)
 
 
@@ -371,13 +378,14 @@ def metric_lines(run_dir: str | Path, metrics: dict) -> list[str]:
 def predict_run(run_dir: str | Path, lines: Iterable[str], source: str = "<stdin>",
                 options: dict | None = None, device: str = "cpu", batch_size: int | None = None,
                 precision_asked: str | None = None) -> Iterator[str]:
-    """Output lines for the input lines, in the run's task's format (JSONL labels, tags, ...).
+    """Output lines for the input lines, in the run's task's format (JSONL labels, tags, ...): the task's
+    answers as `output_line` prints them.
 
     `options` are the task's own prediction options (tagging: input_format, output_format).
     `batch_size`: inputs (lines, sentences) per forward pass; None = the run's own rule.
     """
     config, task, model = load_run(run_dir, device, batch_size, precision_asked)
-    return each_in_run_precision(config, model, task.predict(model, lines, source, options or {}))
+    return _printed(task, each_in_run_precision(config, model, task.predict(model, lines, source, options or {})))
 
 
 def translate_run(run_dir: str | Path, lines: Iterable[str], source: str = "<stdin>",
@@ -394,7 +402,14 @@ def translate_run(run_dir: str | Path, lines: Iterable[str], source: str = "<std
         raise TextnnError(f"{run_dir}: `translate` needs a translation run; this run is a {config.task} run "
                           f"(model {config.model_name}): use `textnn {command} {run_dir}`")
     options = {"decoding": decoding} if decoding is not None else {}
-    return each_in_run_precision(config, model, task.predict(model, lines, source, options))
+    return _printed(task, each_in_run_precision(config, model, task.predict(model, lines, source, options)))
+
+
+def _printed(task, answers: Iterator[dict | str]) -> Iterator[str]:
+    """The lines a command prints for a task's answers (`tasks.base.output_line`), one as each comes."""
+    from textnn.tasks.base import output_line
+
+    return (output_line(answer, task.printed_digits) for answer in answers)
 
 
 def export_run(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
@@ -477,32 +492,22 @@ def generate_file_run(run_dir: str | Path, lines: Iterable[str], source: str, de
                       num_samples: int = 1, device: str = "cpu", batch_size: int | None = None,
                       precision_asked: str | None = None) -> Iterator[str]:
     """One JSON line per prompt line (its line ending dropped; an empty line is an empty prompt), read and
-    answered part by part; each holds what `generate_run` gives for that prompt alone.
+    answered part by part; each holds what `generate_run` gives for that prompt alone (`generate_each`).
 
-    With sampling, line i is drawn with seed `decoding.seed + i - 1`: line 1 is what `generate --prompt
-    LINE --seed SEED` prints, and equal lines (`yes the | ...`) still get different samples.
     Each line: {"prompt", "text"}, or {"prompt", "samples"} for several samples; beam search adds "score",
     or gives its n-best list as {"prompt", "hypotheses", "scores"} (best first, the n-best format of every
     command); "unknown_tokens" when some prompt tokens are not in the vocabulary.
     `batch_size`: a prompt's samples drawn side by side (`generate_in_batches`); None = all at once.
     """
-    from textnn.generation.lm import draw_seed
     from textnn.tasks.base import line_chunks
 
     config, task, model = _load_decoder_run(run_dir, "generate", device, batch_size, precision_asked)
-    if decoding.method == "sample" and decoding.seed is None:
-        decoding = replace(decoding, seed=draw_seed())
-    for first, chunk in line_chunks(lines, GENERATE_CHUNK_LINES):
+    prompts = (line.rstrip("\n").removesuffix("\r") for line in lines)
+    for _, chunk in line_chunks(generate_each(config, task, model, prompts, decoding, num_samples, batch_size,
+                                              source), GENERATE_CHUNK_LINES):
         rows = []
-        for number, line in enumerate(chunk, start=first):
-            prompt = line.rstrip("\n").removesuffix("\r")
-            seed = (decoding.seed + number - 1) % 2 ** 31 if decoding.method == "sample" else decoding.seed
-            try:
-                found = generate_in_batches(config, model, task, prompt, replace(decoding, seed=seed), num_samples,
-                                            batch_size)
-            except TextnnError as err:
-                raise TextnnError(f"{source}:{number}: {err}") from None
-            row: dict = {"prompt": prompt}
+        for found in chunk:
+            row: dict = {"prompt": found.prompt}
             scores = [round(score, 6) for score in found.scores]
             if len(found.samples) == 1:
                 row["text"] = found.samples[0]
@@ -516,6 +521,26 @@ def generate_file_run(run_dir: str | Path, lines: Iterable[str], source: str, de
                 row["unknown_tokens"] = found.unknown_tokens
             rows.append(json_text(row, ensure_ascii=False))
         yield from rows  # the part's lines together, once all of them are done
+
+
+def generate_each(config: Config, task, model: torch.nn.Module, prompts: Iterable[str], decoding: DecodingConfig,
+                  num_samples: int = 1, batch_size: int | None = None, source: str = "prompts"):
+    """The `Generation` of each prompt, one at a time, as `generate RUN FILE` and the Python API's
+    `generate([...])` give them. With sampling, prompt i (from 1) is drawn with seed `decoding.seed + i - 1`
+    (a seed drawn from the operating system when None): prompt 1 is what `generate --prompt P --seed SEED`
+    gives, and equal prompts still get different samples. An error names `source` and the prompt's number."""
+    from textnn.generation.lm import draw_seed
+
+    if decoding.method == "sample" and decoding.seed is None:
+        decoding = replace(decoding, seed=draw_seed())
+    for number, prompt in enumerate(prompts, start=1):
+        seed = (decoding.seed + number - 1) % 2 ** 31 if decoding.method == "sample" else decoding.seed
+        try:
+            found = generate_in_batches(config, model, task, prompt, replace(decoding, seed=seed), num_samples,
+                                        batch_size)
+        except TextnnError as err:
+            raise TextnnError(f"{source}:{number}: {err}") from None
+        yield found
 
 
 def visualize_run(run_dir: str | Path, text: str, output_dir: str | Path | None = None, device: str = "cpu",

@@ -86,6 +86,20 @@ def cached_snapshot(model_id: str, cache: Path) -> Path | None:
     return max(usable, key=lambda folder: folder.stat().st_mtime) if usable else None
 
 
+def hub_download(model_id: str) -> str:
+    """The command that puts `model_id` in the hub cache, as the user's huggingface_hub spells it:
+    `hf download` from 0.34 on (1.0 removed the older `huggingface-cli`), `huggingface-cli download`
+    before; without huggingface_hub, the install that brings `hf` first."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        installed = version("huggingface_hub")
+    except PackageNotFoundError:
+        return f"`pip install huggingface_hub`, then `hf download {model_id}`"
+    release = tuple(int(part) for part in re.findall(r"\d+", installed)[:2])
+    return f"`{'huggingface-cli' if release < (0, 34) else 'hf'} download {model_id}`"
+
+
 def resolve_start(value: str, origin: str, key: str = "model.init_from") -> str:
     """The directory that `key: value` (model.init_from, data.features_from) names: `value` itself when it is
     a directory or does not read as a model id (the readers below name what is wrong with it); else, for a
@@ -100,7 +114,7 @@ def resolve_start(value: str, origin: str, key: str = "model.init_from") -> str:
         return str(snapshot)
     raise TextnnError(f"{origin}: {key}={value}: no directory {value} here, and no Hugging Face model "
                       f"{value} in the local cache (looked in {cache / ('models--' + value.replace('/', '--'))}); "
-                      f"download it first with `huggingface-cli download {value}` (it goes to that cache; "
+                      f"download it first with {hub_download(value)} (it goes to that cache; "
                       f"HF_HOME or HF_HUB_CACHE move it), or give a run or checkpoint directory")
 
 

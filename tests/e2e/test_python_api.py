@@ -32,6 +32,18 @@ def cli(folder, *args, stdin=None) -> str:
     return proc.stdout
 
 
+def same_values(ours, printed) -> bool:
+    """Whether a Python value equals what a command printed as JSON: floats to the printed digits (a
+    separate process may differ in the last bits of float32 sums), the rest exactly."""
+    if isinstance(ours, float) and isinstance(printed, (int, float)):
+        return ours == pytest.approx(printed, rel=1e-5, abs=1e-6)
+    if isinstance(ours, dict) and isinstance(printed, dict):
+        return ours.keys() == printed.keys() and all(same_values(ours[key], printed[key]) for key in ours)
+    if isinstance(ours, (list, tuple)) and isinstance(printed, list):
+        return len(ours) == len(printed) and all(map(same_values, ours, printed))
+    return ours == printed
+
+
 def test_a_classifier_predicts_and_evaluates_as_its_commands_do(tmp_path):
     write_sentiment_tsv(tmp_path / "train.tsv", 120, seed=1)
     write_sentiment_tsv(tmp_path / "dev.tsv", 30, seed=2)
@@ -40,30 +52,67 @@ def test_a_classifier_predicts_and_evaluates_as_its_commands_do(tmp_path):
     run = textnn.load(run_dir)
     texts = ["good great film", "awful dull plot"]
     answers = run.predict(texts)
-    assert answers == [json.loads(line) for line in cli(tmp_path, "predict", "run", stdin="\n".join(texts)).splitlines()]
+    printed = [json.loads(line) for line in cli(tmp_path, "predict", "run", stdin="\n".join(texts)).splitlines()]
+    assert same_values(answers, printed)
     assert all(isinstance(a, dict) and a["label"] in ("0", "1") for a in answers)
+    probabilities = [p for answer in answers for p in answer["probabilities"].values()]
+    assert all(isinstance(p, float) for p in probabilities)
+    assert any(p != round(p, 6) for p in probabilities)  # not rounded as the printed JSON is
+    assert sum(answers[0]["probabilities"].values()) == pytest.approx(1.0, abs=1e-6)
     assert run.predict("good great film") == answers[:1]  # one string is one text, not its characters
-    metrics = run.evaluate(tmp_path / "dev.tsv")
-    printed = json.loads(cli(tmp_path, "evaluate", "run", "--data", "dev.tsv", "--json", "--bootstrap", "0"))
-    assert metrics["accuracy"] == pytest.approx(printed["accuracy"])
+    metrics = run.evaluate(tmp_path / "dev.tsv")  # with the command's bootstrap interval, as it prints it
+    printed = json.loads(cli(tmp_path, "evaluate", "run", "--data", "dev.tsv", "--json"))
+    assert "accuracy_ci_low" in printed and same_values(metrics, printed)
+    assert "accuracy_ci_low" not in run.evaluate(tmp_path / "dev.tsv", bootstrap_samples=0)
     with pytest.raises(TextnnError, match="translation run"):
         run.translate(["good"])
     one_at_a_time = textnn.load(run_dir, batch_size=1)  # the commands' --batch-size: same answers
     for alone, together in zip(one_at_a_time.predict(texts), answers):
         assert alone["label"] == together["label"]
         assert alone["probabilities"] == pytest.approx(together["probabilities"], abs=1e-5)
-    assert one_at_a_time.evaluate(tmp_path / "dev.tsv")["accuracy"] == metrics["accuracy"]
+    assert one_at_a_time.evaluate(tmp_path / "dev.tsv", bootstrap_samples=0)["accuracy"] == metrics["accuracy"]
     with pytest.raises(TextnnError, match="batch-size"):
         textnn.load(run_dir, batch_size=0)
 
 
-def test_a_language_model_generates_what_textnn_generate_prints(tmp_path):
-    (tmp_path / "text.txt").write_text("the cat sat on the mat .\nthe dog sat on the log .\n" * 40, encoding="utf-8")
-    run_dir = train(tmp_path, "task: language_modeling\ndata: {format: text, train: text.txt, tokenizer: whitespace, "
-                              "bptt: 8}\nmodel: {name: rnn_lm, preset: tiny}\n")
-    text = textnn.load(run_dir).generate("the cat", method="sample", max_tokens=6, seed=3)
-    printed = cli(tmp_path, "generate", "run", "--prompt", "the cat", "--max-tokens", "6", "--seed", "3")
-    assert isinstance(text, str) and text.startswith("the cat") and text == printed.strip()
+def test_a_character_model_generates_what_textnn_generate_prints_by_default(tmp_path):
+    """The README's call on a character model, whose end of sequence is a newline: sampled, 200 new tokens
+    and on past line ends, as the command does, not the prompt alone; a list of prompts is one text each,
+    as `generate RUN FILE` gives them."""
+    (tmp_path / "text.txt").write_text("ROMEO:\nthe cat sat on the mat.\nJULIET:\nthe dog sat on the log.\n" * 30,
+                                       encoding="utf-8")
+    run_dir = train(tmp_path, "task: language_modeling\ndata: {format: text, train: text.txt, tokenizer: char, "
+                              "bptt: 16}\nmodel: {name: rnn_lm, preset: tiny}\n")
+    run = textnn.load(run_dir)
+    text = run.generate("ROMEO:", seed=3)
+    printed = cli(tmp_path, "generate", "run", "--prompt", "ROMEO:", "--seed", "3")
+    assert isinstance(text, str) and text == printed.removesuffix("\n")
+    assert text.startswith("ROMEO:") and len(text) > len("ROMEO:") and "\n" in text
+    assert run.generate("ROMEO:", max_tokens=6, method="greedy") == cli(
+        tmp_path, "generate", "run", "--prompt", "ROMEO:", "--max-tokens", "6", "--greedy").removesuffix("\n")
+    (tmp_path / "prompts.txt").write_text("ROMEO:\nJULIET:\n", encoding="utf-8")
+    texts = run.generate(["ROMEO:", "JULIET:"], max_tokens=30, seed=3)
+    rows = [json.loads(line) for line in cli(tmp_path, "generate", "run", "prompts.txt", "--max-tokens", "30",
+                                              "--seed", "3").splitlines()]
+    assert texts == [row["text"] for row in rows] and texts[1].startswith("JULIET:")
+    assert run.generate(["ROMEO:"], max_tokens=30, seed=3)[0] == run.generate("ROMEO:", max_tokens=30, seed=3)
+    assert len(run.generate(["ROMEO:"], max_tokens=5, seed=3, num_samples=2)[0]) == 2  # a list of samples
+
+
+def test_the_api_takes_the_commands_defaults():
+    """textnn.load and its methods default to what the commands do when a flag is left out."""
+    import inspect
+
+    from textnn.api import Run
+    from textnn.cli import parse
+
+    predict, evaluate = parse(["predict", "RUN"]), parse(["evaluate", "RUN", "--data", "dev.tsv"])
+    generate = parse(["generate", "RUN"])
+    assert inspect.signature(textnn.load).parameters["device"].default == predict.device == "auto"
+    assert inspect.signature(Run).parameters["device"].default == evaluate.device
+    assert inspect.signature(Run.evaluate).parameters["bootstrap_samples"].default == evaluate.bootstrap
+    assert textnn.defaults.GENERATE == {"method": "sample", "max_tokens": generate.max_tokens,
+                                        "stop_at_eos": generate.stop_at_eos}
 
 
 def test_a_translation_run_translates_as_textnn_translate_does(tmp_path):

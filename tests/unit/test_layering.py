@@ -4,8 +4,8 @@ Every `import` and `from ... import` in textnn/ is read with `ast`, at module le
 functions alike (a function-level import still ties the two modules together, it only delays the
 cost), and checked against LAYERS below, which follows the layer table of the design notes:
 
-    errors, files (atomic writes, safe YAML), limits (the input-size policy), progress (bars, stage
-    lines, --quiet)
+    errors, files (atomic writes, safe YAML), limits (the input-size policy), defaults (what the commands
+    and the Python API do when not told), progress (bars, stage lines, --quiet)
     -> registry, data, modules, metrics, interop readers, weights, transfer (reading a start)
     -> config, runs
     -> models
@@ -35,7 +35,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "textnn"
 
 # Lowest first. A name stands for the module of that name and every module below it (a package).
 LAYERS: list[list[str]] = [
-    ["textnn.errors", "textnn.files", "textnn.limits", "textnn.progress"],
+    ["textnn.errors", "textnn.files", "textnn.limits", "textnn.defaults", "textnn.progress"],
     ["textnn.registry", "textnn.data", "textnn.modules", "textnn.metrics", "textnn.interop", "textnn.weights",
      "textnn.transfer"],
     ["textnn.config", "textnn.runs"],
@@ -45,7 +45,7 @@ LAYERS: list[list[str]] = [
     ["textnn.cli", "textnn.api", "textnn.demo", "textnn.__main__", "textnn"],
 ]
 
-LAYER_NAMES = ["errors, files, limits and progress", "readers and building blocks", "config", "models",
+LAYER_NAMES = ["errors, files, limits, defaults and progress", "readers and building blocks", "config", "models",
                "tasks, training, generation, viz", "experiment", "commands"]
 
 

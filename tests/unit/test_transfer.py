@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
 from textnn.config import load_config
 from textnn.errors import TextnnError
-from textnn.transfer import HUGGING_FACE, RUN, hub_cache, resolve_start, start_kind
+from textnn.transfer import HUGGING_FACE, RUN, hub_cache, hub_download, resolve_start, start_kind
 
 
 @pytest.mark.parametrize("files, kind", [
@@ -102,7 +103,32 @@ def test_a_model_id_missing_from_the_cache_says_where_it_looked_and_how_to_downl
     message = str(err.value)
     assert "\n" not in message
     assert str(tmp_path / "empty" / "models--sentence-transformers--all-MiniLM-L6-v2") in message
-    assert f"huggingface-cli download {MINILM_ID}" in message and message.startswith("c.yaml: model.init_from=")
+    assert f"`hf download {MINILM_ID}`" in message and message.startswith("c.yaml: model.init_from=")
+
+
+def installed_command(name: str) -> bool:
+    """Whether `name` is a command of this Python's environment (its scripts folder, or the PATH)."""
+    return (Path(sys.executable).parent / name).is_file() or shutil.which(name) is not None
+
+
+def test_the_download_command_named_is_the_one_the_installed_hub_library_has(monkeypatch):
+    """huggingface_hub 0.34 brought `hf`, 1.0 removed `huggingface-cli`: the command named is the one the
+    user's huggingface_hub installed, or the install that brings it."""
+    import importlib.metadata
+
+    named = hub_download("bert-base-uncased")
+    assert installed_command(named.strip("`").split()[0]), named  # this environment's huggingface_hub has it
+    versions = {"0.33.4": "`huggingface-cli download bert-base-uncased`", "0.34.0": "`hf download bert-base-uncased`",
+                "1.0.0rc2": "`hf download bert-base-uncased`"}
+    for installed, command in versions.items():
+        monkeypatch.setattr(importlib.metadata, "version", lambda name, installed=installed: installed)
+        assert hub_download("bert-base-uncased") == command
+
+    def missing(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", missing)
+    assert hub_download("bert-base-uncased") == "`pip install huggingface_hub`, then `hf download bert-base-uncased`"
 
 
 def test_a_directory_or_a_path_is_taken_as_it_is(tmp_path, no_hub_variables):
@@ -123,7 +149,8 @@ def test_train_from_a_model_id_the_cache_lacks_is_one_line_before_any_work(tmp_p
     assert main(["train", "c.yaml", "--run-dir", "run"]) == 2
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and str(tmp_path / "hf" / "hub" / "models--bert-base-uncased") in error, error
-    assert "huggingface-cli download bert-base-uncased" in error
+    command = error.split("download it first with `")[1].split("`")[0]
+    assert command == "hf download bert-base-uncased" and installed_command("hf"), error  # what the user has
     assert not (tmp_path / "run").exists()
 
 

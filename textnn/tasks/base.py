@@ -21,7 +21,6 @@ Class attributes:
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Callable, ClassVar, Iterable, Iterator
@@ -30,6 +29,7 @@ from textnn.config import Config, DataConfig, NoHeadOptions
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import Vocab, read_run_json
 from textnn.errors import TextnnError, short
+from textnn.files import json_text
 from textnn.tasks import pipeline
 
 
@@ -61,14 +61,31 @@ def line_chunks(lines: Iterable[str], size: int = PREDICT_CHUNK_LINES,
 
 def blank(line: str) -> bool:
     """Whether a `predict` input line holds nothing to answer (empty, or white space only). It still gets its
-    output line (`empty_answer`): output line N answers input line N, whatever the input holds."""
+    answer (`empty_answer`): output line N answers input line N, whatever the input holds."""
     return not line.strip()
 
 
-def empty_answer(keys: dict) -> str:
-    """The JSON output line of a line with nothing to answer: the task's keys as `keys` gives them
-    empty (null, or [] for lists), and `"empty": true`."""
-    return json.dumps({**keys, "empty": True})
+def empty_answer(keys: dict) -> dict:
+    """The answer to a line with nothing to answer: the task's keys as `keys` gives them empty (None, or
+    [] for lists), and `"empty": True`."""
+    return {**keys, "empty": True}
+
+
+def output_line(answer: dict | str, digits: int = 6) -> str:
+    """The line a command prints for one answer of `Task.predict`: text as it is, a dict as one JSON line
+    with every float rounded to `digits` (a reader of the output needs no more; the Python API gives the
+    answers themselves, unrounded)."""
+    if isinstance(answer, str):
+        return answer
+
+    def rounded(value):
+        if isinstance(value, float):
+            return round(value, digits)
+        if isinstance(value, dict):
+            return {key: rounded(item) for key, item in value.items()}
+        return [rounded(item) for item in value] if isinstance(value, list) else value
+
+    return json_text(rounded(answer), ensure_ascii=False)  # NaN and infinities as null
 
 
 # Capabilities a task may declare (Task.capabilities), each with the method it then has:
@@ -88,6 +105,7 @@ class Task(ABC):
     # it gives without: when not, the trainer reports the best weights' dev numbers as they were selected
     # instead of evaluating dev once more at the end.
     intervals: ClassVar[bool] = True
+    printed_digits: ClassVar[int] = 6  # digits of the floats in the lines `predict` prints (`output_line`)
     metric_note: ClassVar[str] = ""  # what `textnn explain TASK` says about its metrics (train.metric), if anything
     # A run started (model.init_from) from a run of the same task takes that run's head and head options
     # too, when the head depends only on what it inherits (a language model's output layer, BERT's MLM head:
@@ -197,8 +215,9 @@ class Task(ABC):
     def evaluate_file(self, model, path: str, bootstrap_samples: int = 0, options: dict | None = None) -> dict:
         """Metrics on a labelled file (`textnn evaluate`); `options` are the task's own evaluation options."""
 
-    def predict(self, model, lines: Iterable[str], source: str, options: dict) -> Iterator[str]:
-        """Output lines for input lines (`textnn predict`); `options` are the command's task options."""
+    def predict(self, model, lines: Iterable[str], source: str, options: dict) -> Iterator[dict | str]:
+        """The answers to input lines (`textnn predict`), as Python values: a dict (printed as a JSON line)
+        or text (printed as it is), see `output_line`; `options` are the command's task options."""
         raise TextnnError(f"`textnn predict` does not apply to task {self.config.task}")  # type: ignore[attr-defined]
 
     def predict_chunk_lines(self) -> int:

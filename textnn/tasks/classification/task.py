@@ -21,7 +21,6 @@ from textnn.data.subset import subset_indices
 from textnn.data.tokenizers import CLS, SEP, Tokenizer
 from textnn.data.vocab import Vocab
 from textnn.errors import TextnnError, where
-from textnn.files import json_text
 from textnn.metrics import CLASSIFICATION_METRICS, REGRESSION_METRICS, bootstrap_ci, confusion_matrix
 from textnn.models.base import Encoder, InputSpec
 from textnn.tasks import pipeline
@@ -391,8 +390,8 @@ class ClassificationTask(BatchTask):
 
 
     # --- commands ---------------------------------------------------------------------------------
-    def predict(self, model: torch.nn.Module, lines: Iterable[str], source: str, options: dict) -> Iterator[str]:
-        """One JSON line per input line (`text`, or `text<TAB>pair` for a pair model): label and probabilities."""
+    def predict(self, model: torch.nn.Module, lines: Iterable[str], source: str, options: dict) -> Iterator[dict]:
+        """One answer per input line (`text`, or `text<TAB>pair` for a pair model): label and probabilities."""
         if options.get("input_format") or options.get("output_format"):
             raise TextnnError("--input-format and --output-format apply to tagging runs only; a classifier "
                               "reads one text per line and writes JSONL, so drop them")
@@ -419,18 +418,16 @@ class ClassificationTask(BatchTask):
         if not answered:
             raise TextnnError(f"{source}: no input lines to predict")
 
-    def _answers(self, model: torch.nn.Module, records: list[Record]) -> list[str]:
-        """The JSON output line of each record to predict: its text, and its label and probabilities (or value)."""
+    def _answers(self, model: torch.nn.Module, records: list[Record]) -> list[dict]:
+        """The answer to each record to predict: its text, and its label and probabilities (or value)."""
         tokens = [(self.tokenizer(r.text), self.tokenizer(r.text_pair) if r.text_pair is not None else None)
                   for r in records]
         encoded = self.encode(records, tokens, require_known_labels=False)
         texts = [{"text": r.text, **({"text_pair": r.text_pair} if r.text_pair else {})} for r in records]
         if self.config.data.regression:
-            return [json_text({**text, "value": round(float(value), 6)}, ensure_ascii=False)
-                    for text, value in zip(texts, self.regression_values(model, encoded))]
-        return [json_text({**text, "label": self.labels[int(row.argmax())],
-                            "probabilities": {label: round(float(p), 6) for label, p in zip(self.labels, row)}},
-                           ensure_ascii=False)
+            return [{**text, "value": float(value)} for text, value in zip(texts, self.regression_values(model, encoded))]
+        return [{**text, "label": self.labels[int(row.argmax())],
+                 "probabilities": {label: float(p) for label, p in zip(self.labels, row)}}
                 for text, row in zip(texts, self.probabilities(model, encoded))]
 
     def report_sections(self, metrics: dict, split: str, run_path: Path) -> list[str]:

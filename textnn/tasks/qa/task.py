@@ -22,7 +22,6 @@ from textnn.data.readers import parse_json
 from textnn.data.tokenizers import CLS, SEP, Tokenizer
 from textnn.data.vocab import Vocab
 from textnn.errors import TextnnError
-from textnn.files import json_text
 from textnn.metrics.squad import squad_scores
 from textnn.models.base import InputSpec
 from textnn.modules.heads import SpanHead
@@ -49,6 +48,7 @@ class QATask(BatchTask):
     formats = ("squad",)
     intervals = False  # EM/F1 have no bootstrap interval: a second pass over dev (minutes for SQuAD) adds nothing
     metric_directions = {"loss": False, "exact_match": True, "f1": True}
+    printed_digits = 4  # a span's score (a sum of two logits) is printed to 4 decimals
     default_metric = "f1"
 
     @classmethod
@@ -234,8 +234,8 @@ class QATask(BatchTask):
         return {"loss": loss, **scores, "questions": len(scored), "windows": len(data.windows),
                 "answers_outside_context": data.answers_outside_context}
 
-    def predict(self, model: torch.nn.Module, lines: Iterable[str], source: str, options: dict) -> Iterator[str]:
-        """One JSON line per input line: `{"question": ..., "context": ...}` or `question<TAB>context`;
+    def predict(self, model: torch.nn.Module, lines: Iterable[str], source: str, options: dict) -> Iterator[dict]:
+        """One answer per input line: `{"question": ..., "context": ...}` or `question<TAB>context`;
         out come the question, the answer text, its character start in the context and its score."""
         if options.get("input_format") or options.get("output_format"):
             raise TextnnError("--input-format and --output-format apply to tagging runs only; a qa run reads "
@@ -272,5 +272,4 @@ class QATask(BatchTask):
                 yield empty_answer({"question": None, "answer": None, "start": None, "score": None})
                 continue
             text, start, score = next(best)
-            yield json_text({"question": q.question, "answer": text, "start": start, "score": round(score, 4)},
-                             ensure_ascii=False)
+            yield {"question": q.question, "answer": text, "start": start, "score": float(score)}

@@ -325,8 +325,8 @@ class TaggingTask(BatchTask):
 
 
     # --- commands ---------------------------------------------------------------------------------
-    def predict(self, model: torch.nn.Module, lines: Iterable[str], source: str, options: dict) -> Iterator[str]:
-        """Tags for raw text or CoNLL input, as CoNLL or JSONL lines.
+    def predict(self, model: torch.nn.Module, lines: Iterable[str], source: str, options: dict) -> Iterator[dict | str]:
+        """Tags for raw text or CoNLL input: a dict per sentence (a JSON line), or CoNLL blocks of text.
 
         options["input_format"]: text (one sentence per line, split by the run's data.tokenizer), conll
         (columns read with the run's data.token_column / data.tag_column; a tag column, if present, is the
@@ -387,7 +387,7 @@ class TaggingTask(BatchTask):
                        "spans": span_records(sentence.tokens, tags, data.tag_scheme)}
                 if sentence.tags is not None:
                     row["gold"] = list(sentence.tags)
-                rows[sentence.line] = json.dumps(row, ensure_ascii=False)
+                rows[sentence.line] = row
             if conll:  # a sentence per block of lines
                 yield from rows.values()
             else:  # a sentence per line, and an answer for every line

@@ -22,7 +22,6 @@ from textnn.data.parallel import ParallelText, detokenize_words, read_parallel
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import UNK, Vocab
 from textnn.errors import TextnnError
-from textnn.files import json_text
 from textnn.limits import MAX_PAIR_TOKENS
 from textnn.generation.decoding import DecodingConfig, Hypothesis, decode
 from textnn.metrics.bleu import corpus_scores
@@ -372,10 +371,10 @@ class TranslationTask(BatchTask):
         return self.evaluate(model, self.encode_file(path), bootstrap_samples=bootstrap_samples, decoding=decoding)
 
     # --- commands -----------------------------------------------------------------------------------
-    def predict(self, model: torch.nn.Module, lines: Iterable[str], source: str, options: dict) -> Iterator[str]:
+    def predict(self, model: torch.nn.Module, lines: Iterable[str], source: str, options: dict) -> Iterator[dict | str]:
         """One translation per input line (`textnn translate`, `textnn predict`), written as the input
         arrives, a batch of lines at a time, decoded as options["decoding"] says (default greedy). With
-        n_best N > 1: one JSON line per input, {"source", "hypotheses" (N, best first), "scores"}, as
+        n_best N > 1: one dict per input (a JSON line), {"source", "hypotheses" (N, best first), "scores"}, as
         `generate` writes its n-best lists."""
         options = {k: v for k, v in options.items() if v is not None}
         for key in ("input_format", "output_format"):
@@ -419,13 +418,13 @@ class TranslationTask(BatchTask):
         yield first
         yield from lines
 
-    def _predict_chunk(self, model, chunk: list[str], decoding: DecodingConfig) -> Iterator[str]:
+    def _predict_chunk(self, model, chunk: list[str], decoding: DecodingConfig) -> Iterator[dict | str]:
         for line, hypotheses in zip(chunk, self.translate_lines(model, chunk, decoding)):
             if decoding.n_best == 1:
                 yield hypotheses[0][0]
             else:
-                yield json_text({"source": line, "hypotheses": [text for text, _ in hypotheses],
-                                  "scores": [round(score, 6) for _, score in hypotheses]}, ensure_ascii=False)
+                yield {"source": line, "hypotheses": [text for text, _ in hypotheses],
+                       "scores": [float(score) for _, score in hypotheses]}
 
     def report_sections(self, metrics: dict, split: str, run_path: Path) -> list[str]:
         """The sacreBLEU signatures behind the split's BLEU and chrF."""

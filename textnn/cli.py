@@ -318,10 +318,10 @@ def _write_predictions(args: argparse.Namespace, run) -> int:
 @contextlib.contextmanager
 def _input_lines(name: str):
     """(lazy UTF-8 lines, name for messages) of a file (gzip too), or of standard input for `-`."""
-    from textnn.data.readers import iter_input_lines, open_input
+    from textnn.data.readers import iter_input_lines, open_input, open_standard_input
 
     if name == "-":
-        yield iter_input_lines(sys.stdin.buffer, "<stdin>"), "<stdin>"
+        yield iter_input_lines(open_standard_input(sys.stdin.buffer), "<stdin>"), "<stdin>"
         return
     path = str(Path(name).expanduser())
     with open_input(path) as handle:

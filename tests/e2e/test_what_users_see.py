@@ -67,6 +67,63 @@ def ws(tmp_path_factory) -> Workspace:
     return ws
 
 
+# ------------------------------------------------------------------------------------------------ bars
+
+
+def test_the_first_frame_of_a_time_budget_bar_claims_no_total(ws):
+    """Under train.max_minutes the steps the budget allows are unknown before the first step: the bar
+    counts without a total until then, instead of showing the epochs' total as if it were the plan."""
+    _, err = on_a_terminal(ws, "train", "clf.yaml", "--run-dir", "runs/budget", "train.max_minutes=5")
+    frames = [frame for frame in re.split(r"[\r\n]", err) if frame.startswith("train budget:")]
+    assert frames and "0/" not in frames[0] and "step" in frames[0], frames[:3]
+
+
+# ------------------------------------------------------------------------------------------ vocabulary
+
+def test_quiet_works_after_the_command_too(ws):
+    trained = ws.ok("train", "clf.yaml", "-q", "--run-dir", "runs/quiet")
+    assert "train quiet:" not in trained.stderr and "evaluate dev" not in trained.stderr
+    before = ws.ok("-q", "evaluate", "runs/clf", "dev.tsv")
+    after = ws.ok("evaluate", "runs/clf", "dev.tsv", "--quiet")
+    assert after.stdout == before.stdout and "evaluate clf" not in after.stderr
+
+
+def test_evaluate_takes_the_file_after_the_run_as_every_command_does(ws):
+    positional = ws.ok("evaluate", "runs/clf", "dev.tsv", "--json")
+    old = ws.ok("evaluate", "runs/clf", "--data", "dev.tsv", "--json")
+    assert json.loads(old.stdout) == json.loads(positional.stdout)  # the older spelling, still read
+    assert "--data" not in ws.ok("evaluate", "--help").stdout
+    missing = ws.cli("evaluate", "runs/clf")
+    assert missing.returncode == 2 and "textnn evaluate RUN FILE" in missing.stderr
+
+
+def test_generate_writes_to_an_output_file(ws):
+    shown = ws.ok("generate", "runs/lm", "--prompt", "the", "--max-tokens", "5", "--seed", "1").stdout
+    done = ws.ok("generate", "runs/lm", "--prompt", "the", "--max-tokens", "5", "--seed", "1", "-o", "sample.txt")
+    assert done.stdout == "" and (ws.root / "sample.txt").read_text(encoding="utf-8") == shown
+    ws.write("prompts.txt", "the cat\nthe dog\n")
+    lines = ws.ok("generate", "runs/lm", "prompts.txt", "--max-tokens", "3", "--seed", "1").stdout
+    ws.ok("generate", "runs/lm", "prompts.txt", "--max-tokens", "3", "--seed", "1", "-o", "answers.jsonl")
+    assert (ws.root / "answers.jsonl").read_text(encoding="utf-8") == lines
+
+
+def test_compare_writes_its_runs_into_output_dir_and_still_reads_runs_dir(ws):
+    new = ws.ok("compare", "clf.yaml", "--set", "train.progress=false", "--output-dir", "cmp")
+    assert (ws.root / "cmp" / "clf" / "model.safetensors").is_file() and "clf" in new.stdout
+    old = ws.ok("compare", "clf.yaml", "--set", "train.progress=false", "--runs-dir", "cmp")
+    assert "reusing" in old.stderr or "cmp/clf" in old.stderr, old.stderr  # the older spelling: the same place
+
+
+def test_explain_limits_names_the_commands_as_they_are_spelt(ws):
+    text = ws.ok("explain", "limits").stdout
+    assert "--file" not in text and "generate RUN FILE" in text
+
+
+def test_the_report_names_the_device_the_run_used(ws):
+    report = (ws.root / "runs" / "clf" / "report.md").read_text(encoding="utf-8")
+    assert re.search(r"device: (cpu|cuda(:\d+)?)$", report, re.M) and "device: auto" not in report
+
+
 # ------------------------------------------------------------------------------------------ gzip stdin
 
 def test_gzip_on_standard_input_is_read_as_a_gzip_file_is(ws):

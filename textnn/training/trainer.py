@@ -64,6 +64,7 @@ class TrainResult:
     stopped: str = "completed"
     skipped_steps: int = 0  # optimizer steps skipped for a non-finite training loss
     precision: str = "fp32"  # what the forward passes ran in: fp32 or bf16 (autocast)
+    device: str = "cpu"  # where it trained (train.device resolved: auto is cuda or cpu)
 
 
 def resolve_device(name: str, option: str = "config key train.device") -> torch.device:
@@ -354,7 +355,7 @@ class Trainer:
                              higher_is_better=self.higher_is_better,
                              parameters=self.model.num_parameters(), dev=dev, test=test,
                              stopped=stopped, skipped_steps=state.get("skipped_steps", 0),
-                             precision=self.precision.name)
+                             precision=self.precision.name, device=str(self.device))
         # Still `running`: the run is finished once its report is written too (experiment.train, with
         # `finished_status`), so a run killed while writing it does not look finished.
         return result

@@ -322,7 +322,8 @@ def _write_predictions(args: argparse.Namespace, run) -> int:
     if args.output:
         check_output_place(args.output, "file", "-o")  # before the run is read
     with _input_lines(args.input) as (lines, source):
-        write_lines(run(args.run, lines, source), args.output)
+        write_lines(progress.counted(run(args.run, lines, source), f"{args.command} {Path(args.run).name}", "line"),
+                    args.output)
     return 0
 
 
@@ -347,8 +348,9 @@ def write_lines(lines, output: str | None) -> None:
     """
     if not output:
         for line in lines:
-            sys.stdout.write(line + "\n")
-            sys.stdout.flush()
+            with progress.beside_bars():
+                sys.stdout.write(line + "\n")
+                sys.stdout.flush()
         return
     from textnn.files import temporary_beside, unwritable
 

@@ -69,6 +69,20 @@ def ws(tmp_path_factory) -> Workspace:
 
 # ------------------------------------------------------------------------------------------------ bars
 
+def test_train_draws_a_bar_while_it_evaluates_on_dev(ws):
+    _, err = on_a_terminal(ws, "train", "clf.yaml", "--run-dir", "runs/bars")
+    assert "train bars:" in err
+    assert re.search(r"evaluate dev: \d+ ?batch", err), err[-2000:]
+
+
+def test_predict_over_a_file_draws_a_bar_on_a_terminal(ws):
+    ws.write("reviews.txt", "a great film\n\nawful and dull\n" * 20)
+    out, err = on_a_terminal(ws, "predict", "runs/clf", "reviews.txt")
+    assert len(out.splitlines()) == 60
+    assert re.search(r"predict clf: \d+ ?line", err), err
+    piped = ws.ok("predict", "runs/clf", "reviews.txt")  # in a log, a quick command leaves no bar behind
+    assert piped.stdout == out and "predict clf" not in piped.stderr
+
 
 def test_the_first_frame_of_a_time_budget_bar_claims_no_total(ws):
     """Under train.max_minutes the steps the budget allows are unknown before the first step: the bar

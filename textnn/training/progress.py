@@ -23,7 +23,10 @@ def counting_batches(model: torch.nn.Module, desc: str, enabled: bool = True) ->
     """A bar that counts the batches `model` computes in the block (one per call of the model itself), with
     their rate: progress for any task's evaluation without the task counting anything."""
     with progress_bar(desc, "batch", enabled=enabled, leave=False) as bar:
-        handle = model.register_forward_hook(lambda module, inputs, output: bar.update(1))
+        def _count(module, inputs, output) -> None:
+            bar.update(1)
+
+        handle = model.register_forward_hook(_count)
         try:
             yield bar
         finally:

@@ -39,6 +39,7 @@ from textnn.training.budget import planned_steps
 from textnn.training.checkpoint import load_carried_state, load_weights, save_weights
 from textnn.training.optim import (after_evaluation, build_optimizer, evaluation_weights, freeze_layers, lr_factor,
                                    set_lr)
+from textnn.training.progress import counting_batches
 # TrainingInterrupted: experiment.py and cli.py import it from here
 from textnn.training.session import TrainingInterrupted, TrainingSession, say, scalars  # noqa: F401
 
@@ -211,7 +212,8 @@ class Trainer:
         # evaluation (distributed.on_main), so it finishes and the Ctrl-C is acted on after it.
         hook = self.model.register_forward_pre_hook(self._stop_if_interrupted) if distributed.world() == 1 else None
         try:
-            with torch.no_grad(), self._autocast():
+            with torch.no_grad(), self._autocast(), \
+                    counting_batches(self.model, f"evaluate {split}", enabled=self.cfg.progress):
                 return self.task.evaluate(self.model, split, bootstrap_samples=bootstrap)
         finally:
             if hook is not None:

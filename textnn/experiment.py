@@ -61,6 +61,8 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
     with distributed.session(device):
         run = RunDir(run_dir or Path("runs") / config.name)
         check_output_place(run.path, "directory", "--run-dir")  # before any data is read
+        if not resume:
+            run.check_fresh()  # a run already there: said before the data and word vectors are read
         if config.train.threads:
             torch.set_num_threads(config.train.threads)
         seed_everything(config.train.seed)

@@ -182,15 +182,21 @@ class RunDir:
             self.check_not_live()
             for stale in (self.status_file, self.metrics_file, self.weights_file, self.path / "report.md"):
                 stale.unlink(missing_ok=True)
-        elif self.path.is_dir() and any(p != self.lock_file for p in self.path.iterdir()):
-            raise TextnnError(f"{self.path}: run directory already exists and is not empty; pass --resume to "
-                              f"continue it, --run-dir to choose another, or delete it")
+        else:
+            self.check_fresh()
         for folder in (self.path, self.checkpoint_file.parent):  # a killed writer's full-size half-written files
             remove_stale_temporaries(folder)
         self.path.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.config_file, config.to_yaml())
         if "data_files" not in self.status():  # a new run (or one started before they were recorded)
             self.record(data_files={key: fingerprints.fingerprint(path) for key, path in data_files(config).items()})
+
+    def check_fresh(self) -> None:
+        """Refuse a new run into a directory that already holds something (`train` asks before it reads any
+        data, and again as it makes the run)."""
+        if self.path.is_dir() and any(p != self.lock_file for p in self.path.iterdir()):
+            raise TextnnError(f"{self.path}: run directory already exists and is not empty; pass --resume to "
+                              f"continue it, --run-dir to choose another, or delete it")
 
     def remove_checkpoint(self) -> int:
         """Delete checkpoint/ (train.keep_checkpoint=none, once the run has finished); returns the bytes freed."""

@@ -152,3 +152,17 @@ def test_gzip_on_standard_input_is_read_as_a_gzip_file_is(ws):
                          input=gzip.compress(text.encode() * 50)[:30], capture_output=True, timeout=300)
     assert cut.returncode == 2 and "<stdin>: not a valid gzip stream" in cut.stderr.decode()
     assert "NUL" not in cut.stderr.decode() and "Traceback" not in cut.stderr.decode()
+
+
+# --------------------------------------------------------------------------------------- word vectors
+
+def test_word_vectors_are_read_once_and_not_at_all_for_a_run_that_is_refused(tmp_path):
+    from tests.e2e.test_progress_cli import workspace
+
+    folder = workspace(tmp_path / "vectors")
+    ws = Workspace(folder)
+    first = ws.ok("train", "c.yaml", "--run-dir", "run", "data.vectors_vocab=true")
+    assert first.stderr.count("read vectors vectors.txt ...") == 1, first.stderr
+    again = ws.cli("train", "c.yaml", "--run-dir", "run", "data.vectors_vocab=true")
+    assert again.returncode == 2 and "already exists" in again.stderr
+    assert "read vectors" not in again.stderr and "train WordPiece" not in again.stderr

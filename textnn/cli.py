@@ -393,20 +393,15 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _runs(args: argparse.Namespace) -> int:
-    from textnn.runs import human_size, summaries
+    from textnn.runs import summaries, table_lines
 
     rows = summaries(args.folder)
     if args.json:
         for row in rows:
             print(json.dumps(row))
         return 0
-    table = [[row["name"], row["task"] or "-", row["model"] or "-", row["status"],
-              f"{row['metric']} {row['best']:.4g}" if row["best"] is not None else "-",
-              f"{row['steps']} steps" if row["steps"] is not None else "-", human_size(row["bytes"])]
-             for row in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))] if table else []
-    for row in table:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    for line in table_lines(rows):
+        print(line)
     if not rows:
         print(f"no runs below {args.folder}", file=sys.stderr)
     return 0

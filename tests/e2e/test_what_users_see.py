@@ -154,6 +154,37 @@ def test_gzip_on_standard_input_is_read_as_a_gzip_file_is(ws):
     assert "NUL" not in cut.stderr.decode() and "Traceback" not in cut.stderr.decode()
 
 
+# ------------------------------------------------------------------------------------------------ runs
+
+def test_runs_shows_the_best_dev_score_of_a_run_killed_after_an_evaluation(ws):
+    """A run that died (or was interrupted) after a dev evaluation has a best score so far: `runs` shows it,
+    as it does for a finished run."""
+    proc = subprocess.Popen([sys.executable, "-m", "textnn", "train", "clf.yaml", "--run-dir", "listing/killed",
+                             "train.epochs=100000", "train.progress=false"],
+                            cwd=ws.root, env=ws.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        for line in proc.stderr:  # killed at once after its first dev evaluation
+            if line.startswith("step 5: dev"):
+                break
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+    [row] = [json.loads(line) for line in ws.ok("runs", "listing", "--json").stdout.splitlines()]
+    assert row["status"] == "died" and row["metric"] == "accuracy" and isinstance(row["best"], float)
+    assert f"accuracy  {row['best']:.4g}" in ws.ok("runs", "listing").stdout
+
+
+def test_runs_lines_up_its_columns_whatever_the_names(ws):
+    import shutil
+
+    for name in ("a", "a_much_longer_run_name_from_a_learning_rate_sweep", "実験_学習率"):
+        shutil.copytree(ws.root / "runs" / "clf", ws.root / "aligned" / name)
+    lines = ws.ok("runs", "aligned").stdout.splitlines()
+    wide = lambda text: len(text) + sum(1 for c in text if "\u3000" <= c <= "\u9fff")  # noqa: E731
+    assert len(lines) == 3 and len({wide(line[:line.index("classification")]) for line in lines}) == 1, lines
+    assert len({wide(line) for line in lines}) == 1, lines
+
+
 # --------------------------------------------------------------------------------------- word vectors
 
 def test_word_vectors_are_read_once_and_not_at_all_for_a_run_that_is_refused(tmp_path):

@@ -271,7 +271,9 @@ class Trainer:
             self.task.restore_carried_state(load_carried_state(run.checkpoint_file, distributed.rank(), self.device))
         distributed.reseed(cfg.seed, state["step"])
         has_dev = self.task.has_split("dev")
-        self.session.begin()
+        # The best dev score so far stands in run.json from the start (a resumed run: its checkpoint's), so
+        # that `textnn runs` shows it for a run that stops, or dies, before it finishes.
+        self.session.begin(metric=self.metric, best=state["best"], best_step=state["best_step"])
         say(self.precision.describe())
 
         started = time.perf_counter() - state["seconds"]
@@ -409,6 +411,7 @@ class Trainer:
             self._best_dev = metrics
             if distributed.is_main():
                 save_weights(self.model, self.run.weights_file)
+                self.run.set_status("running", best=value, best_step=state["step"])
             say(f"step {state['step']}: dev {summary} (best)")
         else:
             state["bad_evals"] += 1

@@ -185,6 +185,29 @@ def test_runs_lines_up_its_columns_whatever_the_names(ws):
     assert len({wide(line) for line in lines}) == 1, lines
 
 
+# ----------------------------------------------------------------------------------------------- plots
+
+def test_the_loss_plot_draws_dev_once_and_translation_bleu(ws):
+    from textnn.viz.plots import plot_loss_curve
+
+    records = [json.loads(line) for line in (ws.root / "runs" / "clf" / "metrics.jsonl").read_text().splitlines()]
+    assert {record["split"] for record in records} >= {"dev", "dev_final"}
+    figure = plot_loss_curve(records, ws.root / "plots" / "clf.png")
+    labels = [text.get_text() for axes in figure.axes for text in axes.get_legend().get_texts()]
+    assert "dev loss" in labels and not any("dev_final" in label for label in labels), labels
+    translation = [{"split": "train", "step": 10, "loss": 5.0}, {"split": "dev", "step": 10, "loss": 4.0,
+                   "perplexity": 54.6, "bleu": 3.2, "chrf": 20.1}]
+    figure = plot_loss_curve(translation, ws.root / "plots" / "mt.png")
+    labels = [text.get_text() for axes in figure.axes for text in axes.get_legend().get_texts()]
+    assert "dev bleu" in labels and "dev chrf" in labels, labels
+
+
+def test_evaluate_heads_the_confusion_matrix_with_the_class_labels(ws):
+    lines = ws.ok("evaluate", "runs/clf", "dev.tsv", "--bootstrap", "0").stdout.splitlines()
+    at = lines.index("confusion matrix (rows = gold, columns = predicted):")
+    assert lines[at + 1].split() == ["0", "1"] and [line.split()[0] for line in lines[at + 2:at + 4]] == ["0", "1"]
+
+
 # --------------------------------------------------------------------------------------- word vectors
 
 def test_word_vectors_are_read_once_and_not_at_all_for_a_run_that_is_refused(tmp_path):

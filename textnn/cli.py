@@ -131,7 +131,10 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("evaluate", help="metrics of a trained run on a labelled file")
     p.add_argument("run", help="run directory written by `textnn train`")
-    p.add_argument("--data", required=True, help="labelled file in the run's data format")
+    # Unset when absent (SUPPRESS), so that the older spelling --data, still accepted, is not overwritten
+    p.add_argument("data", nargs="?", default=argparse.SUPPRESS, help="labelled file in the run's data format "
+                   "(gzip too)")
+    p.add_argument("--data", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     p.add_argument("--bootstrap", type=OFF_OR_COUNT, default=defaults.BOOTSTRAP_SAMPLES,
                    help=f"bootstrap resamples for the 95%% CI (default {defaults.BOOTSTRAP_SAMPLES}; 0 = off)")
     p.add_argument("--streams", type=COUNT, default=0,
@@ -190,7 +193,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("configs", nargs="+", help="YAML config files, then dotted overrides applied to every config "
                    "(e.g. train.epochs=2)")
     _set_option(p)
-    p.add_argument("--runs-dir", default="runs/compare", help="parent directory of the runs (default runs/compare)")
+    p.add_argument("--output-dir", dest="runs_dir", default="runs/compare",
+                   help="folder the runs are written into, one run directory per config (default runs/compare)")
+    p.add_argument("--runs-dir", dest="runs_dir", help=argparse.SUPPRESS)  # the older spelling, still accepted
     p.add_argument("--markdown", help="also write the table as markdown to this file")
     p.add_argument("--plot", metavar="FILE.png", help="also draw the runs side by side in this PNG: dev metric "
                    "against step and final values with their bootstrap intervals")
@@ -225,6 +230,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--num-samples", type=SAMPLES, default=1, help="independent samples of the prompt (default 1)")
     p.add_argument("--stop-at-eos", action="store_true", default=defaults.GENERATE["stop_at_eos"],
                    help="end each sample at the end of its line (<eos>, or a newline for character models)")
+    p.add_argument("--output", "-o", help="write the text here instead of standard output")
     _inference_options(p, "generate")
 
     p = sub.add_parser("visualize", help="look inside a model: attention maps (GPT), LSTM cells, or a "
@@ -237,6 +243,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--output-dir", help="folder for the PNG/HTML files (default RUN/views)")
     p.add_argument("--output", dest="output_dir", action=_renamed("--output-dir"), help=argparse.SUPPRESS)
     _inference_options(p, "visualize")
+    for command in sub.choices.values():  # also after the command, as every other option: `textnn train -q C.yaml`
+        command.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS,
+                             help="no progress bars or stage lines (errors and results still print)")
     return parser
 
 
@@ -300,6 +309,8 @@ def _train(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     from textnn.experiment import evaluate_run, metric_lines
 
+    if not hasattr(args, "data"):
+        raise TextnnError("evaluate needs a labelled file: textnn evaluate RUN FILE")
     given = args.beam is not None or args.length_penalty is not None  # else the task's own (translation: greedy)
     metrics = evaluate_run(args.run, args.data, bootstrap_samples=args.bootstrap, streams=args.streams,
                            top_n=args.top_n, decoding=_decoding(args, "greedy") if given else None,
@@ -330,17 +341,18 @@ def _write_predictions(args: argparse.Namespace, run) -> int:
     if args.output:
         check_output_place(args.output, "file", "-o")  # before the run is read
     with _input_lines(args.input) as (lines, source):
-        write_lines(run(args.run, lines, source), args.output)
+        write_lines(progress.counted(run(args.run, lines, source), f"{args.command} {Path(args.run).name}", "line"),
+                    args.output)
     return 0
 
 
 @contextlib.contextmanager
 def _input_lines(name: str):
     """(lazy UTF-8 lines, name for messages) of a file (gzip too), or of standard input for `-`."""
-    from textnn.data.readers import iter_input_lines, open_input
+    from textnn.data.readers import iter_input_lines, open_input, open_standard_input
 
     if name == "-":
-        yield iter_input_lines(sys.stdin.buffer, "<stdin>"), "<stdin>"
+        yield iter_input_lines(open_standard_input(sys.stdin.buffer), "<stdin>"), "<stdin>"
         return
     path = str(Path(name).expanduser())
     with open_input(path) as handle:
@@ -356,8 +368,9 @@ def write_lines(lines, output: str | None) -> None:
     """
     if not output:
         for line in lines:
-            sys.stdout.write(line + "\n")
-            sys.stdout.flush()
+            with progress.beside_bars():
+                sys.stdout.write(line + "\n")
+                sys.stdout.flush()
         return
     from textnn.files import open_output
 
@@ -379,7 +392,7 @@ def _compare(args: argparse.Namespace) -> int:
 
     if not args.configs:
         raise TextnnError("compare needs at least one YAML config file before its overrides")
-    check_output_place(args.runs_dir, "directory", "--runs-dir")  # all before any training
+    check_output_place(args.runs_dir, "directory", "--output-dir")  # all before any training
     if args.markdown:
         check_output_place(args.markdown, "file", "--markdown")
     rows = compare(args.configs, args.overrides + args.set_overrides, args.runs_dir, plot=args.plot)
@@ -391,20 +404,15 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _runs(args: argparse.Namespace) -> int:
-    from textnn.runs import human_size, summaries
+    from textnn.runs import summaries, table_lines
 
     rows = summaries(args.folder)
     if args.json:
         for row in rows:
             print(json_text(row))
         return 0
-    table = [[row["name"], row["task"] or "-", row["model"] or "-", row["status"],
-              f"{row['metric']} {row['best']:.4g}" if row["best"] is not None else "-",
-              f"{row['steps']} steps" if row["steps"] is not None else "-", human_size(row["bytes"])]
-             for row in rows]
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))] if table else []
-    for row in table:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    for line in table_lines(rows):
+        print(line)
     if not rows:
         print(f"no runs below {args.folder}", file=sys.stderr)
     return 0
@@ -459,13 +467,15 @@ def _generate(args: argparse.Namespace) -> int:
     from textnn.generation.lm import draw_seed
 
     decoding = _decoding(args, defaults.GENERATE["method"])
+    if args.output:
+        check_output_place(args.output, "file", "-o")  # before the run is read
     if args.input is not None:
         return _generate_file(args, decoding)
     seed_note = []  # the seed drawn, said once: before the first text (which may take a while) or at the end
     if decoding.method == "sample" and decoding.seed is None:
         decoding = replace(decoding, seed=draw_seed())
         seed_note.append(f"seed {decoding.seed} (repeat these samples with --seed {decoding.seed})")
-    streamed = args.num_samples == 1 and decoding.method != "beam"
+    streamed = args.num_samples == 1 and decoding.method != "beam" and not args.output
 
     def write(piece: str) -> None:
         while seed_note:
@@ -484,14 +494,14 @@ def _generate(args: argparse.Namespace) -> int:
         print(f"note: {result.unknown_tokens} of the prompt's {result.prompt_tokens} tokens are not in the "
               f"vocabulary and were read as <unk>", file=sys.stderr)
     if decoding.n_best > 1:  # the n-best format of every command: one JSON line per input
-        print(json_text({"prompt": result.prompt, "hypotheses": result.samples,
-                          "scores": [round(score, 6) for score in result.scores]}, ensure_ascii=False))
+        write_lines([json_text({"prompt": result.prompt, "hypotheses": result.samples,
+                                "scores": [round(score, 6) for score in result.scores]}, ensure_ascii=False)],
+                    args.output)
         return 0
     count = len(result.samples)
-    for number, text in enumerate([] if streamed else result.samples, start=1):
-        if count > 1:
-            print(f"=== sample {number} of {count} ===")
-        print(text)
+    samples = [] if streamed else result.samples
+    write_lines([line for number, text in enumerate(samples, start=1)
+                 for line in ([f"=== sample {number} of {count} ==="] if count > 1 else []) + [text]], args.output)
     return 0
 
 
@@ -510,7 +520,7 @@ def _generate_file(args: argparse.Namespace, decoding) -> int:
     with _input_lines(args.input) as (lines, source):
         write_lines(generate_file_run(args.run, lines, source, decoding, num_samples=args.num_samples,
                                       device=args.device, batch_size=args.batch_size,
-                                      precision_asked=args.precision), None)
+                                      precision_asked=args.precision), args.output)
     return 0
 
 

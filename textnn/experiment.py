@@ -60,6 +60,8 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
     with distributed.session(device):
         run = RunDir(run_dir or Path("runs") / config.name)
         check_output_place(run.path, "directory", "--run-dir")  # before any data is read
+        if not resume:
+            run.check_fresh()  # a run already there: said before the data and word vectors are read
         if config.train.threads:
             torch.set_num_threads(config.train.threads)
         seed_everything(config.train.seed)
@@ -649,7 +651,7 @@ def _finished_before(run: RunDir, config: Config) -> RunDir | None:
     yet. A run there that is unfinished, or was trained with another config, is refused."""
     if not run.path.is_dir() or not any(p != run.lock_file for p in run.path.iterdir()):
         return None
-    remedy = f"remove {run.path} to train it again, or choose another --runs-dir"
+    remedy = f"remove {run.path} to train it again, or choose another --output-dir"
     status = run.effective_status() if run.status_file.is_file() else "unknown"
     if status != "finished":
         raise TextnnError(f"{run.path}: an earlier run of {config.name} is there and not finished "
@@ -716,7 +718,7 @@ def write_report(run: RunDir, config: Config, result: TrainResult, task) -> None
              + (f", {result.skipped_steps} skipped for a non-finite loss" if result.skipped_steps else ""),
              f"- training time: {result.train_seconds:.1f} s, {result.examples_per_second:,.0f} examples/s, "
              f"{result.tokens_per_second:,.0f} tokens/s",
-             f"- date: {time.strftime('%Y-%m-%d %H:%M')}, device: {config.train.device}", ""]
+             f"- date: {time.strftime('%Y-%m-%d %H:%M')}, device: {result.device}", ""]
     for split, metrics in (("dev", result.dev), ("test", result.test)):
         if not metrics:
             continue

@@ -25,7 +25,7 @@ MAX_EXAMPLE_TOKENS = 20_000
 MAX_PAIR_TOKENS = 1024
 
 TABLE = {
-    "line": (MAX_LINE_BYTES, "bytes in one line of an input read line by line (predict, translate, generate --file)"),
+    "line": (MAX_LINE_BYTES, "bytes in one line of an input read line by line (predict, translate, generate RUN FILE)"),
     "stream": (MAX_STREAM_BYTES, "bytes read from a data file that is not a regular file (a pipe, a device)"),
     "beam": (MAX_BEAM, "--beam and --n-best of translate, generate and evaluate"),
     "new_tokens": (MAX_NEW_TOKENS, "tokens one `generate` or `translate` may write per input (--max-tokens; a "

@@ -61,12 +61,29 @@ def _terminal() -> bool:
 
 
 def progress_bar(desc: str, unit: str, total: int | None = None, enabled: bool = True, initial: int = 0,
-                 leave: bool = True, unit_scale: bool = False) -> tqdm:
+                 leave: bool = True, unit_scale: bool = False, delay: float = 0.0) -> tqdm:
     """A tqdm bar on stderr (`total` None: a count and a rate, no end known; `unit_scale`: 1.2M for
-    1,200,000, and bytes in KiB/MiB when `unit` is "B")."""
+    1,200,000, and bytes in KiB/MiB when `unit` is "B"; `delay`: drawn only once that many seconds passed)."""
     return tqdm(total=total, initial=initial, disable=not _shown(enabled), desc=desc, unit=unit,
                 unit_scale=unit_scale, unit_divisor=1024 if unit == "B" else 1000, file=sys.stderr,
-                dynamic_ncols=True, mininterval=0.2 if _terminal() else 10.0, leave=leave)
+                dynamic_ncols=True, mininterval=0.2 if _terminal() else 10.0, leave=leave, delay=delay)
+
+
+def counted(items: Iterator[str], desc: str, unit: str) -> Iterator[str]:
+    """`items` as they come, counted by a bar with their rate (no end known: a command's output lines while
+    its input still arrives). In a log, drawn only once it has run ten seconds: a quick command leaves nothing."""
+    with progress_bar(desc, unit, leave=False, delay=0.0 if _terminal() else 10.0) as bar:
+        for item in items:
+            yield item
+            bar.update(1)
+
+
+@contextlib.contextmanager
+def beside_bars() -> Iterator[None]:
+    """Write to standard output with the bars on stderr cleared first and drawn again after, so that on a
+    terminal an output line never lands in the middle of a bar (a log keeps each in lines of its own)."""
+    with tqdm.external_write_mode(file=sys.stdout) if _terminal() else contextlib.nullcontext():
+        yield
 
 
 class Stage:

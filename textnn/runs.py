@@ -37,6 +37,7 @@ import socket
 import stat
 import threading
 import time
+import unicodedata
 from pathlib import Path
 from typing import Callable
 
@@ -210,15 +211,21 @@ class RunDir:
             self.check_not_live()
             for stale in (self.status_file, self.metrics_file, self.weights_file, self.path / "report.md"):
                 stale.unlink(missing_ok=True)
-        elif self.path.is_dir() and any(p != self.lock_file for p in self.path.iterdir()):
-            raise TextnnError(f"{self.path}: run directory already exists and is not empty; pass --resume to "
-                              f"continue it, --run-dir to choose another, or delete it")
+        else:
+            self.check_fresh()
         for folder in (self.path, self.checkpoint_file.parent):  # a killed writer's full-size half-written files
             remove_stale_temporaries(folder)
         self.path.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.config_file, config.to_yaml())
         if "data_files" not in self.status():  # a new run (or one started before they were recorded)
             self.record(data_files={key: fingerprints.fingerprint(files) for key, (_, files) in data_files(config).items()})
+
+    def check_fresh(self) -> None:
+        """Refuse a new run into a directory that already holds something (`train` asks before it reads any
+        data, and again as it makes the run)."""
+        if self.path.is_dir() and any(p != self.lock_file for p in self.path.iterdir()):
+            raise TextnnError(f"{self.path}: run directory already exists and is not empty; pass --resume to "
+                              f"continue it, --run-dir to choose another, or delete it")
 
     def remove_checkpoint(self) -> int:
         """Delete checkpoint/ (train.keep_checkpoint=none, once the run has finished); returns the bytes freed."""
@@ -229,6 +236,11 @@ class RunDir:
         return before - (size() if folder.is_dir() else 0)
 
     def load_config(self) -> Config:
+        return config_from_dict(self.raw_config(), str(self.config_file), resolve_init=False)
+
+    def raw_config(self) -> dict:
+        """config.yaml as saved, unresolved: what a look at many runs (`textnn runs`) reads, since resolving
+        a config imports its task, and with it torch."""
         if not self.config_file.is_file():
             raise TextnnError(f"{self.path}: not a textnn run directory (no config.yaml); give the "
                               f"directory `textnn train` wrote (runs/<config name> unless --run-dir was set)")
@@ -239,7 +251,7 @@ class RunDir:
         if missing:
             raise TextnnError(f"{self.config_file}: no '{missing[0]}' section, which `textnn train` always writes; "
                               f"the file was cut short or edited: put back the run's own config.yaml or re-train")
-        return config_from_dict(raw, str(self.config_file), resolve_init=False)
+        return raw
 
     def status(self) -> dict:
         if not self.status_file.is_file():
@@ -425,16 +437,39 @@ def summaries(root: str | Path) -> list[dict]:
                "metric": None, "best": None, "steps": None,
                "bytes": _disk_bytes(run.path)}
         try:
-            info, config = run.status(), run.load_config()
+            info, config = run.status(), run.raw_config()
             status = run.effective_status()
         except (TextnnError, OSError):
             found.append(row)
             continue
         best = info.get("best")
-        row.update(task=config.task, model=config.model_name, status=status or "unknown", metric=info.get("metric"),
+        model = config["model"].get("name") if isinstance(config["model"], dict) else None
+        row.update(task=str(config["task"]), model=model and str(model), status=status or "unknown",
+                   metric=info.get("metric"),
                    best=best if isinstance(best, (int, float)) else None, steps=info.get("steps", info.get("step")))
         found.append(row)
     return found
+
+
+def table_lines(rows: list[dict]) -> list[str]:
+    """`textnn runs`' lines for `summaries` rows: name, task, model, status, metric, best, steps, size, each
+    column as wide as its widest cell on a terminal (where a CJK character takes two places), the numbers
+    right-aligned so that their digits line up."""
+    table = [[row["name"], row["task"] or "-", row["model"] or "-", row["status"],
+              (row["metric"] or "-") if row["best"] is not None else "-",
+              f"{row['best']:.4g}" if row["best"] is not None else "",
+              f"{row['steps']} steps" if row["steps"] is not None else "-", human_size(row["bytes"])]
+             for row in rows]
+    widths = [max(map(_display_width, column)) for column in zip(*table)]
+    right = (False, False, False, False, False, True, True, True)
+    return ["  ".join(" " * (width - _display_width(cell)) + cell if align else cell
+                      + " " * (width - _display_width(cell)) for cell, width, align in zip(row, widths, right)).rstrip()
+            for row in table]
+
+
+def _display_width(text: str) -> int:
+    """Places `text` takes on a terminal: two for a wide (CJK) character, none for a combining mark."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 0 if unicodedata.combining(c) else 1 for c in text)
 
 
 def human_size(size: float) -> str:

@@ -80,7 +80,7 @@ def families(ws):
     """
     configs = [ws.config(f"family_{model}", model) for model in FAMILIES]
     markdown = ws.root / "compare.md"
-    proc = ws.cli("compare", *configs, "--set", "train.epochs=2", "--runs-dir", ws.root / "compare",
+    proc = ws.cli("compare", *configs, "--set", "train.epochs=2", "--output-dir", ws.root / "compare",
                   "--markdown", markdown)
     assert proc.returncode == 0, proc.stderr
     return proc, markdown, {model: ws.root / "compare" / f"family_{model}" for model in FAMILIES}

@@ -61,7 +61,7 @@ def ws(tmp_path_factory) -> Workspace:
     write_sentiment_tsv(ws.root / "train.tsv", 200, seed=1)
     write_sentiment_tsv(ws.root / "dev.tsv", 40, seed=2)
     configs = [classifier_config(ws, name, name) for name in ("bow", "cbow")]
-    ws.compare = ws.ok("compare", *configs, *(f"--set={item}" for item in QUICK), "--runs-dir", "runs/compare")
+    ws.compare = ws.ok("compare", *configs, *(f"--set={item}" for item in QUICK), "--output-dir", "runs/compare")
     ws.write("lm.txt", "the cat sat on the mat .\nthe dog ran in the park .\n" * 20)
     ws.write("lm.yaml", "task: language_modeling\ndata: {format: text, train: lm.txt, tokenizer: char, bptt: 16}\n"
              "model: {name: rnn_lm, preset: tiny}\ntrain: {epochs: 1, batch_size: 4, max_steps: 3}\n")
@@ -200,20 +200,20 @@ def test_compare_run_again_reuses_each_finished_run_and_refuses_an_unfinished_on
     import shutil
 
     configs = ["bow.yaml", "cbow.yaml"]
-    again = ws.ok("compare", *configs, *(f"--set={item}" for item in QUICK), "--runs-dir", "runs/compare")
+    again = ws.ok("compare", *configs, *(f"--set={item}" for item in QUICK), "--output-dir", "runs/compare")
     assert table_columns(again.stdout) == table_columns(ws.compare.stdout)
     assert [line for line in again.stderr.splitlines() if "reusing" in line] == [
         f"runs/compare/{name}: finished by an earlier compare with this config; reusing it (remove the directory "
         f"to train it again)" for name in ("bow", "cbow")]
 
     changed = ws.cli("compare", *configs, *(f"--set={item}" for item in QUICK), "--set", "train.lr=0.5",
-                     "--runs-dir", "runs/compare")
-    assert changed.returncode == 2 and "train.lr=0.01" in changed.stderr and "another --runs-dir" in changed.stderr
+                     "--output-dir", "runs/compare")
+    assert changed.returncode == 2 and "train.lr=0.01" in changed.stderr and "another --output-dir" in changed.stderr
 
     shutil.copytree(ws.root / "runs" / "compare", ws.root / "unfinished")
     status = json.loads((ws.root / "unfinished" / "cbow" / "run.json").read_text(encoding="utf-8"))
     (ws.root / "unfinished" / "cbow" / "run.json").write_text(json.dumps({**status, "status": "interrupted"}))
-    refused = ws.cli("compare", *configs, *(f"--set={item}" for item in QUICK), "--runs-dir", "unfinished")
+    refused = ws.cli("compare", *configs, *(f"--set={item}" for item in QUICK), "--output-dir", "unfinished")
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
     assert "status: interrupted" in refused.stderr and "remove unfinished/cbow" in refused.stderr
     assert "--resume" not in refused.stderr and "reusing" not in refused.stderr  # refused before any work
@@ -225,7 +225,7 @@ def test_compare_plot_draws_the_runs_side_by_side_in_one_png(ws):
     configs = ["bow.yaml", "cbow.yaml"]
     (ws.root / "plots").mkdir()
     (ws.root / "plots" / "compare.png").symlink_to(ws.root / "bow.yaml")  # written by replace, never through
-    drawn = ws.ok("compare", *configs, *(f"--set={item}" for item in QUICK), "--runs-dir", "runs/compare",
+    drawn = ws.ok("compare", *configs, *(f"--set={item}" for item in QUICK), "--output-dir", "runs/compare",
                   "--plot", "plots/compare.png")
     picture = ws.root / "plots" / "compare.png"
     assert not picture.is_symlink() and picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -244,7 +244,7 @@ def test_compare_plot_draws_the_runs_side_by_side_in_one_png(ws):
 @pytest.mark.parametrize("place", ["a folder", "below a file"])
 def test_compare_refuses_a_plot_place_it_cannot_write_before_any_training(ws, place):
     target = {"a folder": "runs", "below a file": "bow.yaml/compare.png"}[place]
-    refused = ws.cli("compare", "bow.yaml", *(f"--set={item}" for item in QUICK), "--runs-dir", "never",
+    refused = ws.cli("compare", "bow.yaml", *(f"--set={item}" for item in QUICK), "--output-dir", "never",
                      "--plot", target)
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
     assert target in refused.stderr and "--plot" in refused.stderr

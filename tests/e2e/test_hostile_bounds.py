@@ -112,7 +112,7 @@ COMMANDS = {
     "explain": (None, ["explain"]),
     "explain limits": (None, ["explain", "limits"]),
     "train": (None, ["train", "ROOT/classification.yaml", "--run-dir", "TMP/run"]),
-    "compare": (None, ["compare", "ROOT/classification.yaml", "--runs-dir", "TMP/compare"]),
+    "compare": (None, ["compare", "ROOT/classification.yaml", "--output-dir", "TMP/compare"]),
 }
 
 
@@ -170,7 +170,7 @@ def test_compare_markdown_onto_an_unusable_place_is_refused_before_any_training(
     (tmp_path / "DIR").mkdir()
     (tmp_path / "FILE").write_text("x")
     markdown = str(tmp_path / place)
-    code = main(["compare", str(root / "classification.yaml"), "--runs-dir", str(tmp_path / "compare"),
+    code = main(["compare", str(root / "classification.yaml"), "--output-dir", str(tmp_path / "compare"),
                  "--markdown", markdown])
     one_line(code, capsys.readouterr().err, "--markdown", expected)
     assert not (tmp_path / "compare").exists()  # nothing trained
@@ -179,13 +179,13 @@ def test_compare_markdown_onto_an_unusable_place_is_refused_before_any_training(
 def test_compare_runs_dir_onto_a_file_is_refused_before_any_training(root, runs, tmp_path, capsys):
     runs("classification")
     (tmp_path / "FILE").write_text("x")
-    code = main(["compare", str(root / "classification.yaml"), "--runs-dir", str(tmp_path / "FILE")])
-    one_line(code, capsys.readouterr().err, "--runs-dir", "in the way")
+    code = main(["compare", str(root / "classification.yaml"), "--output-dir", str(tmp_path / "FILE")])
+    one_line(code, capsys.readouterr().err, "--output-dir", "in the way")
 
 
 def test_compare_writes_its_markdown_table(root, runs, tmp_path, capsys):
     runs("classification")
-    code = main(["compare", str(root / "classification.yaml"), "--runs-dir", str(tmp_path / "compare"),
+    code = main(["compare", str(root / "classification.yaml"), "--output-dir", str(tmp_path / "compare"),
                  "--markdown", str(tmp_path / "table.md")])
     assert code == 0, capsys.readouterr().err
     assert (tmp_path / "table.md").read_text().startswith("| config |")

@@ -239,7 +239,7 @@ def test_compare_tabulates_both_taggers(ws, runs):
     models = [m for m in MODELS if m in runs]
     configs = [ws.config(m, f"cmp_{m}") for m in models]
     markdown = ws.root / "cmp.md"
-    proc = ws.cli("compare", *configs, "--set", "train.epochs=1", "--runs-dir", ws.root / "compare",
+    proc = ws.cli("compare", *configs, "--set", "train.epochs=1", "--output-dir", ws.root / "compare",
                   "--markdown", markdown)
     assert proc.returncode == 0, proc.stderr
     table = markdown.read_text(encoding="utf-8").strip().splitlines()

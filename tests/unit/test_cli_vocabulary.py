@@ -21,7 +21,7 @@ def test_train_takes_overrides_bare_and_with_set(argv):
 
 @pytest.mark.parametrize("argv", [
     ["compare", "a.yaml", "b.yaml", "--set", "train.epochs=2", "train.lr=0.1"],
-    ["compare", "a.yaml", "b.yaml", "train.lr=0.1", "train.epochs=2", "--runs-dir", "out"],
+    ["compare", "a.yaml", "b.yaml", "train.lr=0.1", "train.epochs=2", "--output-dir", "out"],
 ])
 def test_compare_takes_overrides_bare_and_with_set(argv):
     args = parse(argv)
@@ -43,6 +43,16 @@ def test_an_old_spelling_is_read_as_the_new_one_with_a_one_line_note(capsys, old
     [note] = capsys.readouterr().err.splitlines()
     old_flag = next(arg for arg in old if arg.startswith("--") and arg not in new)
     assert note.startswith(f"note: {old_flag} is deprecated")
+
+
+@pytest.mark.parametrize("old, new, dest, value", [
+    (["evaluate", "RUN", "--data", "d.tsv"], ["evaluate", "RUN", "d.tsv"], "data", "d.tsv"),
+    (["evaluate", "--data", "d.tsv", "RUN"], ["evaluate", "RUN", "d.tsv"], "data", "d.tsv"),
+    (["compare", "a.yaml", "--runs-dir", "out"], ["compare", "a.yaml", "--output-dir", "out"], "runs_dir", "out"),
+])
+def test_a_spelling_older_than_the_one_vocabulary_is_still_read_as_the_new_one(old, new, dest, value):
+    """`evaluate --data FILE` and `compare --runs-dir DIR`, in scripts everywhere, are read silently."""
+    assert getattr(parse(old), dest) == getattr(parse(new), dest) == value
 
 
 @pytest.mark.parametrize("argv, method, expected", [

@@ -299,6 +299,9 @@ _GZIP_ERRORS = (OSError, EOFError, zlib.error)
 
 
 def _not_gzip(path: str, err: Exception) -> TextnnError:
+    if path == "<stdin>":  # recognised by its first bytes, not by a name
+        return TextnnError(f"{path}: not a valid gzip stream ({err}), though it starts as one; check that "
+                           "the whole file was sent, or recompress it")
     return TextnnError(f"{path}: not a valid gzip file ({err}); the name ends in .gz, so it must be "
                        "gzip-compressed: recompress it or drop the .gz suffix")
 
@@ -315,6 +318,14 @@ def open_input(path: str | os.PathLike) -> BinaryIO:
         return gzip.open(path, "rb") if path.endswith(".gz") else open(path, "rb")
     except OSError as err:
         raise TextnnError(f"{path}: cannot read it ({err.strerror}); check its permissions") from None
+
+
+def open_standard_input(stream: BinaryIO) -> BinaryIO:
+    """Standard input's bytes, decompressed as they are read when they start as gzip does (`zcat`-free
+    `textnn predict RUN < reviews.txt.gz`): a pipe has no name ending in .gz to say so."""
+    if stream.peek(2)[:2] == b"\x1f\x8b":  # gzip's magic number; no text starts with byte 0x1f
+        return gzip.GzipFile(fileobj=stream, mode="rb")
+    return stream
 
 
 def check_no_nul(raw: bytes, path: str, first_line: int = 1) -> None:

@@ -310,6 +310,7 @@ def build_embedding_matrix(
     seed: int = 0,
     init_range: float | None = None,
     lowercase_fallback: bool = True,
+    read: tuple[list[str], np.ndarray] | None = None,
 ) -> tuple[np.ndarray, dict]:
     """An embedding matrix float32 [len(tokens), D] for a vocabulary, from a word-vector file.
 
@@ -321,6 +322,9 @@ def build_embedding_matrix(
     a = `init_range` when given. The draws come from `numpy.random.default_rng(seed)` for all rows at once, so a token's
     random row depends only on the seed and its position. If tokens[0] is "<pad>" row 0 is zeros.
 
+    `read`: the file's `read_vectors(path)` when the caller has read it all already (data.vectors_vocab
+    took its words), so that it is not read a second time; the same rows are used as when read here.
+
     Returns (matrix, {"found": n, "total": len(tokens), "coverage": n / total, "dim": D}).
     """
     if init_range is not None and init_range < 0:
@@ -328,7 +332,11 @@ def build_embedding_matrix(
     wanted = set(tokens)
     if lowercase_fallback:
         wanted.update(token.lower() for token in tokens)
-    words, vectors = read_vectors(path, wanted)
+    if read is None:
+        words, vectors = read_vectors(path, wanted)
+    else:
+        kept = [row for row, word in enumerate(read[0]) if word in wanted]
+        words, vectors = [read[0][row] for row in kept], read[1][kept]
     dim = vectors.shape[1]
     row_of: dict[str, int] = {}
     for row, word in enumerate(words):

@@ -27,6 +27,8 @@ HIGHER_IS_BETTER: dict[str, bool] = {
     "loss": False,
     "perplexity": False,
     "bpc": False,
+    "bleu": True,  # translation (sacreBLEU on decoded text, metrics/bleu.py)
+    "chrf": True,
     **{name: True for name in SPAN_METRICS},  # tagging (conlleval); their inputs are tag sequences, not ids
 }
 

@@ -148,8 +148,14 @@ def vocabulary(config: Config, tokenizer: Tokenizer, start: Vocab | None,
         # Kim (2014) built the vocabulary over all the data and initialised it from word2vec, so words
         # absent from training still had a meaningful vector; adding the vector file's words does the
         # same without looking at dev or test text.
-        vocab = vocab.extend(read_vectors(data.vectors)[0])
+        _whole_vector_files[data.vectors] = read_vectors(data.vectors)
+        vocab = vocab.extend(_whole_vector_files[data.vectors][0])
     return vocab
+
+
+# data.vectors read whole by `vocabulary` (data.vectors_vocab), kept until `pretrained_vectors` takes its
+# rows from it: a large file (GloVe) is read once per run, not twice.
+_whole_vector_files: dict[str, tuple] = {}
 
 
 # --- 3. pretrained vectors ---------------------------------------------------------------------------
@@ -169,7 +175,8 @@ def pretrained_vectors(config: Config, vocab: Vocab) -> tuple[torch.Tensor, dict
     from textnn.interop.vectors import build_embedding_matrix
 
     data = config.data
-    matrix, coverage = build_embedding_matrix(vocab.itos, data.vectors, seed=config.train.seed)
+    matrix, coverage = build_embedding_matrix(vocab.itos, data.vectors, seed=config.train.seed,
+                                              read=_whole_vector_files.pop(data.vectors, None))
     if data.vectors_std:
         # Optimizers take steps of about the same size whatever a weight's scale, so vectors five times
         # larger than a random init (50-d GloVe) barely move when fine-tuned; rescaling (pad row 0 stays

@@ -111,7 +111,10 @@ class TrainingSession:
         """While the loop runs its steps: Ctrl-C and SIGTERM set `interrupted`, and a progress bar (yielded)
         counts the steps from `initial_step`. Both are gone when the block ends, however it ends."""
         previous_handlers = {signum: signal.signal(signum, self.on_signal) for signum in STOP_SIGNALS}
-        bar = progress_bar(f"train {self.run.path.name}", "step", total=self.total_steps, enabled=self.cfg.progress,
+        # Under a time budget the steps it allows are known after the first step (the trainer sets the total
+        # then); the total of epochs and max_steps alone would be a wrong first frame (0/1221000).
+        total = None if self.cfg.max_minutes else self.total_steps
+        bar = progress_bar(f"train {self.run.path.name}", "step", total=total, enabled=self.cfg.progress,
                            initial=initial_step)
         try:
             yield bar

@@ -39,6 +39,7 @@ from textnn.training.budget import planned_steps
 from textnn.training.checkpoint import load_carried_state, load_weights, save_weights
 from textnn.training.optim import (after_evaluation, build_optimizer, evaluation_weights, freeze_layers, lr_factor,
                                    set_lr)
+from textnn.training.progress import counting_batches
 # TrainingInterrupted: experiment.py and cli.py import it from here
 from textnn.training.session import TrainingInterrupted, TrainingSession, say, scalars  # noqa: F401
 
@@ -64,6 +65,7 @@ class TrainResult:
     stopped: str = "completed"
     skipped_steps: int = 0  # optimizer steps skipped for a non-finite training loss
     precision: str = "fp32"  # what the forward passes ran in: fp32 or bf16 (autocast)
+    device: str = "cpu"  # where it trained (train.device resolved: auto is cuda or cpu)
 
 
 def resolve_device(name: str, option: str = "config key train.device") -> torch.device:
@@ -210,7 +212,8 @@ class Trainer:
         # evaluation (distributed.on_main), so it finishes and the Ctrl-C is acted on after it.
         hook = self.model.register_forward_pre_hook(self._stop_if_interrupted) if distributed.world() == 1 else None
         try:
-            with torch.no_grad(), self._autocast():
+            with torch.no_grad(), self._autocast(), \
+                    counting_batches(self.model, f"evaluate {split}", enabled=self.cfg.progress):
                 return self.task.evaluate(self.model, split, bootstrap_samples=bootstrap)
         finally:
             if hook is not None:
@@ -273,7 +276,9 @@ class Trainer:
         legs = [leg for leg in run.status().get("precision_legs") or [] if isinstance(leg, dict)
                 and isinstance(leg.get("from_step"), int) and leg["from_step"] < state["step"]] if resume else []
         legs.append({"from_step": state["step"], "precision": self.precision.name, "device": str(self.device)})
-        self.session.begin(precision_legs=legs)
+        # The best dev score so far stands in run.json from the start (a resumed run: its checkpoint's), so
+        # that `textnn runs` shows it for a run that stops, or dies, before it finishes.
+        self.session.begin(metric=self.metric, best=state["best"], best_step=state["best_step"], precision_legs=legs)
         say(self.precision.describe())
 
         started = time.perf_counter() - state["seconds"]
@@ -359,7 +364,7 @@ class Trainer:
                              higher_is_better=self.higher_is_better,
                              parameters=self.model.num_parameters(), dev=dev, test=test,
                              stopped=stopped, skipped_steps=state.get("skipped_steps", 0),
-                             precision=self.precision.name)
+                             precision=self.precision.name, device=str(self.device))
         # Still `running`: the run is finished once its report is written too (experiment.train, with
         # `finished_status`), so a run killed while writing it does not look finished.
         return result
@@ -411,6 +416,7 @@ class Trainer:
             self._best_dev = metrics
             if distributed.is_main():
                 save_weights(self.model, self.run.weights_file)
+                self.run.set_status("running", best=value, best_step=state["step"])
             say(f"step {state['step']}: dev {summary} (best)")
         else:
             state["bad_evals"] += 1

@@ -447,7 +447,7 @@ class Word2VecTrainer:
                              examples_per_second=words / seconds, tokens_per_second=words / seconds,
                              best_metric=best, best_step=state["step"] if dev else None, metric_name=metric,
                              higher_is_better=True, parameters=sum(p.numel() for p in self.model.parameters()),
-                             dev=dev, test=test, stopped=stopped)
+                             dev=dev, test=test, stopped=stopped, device=str(self.device))
         return result  # the run is marked finished once its report is written (experiment.train)
 
     def _train_epochs(self, state: dict, started: float, bar, workers: "_Workers | None") -> str | None:

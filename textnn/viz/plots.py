@@ -91,7 +91,9 @@ def plot_loss_curve(records: list[dict], path: str | Path):
                 f"records[{index}] = {record!r} has no numeric 'step'; every metrics.jsonl record "
                 "needs the optimizer step it was taken at"
             )
-        by_split.setdefault(str(record.get("split", "train")), []).append(record)
+        split = str(record.get("split", "train"))
+        if split != "dev_final":  # the best dev evaluation again, from the kept weights: already on the dev curve
+            by_split.setdefault(split, []).append(record)
     if not any(_is_number(record.get("loss")) for record in records):
         raise TextnnError(
             f"none of the {len(records)} records has a numeric 'loss'; nothing to plot (is this a "

@@ -444,5 +444,16 @@ class ClassificationTask(BatchTask):
         lines = super().format_metrics({k: v for k, v in metrics.items() if k != "confusion_matrix"})
         if "confusion_matrix" in metrics:
             lines.append("confusion matrix (rows = gold, columns = predicted):")
-            lines += ["  " + " ".join(f"{n:6d}" for n in row) for row in metrics["confusion_matrix"]]
+            lines += _confusion_lines(metrics["confusion_matrix"], self.labels)
         return lines
+
+
+def _confusion_lines(matrix: list[list[int]], labels: list[str]) -> list[str]:
+    """A confusion matrix as text, each row and column headed by its class label (cut to 12 characters,
+    so that a long label does not push the counts apart)."""
+    names = [str(label)[:12] for label in labels]
+    width = max(6, *(len(name) for name in names), *(len(str(n)) for row in matrix for n in row))
+    side = max(len(name) for name in names)
+    header = "  " + " " * side + " " + " ".join(name.rjust(width) for name in names)
+    return [header] + ["  " + name.ljust(side) + " " + " ".join(f"{n:{width}d}" for n in row)
+                       for name, row in zip(names, matrix)]

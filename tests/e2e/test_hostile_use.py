@@ -7,6 +7,7 @@ surface here as an exception); the probes as the user ran them go through `pytho
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
@@ -306,6 +307,41 @@ def test_a_word_vector_that_is_not_finite_is_named_by_file_and_line(root, tmp_pa
     code = main(["train", str(tmp_path / "c.yaml"), "--run-dir", str(tmp_path / "run")])
     one_line(code, capsys.readouterr().err, f"{vectors}:3", value)
     assert not (tmp_path / "run").exists()
+
+
+# ------------------------------------------------------------------------------------------ TensorBoard
+
+def test_a_full_disk_under_tensorboard_is_one_warning_and_training_goes_on(root, tmp_path, capsys, monkeypatch):
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    def full(self, data):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(RecordWriter, "write", full)
+    (tmp_path / "c.yaml").write_text(config_text(root, "classification"), encoding="utf-8")
+    assert main(["train", str(tmp_path / "c.yaml"), "--run-dir", str(tmp_path / "run"), "train.tensorboard=true",
+                 "train.log_every=1"]) == 0
+    err = capsys.readouterr().err
+    warnings = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert "Traceback" not in err and len(warnings) == 1, err
+    assert str(tmp_path / "run" / "tensorboard") in warnings[0] and "No space left on device" in warnings[0]
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["status"] == "finished"
+
+
+def test_a_file_in_the_place_of_tensorboard_is_one_warning_and_the_resume_trains_on(root, tmp_path):
+    (tmp_path / "c.yaml").write_text(config_text(root, "classification", dev="", test=""), encoding="utf-8")
+    run = tmp_path / "run"
+    assert main(["train", str(tmp_path / "c.yaml"), "--run-dir", str(run), "train.tensorboard=false",
+                 "train.keep_checkpoint=last"]) == 0
+    (run / "tensorboard").write_text("not a folder\n", encoding="utf-8")
+    proc = textnn("train", str(tmp_path / "c.yaml"), "--run-dir", str(run), "--resume", "train.tensorboard=true",
+                  "train.keep_checkpoint=last", "train.max_steps=4", cwd=tmp_path)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    warnings = [line for line in proc.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and str(run / "tensorboard") in warnings[0], proc.stderr
+    status = json.loads((run / "run.json").read_text())
+    assert status["status"] == "finished" and status["steps"] == 4
+    assert (run / "tensorboard").read_text(encoding="utf-8") == "not a folder\n"
 
 
 # ----------------------------------------------------------------------------------------- checkpoints

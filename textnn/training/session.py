@@ -13,7 +13,8 @@ directory, the user and a later `--resume` see of the run must not. That shell i
   leaving the loop with an error ignores SIGTERM from then on, so that its error line gets out;
 - the checkpoint (training/checkpoint.py) is written by process 0, and `--resume` restores it,
   cuts metrics.jsonl back to it and says so; train.keep_checkpoint=all keeps each one by its step;
-- the progress bar, and the TensorBoard view of metrics.jsonl (train.tensorboard);
+- the progress bar, and the TensorBoard view of metrics.jsonl (train.tensorboard), which a folder that
+  cannot be written turns off with a warning, never stopping training;
 - the final records of metrics.jsonl (`dev_final`, `test`).
 
 The run is marked finished only once its report is written too (experiment.train), so a run killed
@@ -97,7 +98,7 @@ class TrainingSession:
             from textnn.training.tensorboard import TensorBoardLog
 
             purge = None if self._resumed_at is None else self._resumed_at + 1
-            self._tensorboard = TensorBoardLog(self.run.tensorboard_dir, purge_step=purge)
+            self._tensorboard = TensorBoardLog(self.run.tensorboard_dir, say, purge_step=purge)
             self.run.on_record = self._tensorboard
 
     def close(self) -> None:

@@ -50,6 +50,7 @@ _LIMIT = "the input-size limit: see `textnn explain limits`"
 BEAM, NEW_TOKENS, SAMPLES = (_integer(1, limits.MAX_BEAM, _LIMIT), _integer(1, limits.MAX_NEW_TOKENS, _LIMIT),
                              _integer(1, limits.MAX_SAMPLES, _LIMIT))
 BATCH = _integer(1, limits.MAX_BATCH, _LIMIT)
+RESAMPLES = _integer(0, limits.MAX_BOOTSTRAP, _LIMIT)
 # --batch-size: what one forward pass holds, command by command, and the default of each
 _EVAL_RULE = "the run's own, max(64, train.batch_size)"
 BATCH_HELP = {
@@ -135,7 +136,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("data", nargs="?", default=argparse.SUPPRESS, help="labelled file in the run's data format "
                    "(gzip too)")
     p.add_argument("--data", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    p.add_argument("--bootstrap", type=OFF_OR_COUNT, default=defaults.BOOTSTRAP_SAMPLES,
+    p.add_argument("--bootstrap", type=RESAMPLES, default=defaults.BOOTSTRAP_SAMPLES,
                    help=f"bootstrap resamples for the 95%% CI (default {defaults.BOOTSTRAP_SAMPLES}; 0 = off)")
     p.add_argument("--streams", type=COUNT, default=0,
                    help="language models: read N contiguous parts of the file side by side, each from a zero "

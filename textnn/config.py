@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from textnn import limits
 from textnn.errors import TextnnError, clip, short
 from textnn.files import read_yaml
 
@@ -153,6 +154,8 @@ class TrainConfig:
         for name in ("max_steps", "eval_every", "patience", "checkpoint_every", "warmup_steps",
                      "bootstrap_samples", "threads", "ntasgd_nonmono", "unfreeze"):
             _check(getattr(self, name) >= 0, f"train.{name}", getattr(self, name), "an integer >= 0")
+        _check(self.bootstrap_samples <= limits.MAX_BOOTSTRAP, "train.bootstrap_samples", self.bootstrap_samples,
+               f"an integer <= {limits.MAX_BOOTSTRAP:,} (the input-size limit: see `textnn explain limits`)")
         for name in ("weight_decay", "clip_norm", "max_minutes"):
             value = getattr(self, name)
             _check(math.isfinite(value) and value >= 0, f"train.{name}", value, "a finite number >= 0")

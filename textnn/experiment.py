@@ -341,6 +341,7 @@ def evaluate_loaded(config: Config, task, model: torch.nn.Module, data_path: str
                     streams: int = 0, top_n: int = 0, decoding: DecodingConfig | None = None, name: str = "") -> dict:
     """`evaluate_run` of a run already loaded (`load_run`), as the Python API keeps one; `name` is the run's
     in the progress line."""
+    limits.check_count(bootstrap_samples, "bootstrap", "bootstrap_samples")  # before the data is read
     if decoding is not None and (not isinstance(model, Decoder) or isinstance(model, PromptDecoder)):
         raise TextnnError(f"--beam and --length-penalty choose how a translation run decodes to be scored; this "
                           f"is a {config.task} run, scored without decoding")

@@ -23,6 +23,7 @@ MAX_SAMPLES = 1000
 MAX_BATCH = 65_536
 MAX_EXAMPLE_TOKENS = 20_000
 MAX_PAIR_TOKENS = 1024
+MAX_BOOTSTRAP = 100_000
 
 TABLE = {
     "line": (MAX_LINE_BYTES, "bytes in one line of an input read line by line (predict, translate, generate RUN FILE)"),
@@ -38,6 +39,8 @@ TABLE = {
     "pair_tokens": (MAX_PAIR_TOKENS, "tokens of a side of a translation pair when neither data.max_length nor the "
                                      "model sets a limit: longer training pairs are skipped and counted, longer "
                                      "sources cut (as fairseq's default positions)"),
+    "bootstrap": (MAX_BOOTSTRAP, "resamples behind a bootstrap interval (--bootstrap of evaluate, "
+                                 "train.bootstrap_samples): each is the metric computed once more over the data"),
     "memory": (None, "a model whose training needs more memory than the machine has free is refused before "
                      "it is built (weights, gradients and the optimizer's two moments)"),
 }

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_hostile_use import one_line, root, runs  # noqa: F401 (fixtures)
+from tests.e2e.test_hostile_use import config_text, one_line, root, runs  # noqa: F401 (fixtures)
 from textnn import limits
+from textnn.api import load
 from textnn.cli import main
 from textnn.generation.decoding import DecodingConfig
 
@@ -230,3 +231,24 @@ def test_train_onto_a_file_names_the_run_dir_before_the_data_is_read(root, tmp_p
     code = main(["train", str(config), "--run-dir", str(tmp_path / "run")])
     one_line(code, capsys.readouterr().err, "--run-dir", "in the way")
     assert (tmp_path / "run").read_text() == "keep me\n"
+
+
+# ------------------------------------------------------------------------------------- bootstrap resamples
+
+def test_bootstrap_resamples_past_the_limit_are_refused_before_training_or_reading(root, runs, tmp_path, capsys):
+    """A count of resamples beyond the limit asked for one score per resample at the end of a trained run,
+    which then failed on its own report (a MemoryError traceback, the run marked failed)."""
+    huge = 10 ** 11
+    (tmp_path / "c.yaml").write_text(config_text(root, "classification"), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "textnn", "train", str(tmp_path / "c.yaml"), "--run-dir",
+                           str(tmp_path / "run"), f"train.bootstrap_samples={huge}"], cwd=tmp_path, env=ENV,
+                          capture_output=True, text=True, timeout=300)
+    one_line(proc.returncode, proc.stderr, "train.bootstrap_samples", f"{limits.MAX_BOOTSTRAP:,}",
+             "textnn explain limits")
+    assert not (tmp_path / "run").exists()
+    run = runs("classification")
+    code = exit_code(["evaluate", str(run), str(root / "train.tsv"), "--bootstrap", str(huge)])
+    one_line(code, capsys.readouterr().err, "--bootstrap", f"{huge:,}", "textnn explain limits")
+    with pytest.raises(limits.TextnnError, match="bootstrap_samples"):
+        load(run).evaluate(root / "train.tsv", bootstrap_samples=limits.MAX_BOOTSTRAP + 1)
+

@@ -12,6 +12,7 @@ from typing import Callable
 
 import numpy as np
 
+from textnn import limits
 from textnn.errors import TextnnError
 
 # Resamples are drawn and scored in chunks of at most this many (resample, example) cells, so
@@ -37,6 +38,7 @@ def bootstrap_ci(
     """
     if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
         raise TextnnError(f"n_samples = {n_samples!r}; pass a positive whole number such as 1000")
+    limits.check_count(n_samples, "bootstrap", "n_samples")  # one score is kept per resample
     if not 0.0 < confidence < 1.0:
         raise TextnnError(
             f"confidence = {confidence!r}; pass a level strictly between 0 and 1, e.g. 0.95"

@@ -59,6 +59,8 @@ FINAL_SPLITS = ("dev_final", "test")
 # that has not for STALE_SECONDS has died, or hangs, wherever it ran.
 HEARTBEAT_SECONDS = 30.0
 STALE_SECONDS = 600.0
+# run.json's fields that `textnn runs` lists, and the types textnn writes them as.
+LISTED_TYPES = {"status": str, "metric": str, "best": (int, float), "steps": int}
 
 
 class RunDir:
@@ -426,7 +428,8 @@ def _disk_bytes(folder: Path) -> int:
 def summaries(root: str | Path) -> list[dict]:
     """One summary per run directory (any directory holding a run.json) below `root`, sorted by path:
     name (the path relative to root), task, model, status (the effective one), metric and best, steps,
-    and bytes on disk. A run whose run.json or config.yaml cannot be read shows as `damaged`."""
+    and bytes on disk. A run whose run.json or config.yaml cannot be read shows as `damaged`, and so does one
+    whose run.json holds a listed field of another type (that field left empty)."""
     root = Path(root)
     if not root.is_dir():
         raise TextnnError(f"{root}: no such directory; give the folder that holds the runs (default runs/)")
@@ -442,11 +445,15 @@ def summaries(root: str | Path) -> list[dict]:
         except (TextnnError, OSError):
             found.append(row)
             continue
-        best = info.get("best")
         model = config["model"].get("name") if isinstance(config["model"], dict) else None
-        row.update(task=str(config["task"]), model=model and str(model), status=status or "unknown",
-                   metric=info.get("metric"),
-                   best=best if isinstance(best, (int, float)) else None, steps=info.get("steps", info.get("step")))
+        shown = {"status": status or "unknown", "metric": info.get("metric"), "best": info.get("best"),
+                 "steps": info.get("steps", info.get("step"))}
+        # A field of another type than textnn writes (run.json edited by hand or by another program) is left
+        # out, and the run marked damaged: the rest of its row, and every other run, is still listed.
+        wrong = [key for key, value in shown.items() if value is not None and
+                 (isinstance(value, bool) or not isinstance(value, LISTED_TYPES[key]))]
+        shown.update({key: None for key in wrong}, **({"status": "damaged"} if wrong else {}))
+        row.update(task=str(config["task"]), model=model and str(model), **shown)
         found.append(row)
     return found
 

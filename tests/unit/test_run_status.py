@@ -153,3 +153,32 @@ def test_commands_on_an_unfinished_run_warn_once_that_its_weights_are_the_best_s
             err = capsys.readouterr().err.splitlines()
             assert [line for line in err if "warning" in line] == [
                 f"warning: {run} is not finished (status: {status}); using its best weights so far"]
+
+
+WRONG_TYPES = {"status": 5, "steps": "many", "best": "0.9", "metric": ["accuracy"], "dev": "good"}
+
+
+@pytest.mark.parametrize("json_output", [False, True], ids=["table", "json"])
+def test_runs_lists_every_run_when_one_run_json_holds_a_field_of_the_wrong_type(tmp_path, capsys, json_output):
+    """One run.json edited by hand must not cost the listing of every run: each run with a field of the
+    wrong type is listed as damaged, with what can be read of it, between the runs that are fine."""
+    good = {"status": "finished", "metric": "accuracy", "best": 0.75, "steps": 12, "dev": {"accuracy": 0.75}}
+    for name, info in {"a-good": good, **{f"b-{key}": {**good, key: value} for key, value in WRONG_TYPES.items()},
+                       "c-good": good}.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.yaml").write_text("task: classification\ndata: {}\nmodel: {name: dan}\nhead: {}\n"
+                                                     "train: {}\n", encoding="utf-8")
+        (tmp_path / name / "run.json").write_text(json.dumps(info), encoding="utf-8")
+    assert main(["runs", str(tmp_path), *(["--json"] if json_output else [])]) == 0
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    if json_output:
+        rows = {row["name"]: row for row in map(json.loads, out.splitlines())}
+        status = {name: row["status"] for name, row in rows.items()}
+        assert all(rows[f"b-{key}"][key] is None for key in ("steps", "best", "metric"))
+        assert rows["b-steps"]["best"] == 0.75 and rows["b-best"]["steps"] == 12 and rows["b-status"]["model"] == "dan"
+    else:
+        status = {line.split()[0]: line.split()[3] for line in out.splitlines()}
+        assert "12 steps" in next(line for line in out.splitlines() if line.startswith("b-metric"))
+    assert status == {"a-good": "finished", "b-status": "damaged", "b-steps": "damaged", "b-best": "damaged",
+                      "b-metric": "damaged", "b-dev": "finished", "c-good": "finished"}

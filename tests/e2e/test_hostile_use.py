@@ -275,6 +275,21 @@ def test_word2vec_on_a_corpus_without_a_window_is_refused_before_the_run_is_made
     assert not (tmp_path / "run").exists()
 
 
+
+@pytest.mark.parametrize("corpus, min_freq, counts", [("hello hello hello\nhello hello\n", 1, "(1 distinct words, 5 tokens)"),
+                                                      ("the cat the dog\nthe the\n", 2, "(3 distinct words, 6 tokens)")])
+def test_word2vec_on_a_corpus_of_one_word_type_is_refused_before_the_run_is_made(root, tmp_path, corpus, min_freq,
+                                                                                 counts):
+    """Lines of one word repeated have windows, but nothing to tell the word from: 0 steps, `finished`."""
+    (tmp_path / "corpus.txt").write_text(corpus, encoding="utf-8")
+    (tmp_path / "c.yaml").write_text(config_text(root, "embeddings", train=str(tmp_path / "corpus.txt"), dev="",
+                                                 test=""), encoding="utf-8")
+    proc = textnn("train", str(tmp_path / "c.yaml"), f"data.min_freq={min_freq}", "--run-dir", str(tmp_path / "run"),
+                  cwd=tmp_path)
+    one_line(proc.returncode, proc.stderr, str(tmp_path / "corpus.txt"), "one word type", f"data.min_freq={min_freq}",
+             counts, "at least 2")
+    assert not (tmp_path / "run").exists()
+
 # ------------------------------------------------------------------------------------------ classification
 
 def test_labels_that_look_like_text_are_warned_about_and_training_goes_on(root, tmp_path, capsys):

@@ -146,6 +146,14 @@ class EmbeddingsTask(Task):
                               f"words seen data.min_freq={data.min_freq} times), so there is no training window "
                               f"and the vectors would stay random; give a corpus of sentences, one per line, or "
                               f"lower data.min_freq")
+        if len(kept) == 1:  # no context word but itself and no other word to sample as a negative: 0 steps
+            frequent = sum(c >= data.min_freq for c in counts.values())
+            cut, fix = ((f"data.max_vocab={data.max_vocab}", "raise data.max_vocab") if frequent > 1 else
+                        (f"data.min_freq={data.min_freq}", "give a corpus of more words" +
+                         (", or lower data.min_freq" if len(counts) > 1 else "")))
+            raise TextnnError(f"{path}: one word type ({short(kept[0])}) left after {cut} ({len(counts):,} distinct "
+                              f"words, {total:,} tokens); word2vec needs at least 2, for a word's context and the "
+                              f"negative samples it is told apart from; {fix}")
         print(f"{path}: {total:,} tokens, {len(vocab):,} words seen at least {data.min_freq} times; "
               f"{task.dropped:,} tokens ({task.dropped / total:.1%}) of rarer words left out", file=sys.stderr)
         return task

@@ -5,6 +5,7 @@ traceback or a memory that fills until the kernel kills the process (docs/RELIAB
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 from pathlib import Path
@@ -25,10 +26,13 @@ CONFIGS = {
 TRAIN = "train: {max_steps: 2, batch_size: 8, threads: 1, progress: false, bootstrap_samples: 0}\n"
 
 
-def textnn(*args: str, cwd: Path, input: bytes | None = None) -> subprocess.CompletedProcess:
+def textnn(*args: str, cwd: Path, input: bytes | None = None,
+           address_space: int | None = None) -> subprocess.CompletedProcess:
+    """`textnn ARGS`; `address_space`: run it under `ulimit -v` of that many bytes."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+    limit = None if address_space is None else lambda: resource.setrlimit(resource.RLIMIT_AS, (address_space,) * 2)
     return subprocess.run([sys.executable, "-m", "textnn", *args], cwd=cwd, input=input, capture_output=True,
-                          timeout=300, env=env)
+                          timeout=300, env=env, preexec_fn=limit)
 
 
 def refused(done: subprocess.CompletedProcess, *expected: str) -> str:
@@ -93,9 +97,75 @@ def test_a_model_larger_than_the_free_memory_is_refused_with_the_estimate(folder
 
 
 def test_the_memory_check_counts_weights_gradients_and_two_moments():
-    limits.check_training_memory(1000, available=16_000)  # 1000 x 4 bytes x 4 copies: just fits
+    limits.check_training_memory(1000, available=limits.Memory(16_000, "free memory"))  # 1000 x 4 bytes x 4 copies
     with pytest.raises(limits.TextnnError, match="1,001 parameters"):
-        limits.check_training_memory(1001, available=16_000)
+        limits.check_training_memory(1001, available=limits.Memory(16_000, "free memory"))
+
+
+ULIMIT = 2 * limits.GiB  # `ulimit -v` for the runs below: torch loads in it, with about 1.3 GiB to spare
+
+
+def test_a_model_larger_than_ulimit_allows_is_refused_before_it_is_built(folder, tmp_path):
+    """The free memory would allow the model (6 GiB to train), `ulimit -v` does not: refused up front in one
+    line naming the limit, not an allocation traceback once building or training has begun."""
+    done = textnn("train", str(folder / "config.yaml"), "--run-dir", str(tmp_path / "big"), "model.hidden_dim=20000",
+                  cwd=folder, address_space=ULIMIT)
+    refused(done, "400,240,210 parameters", "6.0 GiB", "(ulimit -v)")
+    assert not (tmp_path / "big").exists()
+
+
+def test_a_line_costing_more_than_the_memory_left_is_refused_before_it_is_tokenized(folder, tmp_path):
+    """An 8 MiB line would take 2.5 GiB once tokenized (`line_cost`), more than the whole `ulimit -v`: one line
+    names its file, line, size and the memory this process may use."""
+    (tmp_path / "long.txt").write_text("good\n" + "a good film " * (8 * 2 ** 20 // 12) + "\n", encoding="utf-8")
+    done = textnn("predict", "run", str(tmp_path / "long.txt"), cwd=folder, address_space=ULIMIT)
+    refused(done, f"{tmp_path / 'long.txt'}:2", "8.0 MiB", "2.5 GiB once tokenized", "(ulimit -v)")
+
+
+def test_a_long_line_is_measured_against_the_memory_given():
+    limits.check_line(2 ** 20 - 1, "f.txt:1", available=limits.Memory(0, "ulimit -v"))  # short: never checked
+    limits.check_line(2 * 2 ** 20, "f.txt:6", available=limits.Memory(limits.LINE_COST * 2 * 2 ** 20, "free memory"))
+    with pytest.raises(limits.TextnnError, match=r"^f.txt:7: a line of 2.0 MiB .* may use 0.5 GiB \(ulimit -d\);"):
+        limits.check_line(2 * 2 ** 20, "f.txt:7", available=limits.Memory(limits.GiB // 2, "ulimit -d"))
+
+
+def fake_system(root: Path, files: dict[str, str]) -> tuple[Path, Path]:
+    """(proc, cgroup) folders under `root` holding `files` ({"proc/meminfo": text, ...})."""
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="ascii")
+    return root / "proc", root / "cgroup"
+
+
+NO_RLIMIT = {resource.RLIMIT_AS: (resource.RLIM_INFINITY,) * 2, resource.RLIMIT_DATA: (resource.RLIM_INFINITY,) * 2}
+MEMINFO = {"proc/meminfo": "MemTotal: 16777216 kB\nMemAvailable: 8388608 kB\n", "proc/self/statm": "1000 0 0 0 0 500 0\n"}
+
+
+def test_the_memory_available_is_the_least_of_free_memory_cgroup_limits_and_ulimits(tmp_path):
+    free = limits.Memory(8 * limits.GiB, "free memory")
+    proc, cgroup = fake_system(tmp_path / "bare", MEMINFO)
+    assert limits.memory_available(proc, cgroup, NO_RLIMIT.get) == free
+    # cgroup v2: the limit of a cgroup above the process's binds; the page cache (inactive_file) does not count
+    proc, cgroup = fake_system(tmp_path / "v2", {**MEMINFO, "proc/self/cgroup": "0::/app/job\n",
+                                                 "cgroup/app/memory.max": f"{3 * limits.GiB}\n",
+                                                 "cgroup/app/memory.current": f"{limits.GiB}\n",
+                                                 "cgroup/app/memory.stat": f"anon 5\ninactive_file {limits.GiB // 2}\n",
+                                                 "cgroup/app/job/memory.max": "max\n",
+                                                 "cgroup/app/job/memory.current": "5\n"})
+    assert limits.memory_available(proc, cgroup, NO_RLIMIT.get) == (2.5 * limits.GiB, "the cgroup's memory limit")
+    # cgroup v1, seen from a container whose own cgroup is mounted as the root
+    proc, cgroup = fake_system(tmp_path / "v1", {**MEMINFO, "proc/self/cgroup": "4:memory:/docker/abc\n1:cpu:/\n",
+                                                 "cgroup/memory/memory.limit_in_bytes": f"{2 * limits.GiB}\n",
+                                                 "cgroup/memory/memory.usage_in_bytes": f"{limits.GiB}\n"})
+    assert limits.memory_available(proc, cgroup, NO_RLIMIT.get) == (limits.GiB, "the cgroup's memory limit")
+    # `ulimit -v` and `ulimit -d`: the limit less what the process already holds (statm's size, data)
+    page = resource.getpagesize()
+    ulimits = {resource.RLIMIT_AS: (limits.GiB + 1000 * page, -1), resource.RLIMIT_DATA: (2 * limits.GiB, -1)}
+    proc, cgroup = fake_system(tmp_path / "bare", MEMINFO)
+    assert limits.memory_available(proc, cgroup, ulimits.get) == (limits.GiB, "ulimit -v")
+    ulimits[resource.RLIMIT_DATA] = (limits.GiB // 4 + 500 * page, -1)
+    assert limits.memory_available(proc, cgroup, ulimits.get) == (limits.GiB // 4, "ulimit -d")
+    assert limits.memory_available(tmp_path / "none", tmp_path / "none", NO_RLIMIT.get) is None
 
 
 def test_explain_lists_the_limits(folder):

@@ -700,6 +700,18 @@ def format_table(rows: list[CompareRow], markdown: bool = False) -> str:
     return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *map(fmt, body)])
 
 
+def selection_lines(result: TrainResult) -> list[str]:
+    """What report.md says of the set the run chose its kept weights on: a number chosen by looking at a set
+    is no evidence on that set, so a run that selected on dev says so beside its dev numbers."""
+    if result.selected_on == "validation" and result.best_metric is not None:
+        return [f"- selected on: validation ({result.metric_name} {result.best_metric:.4f} at step "
+                f"{result.best_step}); dev and test are evaluated once, on the kept weights"]
+    if result.dev:
+        return ["- selected on dev: its numbers below chose the kept weights, so they are no held-out evidence "
+                "(data.validation or data.validation_split selects on another set)"]
+    return []
+
+
 def write_report(run: RunDir, config: Config, result: TrainResult, task) -> None:
     """report.md with the final numbers, a loss-curve plot and the task's own sections (a confusion
     matrix, a per-type table, ...)."""
@@ -718,11 +730,12 @@ def write_report(run: RunDir, config: Config, result: TrainResult, task) -> None
              + (f", {result.skipped_steps} skipped for a non-finite loss" if result.skipped_steps else ""),
              f"- training time: {result.train_seconds:.1f} s, {result.examples_per_second:,.0f} examples/s, "
              f"{result.tokens_per_second:,.0f} tokens/s",
-             f"- date: {time.strftime('%Y-%m-%d %H:%M')}, device: {result.device}", ""]
+             f"- date: {time.strftime('%Y-%m-%d %H:%M')}, device: {result.device}", *selection_lines(result), ""]
+    kept = "evaluated once, on the kept weights of" if result.selected_on == "validation" else "best checkpoint,"
     for split, metrics in (("dev", result.dev), ("test", result.test)):
         if not metrics:
             continue
-        lines += [f"## {split} (best checkpoint, step {result.best_step})", "", "| metric | value |", "|---|---|"]
+        lines += [f"## {split} ({kept} step {result.best_step})", "", "| metric | value |", "|---|---|"]
         lines += [f"| {k} | {v:.4f} |" for k, v in metrics.items() if isinstance(v, float)]
         lines.append("")
         lines += task.report_sections(metrics, split, run.path)

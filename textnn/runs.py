@@ -8,7 +8,8 @@
                              HEARTBEAT_SECONDS), so that a run whose process died shows as `died`;
                              and the fingerprints of its data files, which --resume checks
                              (data/fingerprint.py)
-      model.safetensors      best weights (by the dev metric), written atomically
+      model.safetensors      best weights (by the metric on dev, or on validation: run.json `selected_on`),
+                             written atomically
       vocab.json, labels.json, tokenizer.json   whatever the task needs to rebuild its inputs
       checkpoint/last.safetensors              resumable state (training/checkpoint.py); removed once the
                                                run has finished, unless train.keep_checkpoint=last or all
@@ -403,10 +404,12 @@ class FollowerRunDir(RunDir):
 
 def data_files(config: Config) -> dict[str, tuple[str, list[Path]]]:
     """The data that a run's steps depend on, by config key: (the path, the files read for it) of the training
-    data, the dev data (which picks the best weights) and the pretrained vectors (which may shape the
-    vocabulary); those with no file are left out. Not data.test, which is read once, at the end, as it is then."""
+    data, the dev and validation data (which pick the best weights) and the pretrained vectors (which may shape
+    the vocabulary); those with no file are left out. Not data.test, which is read once, at the end, as it is
+    then."""
     data = config.data
-    named = {"data.train": (data.train, data.files(data.train)), "data.dev": (data.dev, data.files(data.dev))}
+    named = {key: (path, data.files(path)) for key, path in (("data.train", data.train), ("data.dev", data.dev),
+                                                              ("data.validation", data.validation))}
     if isinstance(data, WordVectorData) and os.path.isfile(data.vectors):
         named["data.vectors"] = (data.vectors, [Path(data.vectors)])
     return {key: (path, files) for key, (path, files) in named.items() if files}

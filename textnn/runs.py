@@ -428,8 +428,10 @@ def _disk_bytes(folder: Path) -> int:
 
 def summaries(root: str | Path) -> list[dict]:
     """One summary per run directory (any directory holding a run.json) below `root`, sorted by path:
-    name (the path relative to root), task, model, status (the effective one), metric and best, steps,
-    and bytes on disk. A run whose run.json or config.yaml cannot be read shows as `damaged`."""
+    name (the path relative to root), task, model, status (the effective one), metric and best, the split
+    the best is of (`selected_on`: dev, or validation), the metric on dev at the end (`dev`: of the kept
+    weights, evaluated once when selected on validation), steps, and bytes on disk. A run whose run.json or
+    config.yaml cannot be read shows as `damaged`."""
     root = Path(root)
     if not root.is_dir():
         raise TextnnError(f"{root}: no such directory; give the folder that holds the runs (default runs/)")
@@ -437,7 +439,7 @@ def summaries(root: str | Path) -> list[dict]:
     for status_file in sorted(root.rglob("run.json")):
         run = RunDir(status_file.parent)
         row = {"name": str(run.path.relative_to(root)), "task": None, "model": None, "status": "damaged",
-               "metric": None, "best": None, "steps": None,
+               "metric": None, "best": None, "selected_on": None, "dev": None, "steps": None,
                "bytes": _disk_bytes(run.path)}
         try:
             info, config = run.status(), run.raw_config()
@@ -446,28 +448,41 @@ def summaries(root: str | Path) -> list[dict]:
             found.append(row)
             continue
         best = info.get("best")
+        dev = (info.get("dev") or {}).get(info.get("metric")) if isinstance(info.get("dev"), dict) else None
         model = config["model"].get("name") if isinstance(config["model"], dict) else None
         row.update(task=str(config["task"]), model=model and str(model), status=status or "unknown",
                    metric=info.get("metric"),
-                   best=best if isinstance(best, (int, float)) else None, steps=info.get("steps", info.get("step")))
+                   best=best if isinstance(best, (int, float)) else None,
+                   selected_on=info.get("selected_on", "dev") if isinstance(best, (int, float)) else None,
+                   dev=dev if isinstance(dev, (int, float)) else None, steps=info.get("steps", info.get("step")))
         found.append(row)
     return found
 
 
 def table_lines(rows: list[dict]) -> list[str]:
-    """`textnn runs`' lines for `summaries` rows: name, task, model, status, metric, best, steps, size, each
+    """`textnn runs`' lines for `summaries` rows: name, task, model, status, metric, best, the set the best is
+    of (with the number on dev, evaluated once, of a run that selected on validation), steps, size, each
     column as wide as its widest cell on a terminal (where a CJK character takes two places), the numbers
     right-aligned so that their digits line up."""
     table = [[row["name"], row["task"] or "-", row["model"] or "-", row["status"],
               (row["metric"] or "-") if row["best"] is not None else "-",
-              f"{row['best']:.4g}" if row["best"] is not None else "",
+              f"{row['best']:.4g}" if row["best"] is not None else "", _selection(row),
               f"{row['steps']} steps" if row["steps"] is not None else "-", human_size(row["bytes"])]
              for row in rows]
     widths = [max(map(_display_width, column)) for column in zip(*table)]
-    right = (False, False, False, False, False, True, True, True)
+    right = (False, False, False, False, False, True, False, True, True)
     return ["  ".join(" " * (width - _display_width(cell)) + cell if align else cell
                       + " " * (width - _display_width(cell)) for cell, width, align in zip(row, widths, right)).rstrip()
             for row in table]
+
+
+def _selection(row: dict) -> str:
+    """The `textnn runs` cell saying which set a run's best is of: "on dev", or "on validation" and the run's
+    one dev number."""
+    if row["selected_on"] is None:
+        return ""
+    dev = f", dev {row['dev']:.4g}" if row["selected_on"] != "dev" and row["dev"] is not None else ""
+    return f"on {row['selected_on']}{dev}"
 
 
 def _display_width(text: str) -> int:

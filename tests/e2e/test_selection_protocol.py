@@ -145,3 +145,27 @@ def test_a_task_that_cannot_select_on_validation_yet_refuses_the_options(tmp_pat
     refused = textnn("train", str(config), ok=False)
     assert refused.stderr.strip() == ("error: config key data.validation_split: is not supported for task "
                                       "language_modeling yet; select on data.dev (leave data.validation_split unset)")
+
+
+def test_compare_and_runs_say_what_each_run_selected_on_and_show_its_dev_number(root: Path) -> None:
+    configs = []
+    for name, extra in (("cmp-dev", ""), ("cmp-validation", ", validation_split: 0.2")):
+        configs.append(root / f"{name}.yaml")
+        configs[-1].write_text(f"name: {name}\n" + CONFIG.format(train=root / "train.tsv", dev=root / "dev.tsv",
+                                                                  extra=extra), encoding="utf-8")
+    folder = root / "compared"
+    table = textnn("compare", *map(str, configs), "--output-dir", str(folder)).stdout.splitlines()
+    assert table[0].split()[:7] == ["config", "model", "dev", "metric", "95%", "CI", "selected"]
+    for name, selected_on in (("cmp-dev", "dev"), ("cmp-validation", "validation")):
+        dev = status(folder / name)["dev"]["accuracy"]
+        [line] = [line for line in table if line.startswith(name + " ")]
+        assert line.split()[2:5] == ["accuracy", f"{100 * dev:.2f}", "-"] and line.split()[5] == selected_on
+
+    rows = {row["name"]: row for row in map(json.loads, textnn("runs", str(folder), "--json").stdout.splitlines())}
+    validation = status(folder / "cmp-validation")
+    assert rows["cmp-validation"]["selected_on"] == "validation" and rows["cmp-dev"]["selected_on"] == "dev"
+    assert rows["cmp-validation"]["dev"] == validation["dev"]["accuracy"]
+    assert rows["cmp-validation"]["best"] == validation["best"]  # the best of the validation records
+    listing = textnn("runs", str(folder)).stdout
+    assert f"accuracy  {validation['best']:.4g}  on validation, dev {validation['dev']['accuracy']:.4g}" in listing
+    assert "on dev" in [line for line in listing.splitlines() if line.startswith("cmp-dev ")][0]

@@ -56,8 +56,10 @@ class DataConfig:
 
     format: str = opt("tsv", "input format of the data files (the task lists the formats it reads)")
     train: str = opt("", "training file (a directory for class_files)")
-    dev: str = opt("", "development file used for evaluation, early stopping and best-checkpoint selection")
+    dev: str = opt("", "development file used for evaluation, early stopping and best-checkpoint selection; with data.validation or data.validation_split, evaluated once instead, on the kept weights")
     test: str = opt("", "optional test file, evaluated once with the best checkpoint at the end")
+    validation: str = opt("", "validation file the run selects on (best checkpoint, early stopping, train.metric) instead of data.dev, which is then evaluated once, on the kept weights, as data.test is (classification)")
+    validation_split: float = opt(0.0, "hold out this share of data.train, drawn with train.seed (run.json records which rows), as the validation set the run selects on instead of data.dev; 0 = off (classification)")
     encoding: str = opt("utf-8", "text encoding of the data files")
     tokenizer: str = opt("word", "word (regex words and punctuation; words of any script whole, with their combining marks (NFC); English negation as PTB writes it, \"do n't\", whatever the source or apostrophe, and WikiText's @-@ markers as the mark), whitespace, char, bpe (byte-level BPE trained on data.train; language modelling) or wordpiece (BERT's sub-words, trained on data.train or read from model.init_from)")
     lowercase: bool = opt(False, "lower-case text before tokenizing")
@@ -70,7 +72,12 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         # a path written as ~/data/train.tsv means the user's home, as it would in a shell
-        self.train, self.dev, self.test = (os.path.expanduser(p) for p in (self.train, self.dev, self.test))
+        self.train, self.dev, self.test, self.validation = (
+            os.path.expanduser(p) for p in (self.train, self.dev, self.test, self.validation))
+        _check(0 <= self.validation_split < 1, "data.validation_split", self.validation_split,
+               "a share of data.train below 1 (e.g. 0.1); 0 = off")
+        _check(not (self.validation and self.validation_split), "data.validation_split", self.validation_split,
+               "0 when data.validation names a file (one validation set or the other)")
         _check(self.tokenizer in ("word", "whitespace", "char", "bpe", "wordpiece"), "data.tokenizer", self.tokenizer,
                "word, whitespace, char, bpe or wordpiece")
         _check(self.min_freq >= 1, "data.min_freq", self.min_freq, "an integer >= 1")

@@ -597,6 +597,7 @@ class CompareRow:
     train_seconds: float
     examples_per_second: float
     run_dir: str
+    selected_on: str = "dev"  # the set the run chose its weights on: its dev number is no evidence when "dev"
 
 
 def compare(config_paths: list[str], overrides: list[str], runs_root: str | Path,
@@ -620,7 +621,7 @@ def compare(config_paths: list[str], overrides: list[str], runs_root: str | Path
             continue
         run, result = train(config, Path(runs_root) / config.name)
         rows.append(_row(config, run, result.metric_name, result.dev or result.test, result.higher_is_better,
-                         result.parameters, result.train_seconds, result.examples_per_second))
+                         result.parameters, result.train_seconds, result.examples_per_second, result.selected_on))
     if plot:
         plot_comparison_rows(rows, plot)
         print(f"comparison plot: {plot}", file=sys.stderr)
@@ -671,27 +672,28 @@ def _reused_row(run: RunDir, config: Config) -> CompareRow:
     _, task, model = load_run(run.path)
     metric = info["metric"]
     return _row(config, run, metric, info.get("dev") or info.get("test") or {}, task.higher_is_better(metric),
-                model.num_parameters(), info.get("train_seconds", 0.0), info.get("examples_per_second", 0.0))
+                model.num_parameters(), info.get("train_seconds", 0.0), info.get("examples_per_second", 0.0),
+                info.get("selected_on", "dev"))
 
 
 def _row(config: Config, run: RunDir, metric: str, dev: dict, higher_is_better: bool, parameters: int,
-         train_seconds: float, examples_per_second: float) -> CompareRow:
+         train_seconds: float, examples_per_second: float, selected_on: str) -> CompareRow:
     return CompareRow(name=config.name, model=config.model_name, metric=metric,
                       value=float(dev.get(metric, float("nan"))),
                       ci_low=dev.get(f"{metric}_ci_low"), ci_high=dev.get(f"{metric}_ci_high"),
                       higher_is_better=higher_is_better, parameters=parameters, train_seconds=train_seconds,
-                      examples_per_second=examples_per_second, run_dir=str(run.path))
+                      examples_per_second=examples_per_second, run_dir=str(run.path), selected_on=selected_on)
 
 
 def format_table(rows: list[CompareRow], markdown: bool = False) -> str:
-    header = ["config", "model", "dev metric", "95% CI", "params", "train time", "examples/s"]
+    header = ["config", "model", "dev metric", "95% CI", "selected on", "params", "train time", "examples/s"]
     body = []
     for r in rows:
         # Scores in [0, 1] (accuracy, F1, ...) read as percentages; losses, perplexity, bpc and the scores
         # sacreBLEU already gives in percent (BLEU, chrF) as they are.
         scale = 100 if r.higher_is_better and r.metric not in ("loss", *PERCENT_METRICS) else 1
         ci = f"[{scale * r.ci_low:.1f}, {scale * r.ci_high:.1f}]" if r.ci_low is not None else "-"
-        body.append([r.name, r.model, f"{r.metric} {scale * r.value:.2f}", ci, f"{r.parameters:,}",
+        body.append([r.name, r.model, f"{r.metric} {scale * r.value:.2f}", ci, r.selected_on, f"{r.parameters:,}",
                      f"{r.train_seconds:.1f}s", f"{r.examples_per_second:,.0f}"])
     if markdown:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -699,6 +701,18 @@ def format_table(rows: list[CompareRow], markdown: bool = False) -> str:
     widths = [max(len(str(x)) for x in col) for col in zip(header, *body)]
     fmt = lambda row: "  ".join(str(x).ljust(w) for x, w in zip(row, widths))  # noqa: E731
     return "\n".join([fmt(header), fmt(["-" * w for w in widths]), *map(fmt, body)])
+
+
+def selection_lines(result: TrainResult) -> list[str]:
+    """What report.md says of the set the run chose its kept weights on: a number chosen by looking at a set
+    is no evidence on that set, so a run that selected on dev says so beside its dev numbers."""
+    if result.selected_on == "validation" and result.best_metric is not None:
+        return [f"- selected on: validation ({result.metric_name} {result.best_metric:.4f} at step "
+                f"{result.best_step}); dev and test are evaluated once, on the kept weights"]
+    if result.dev:
+        return ["- selected on dev: its numbers below chose the kept weights, so they are no held-out evidence "
+                "(data.validation or data.validation_split selects on another set)"]
+    return []
 
 
 def write_report(run: RunDir, config: Config, result: TrainResult, task) -> None:
@@ -719,11 +733,12 @@ def write_report(run: RunDir, config: Config, result: TrainResult, task) -> None
              + (f", {result.skipped_steps} skipped for a non-finite loss" if result.skipped_steps else ""),
              f"- training time: {result.train_seconds:.1f} s, {result.examples_per_second:,.0f} examples/s, "
              f"{result.tokens_per_second:,.0f} tokens/s",
-             f"- date: {time.strftime('%Y-%m-%d %H:%M')}, device: {result.device}", ""]
+             f"- date: {time.strftime('%Y-%m-%d %H:%M')}, device: {result.device}", *selection_lines(result), ""]
+    kept = "evaluated once, on the kept weights of" if result.selected_on == "validation" else "best checkpoint,"
     for split, metrics in (("dev", result.dev), ("test", result.test)):
         if not metrics:
             continue
-        lines += [f"## {split} (best checkpoint, step {result.best_step})", "", "| metric | value |", "|---|---|"]
+        lines += [f"## {split} ({kept} step {result.best_step})", "", "| metric | value |", "|---|---|"]
         lines += [f"| {k} | {v:.4f} |" for k, v in metrics.items() if isinstance(v, float)]
         lines.append("")
         lines += task.report_sections(metrics, split, run.path)

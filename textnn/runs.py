@@ -8,7 +8,8 @@
                              HEARTBEAT_SECONDS), so that a run whose process died shows as `died`;
                              and the fingerprints of its data files, which --resume checks
                              (data/fingerprint.py)
-      model.safetensors      best weights (by the dev metric), written atomically
+      model.safetensors      best weights (by the metric on dev, or on validation: run.json `selected_on`),
+                             written atomically
       vocab.json, labels.json, tokenizer.json   whatever the task needs to rebuild its inputs
       checkpoint/last.safetensors              resumable state (training/checkpoint.py); removed once the
                                                run has finished, unless train.keep_checkpoint=last or all
@@ -405,10 +406,12 @@ class FollowerRunDir(RunDir):
 
 def data_files(config: Config) -> dict[str, tuple[str, list[Path]]]:
     """The data that a run's steps depend on, by config key: (the path, the files read for it) of the training
-    data, the dev data (which picks the best weights) and the pretrained vectors (which may shape the
-    vocabulary); those with no file are left out. Not data.test, which is read once, at the end, as it is then."""
+    data, the dev and validation data (which pick the best weights) and the pretrained vectors (which may shape
+    the vocabulary); those with no file are left out. Not data.test, which is read once, at the end, as it is
+    then."""
     data = config.data
-    named = {"data.train": (data.train, data.files(data.train)), "data.dev": (data.dev, data.files(data.dev))}
+    named = {key: (path, data.files(path)) for key, path in (("data.train", data.train), ("data.dev", data.dev),
+                                                              ("data.validation", data.validation))}
     if isinstance(data, WordVectorData) and os.path.isfile(data.vectors):
         named["data.vectors"] = (data.vectors, [Path(data.vectors)])
     return {key: (path, files) for key, (path, files) in named.items() if files}
@@ -427,9 +430,11 @@ def _disk_bytes(folder: Path) -> int:
 
 def summaries(root: str | Path) -> list[dict]:
     """One summary per run directory (any directory holding a run.json) below `root`, sorted by path:
-    name (the path relative to root), task, model, status (the effective one), metric and best, steps,
-    and bytes on disk. A run whose run.json or config.yaml cannot be read shows as `damaged`, and so does one
-    whose run.json holds a listed field of another type (that field left empty)."""
+    name (the path relative to root), task, model, status (the effective one), metric and best, the split
+    the best is of (`selected_on`: dev, or validation), the metric on dev at the end (`dev`: of the kept
+    weights, evaluated once when selected on validation), steps, and bytes on disk. A run whose run.json or
+    config.yaml cannot be read shows as `damaged`, and so does one whose run.json holds a listed field of
+    another type (that field left empty)."""
     root = Path(root)
     if not root.is_dir():
         raise TextnnError(f"{root}: no such directory; give the folder that holds the runs (default runs/)")
@@ -437,7 +442,7 @@ def summaries(root: str | Path) -> list[dict]:
     for status_file in sorted(root.rglob("run.json")):
         run = RunDir(status_file.parent)
         row = {"name": str(run.path.relative_to(root)), "task": None, "model": None, "status": "damaged",
-               "metric": None, "best": None, "steps": None,
+               "metric": None, "best": None, "selected_on": None, "dev": None, "steps": None,
                "bytes": _disk_bytes(run.path)}
         try:
             info, config = run.status(), run.raw_config()
@@ -453,25 +458,39 @@ def summaries(root: str | Path) -> list[dict]:
         wrong = [key for key, value in shown.items() if value is not None and
                  (isinstance(value, bool) or not isinstance(value, LISTED_TYPES[key]))]
         shown.update({key: None for key in wrong}, **({"status": "damaged"} if wrong else {}))
-        row.update(task=str(config["task"]), model=model and str(model), **shown)
+        dev = (info.get("dev") or {}).get(shown["metric"]) if isinstance(info.get("dev"), dict) else None
+        selected_on = info.get("selected_on", "dev")
+        row.update(task=str(config["task"]), model=model and str(model), **shown,
+                   selected_on=selected_on if shown["best"] is not None and isinstance(selected_on, str) else None,
+                   dev=dev if isinstance(dev, (int, float)) and not isinstance(dev, bool) else None)
         found.append(row)
     return found
 
 
 def table_lines(rows: list[dict]) -> list[str]:
-    """`textnn runs`' lines for `summaries` rows: name, task, model, status, metric, best, steps, size, each
+    """`textnn runs`' lines for `summaries` rows: name, task, model, status, metric, best, the set the best is
+    of (with the number on dev, evaluated once, of a run that selected on validation), steps, size, each
     column as wide as its widest cell on a terminal (where a CJK character takes two places), the numbers
     right-aligned so that their digits line up."""
     table = [[row["name"], row["task"] or "-", row["model"] or "-", row["status"],
               (row["metric"] or "-") if row["best"] is not None else "-",
-              f"{row['best']:.4g}" if row["best"] is not None else "",
+              f"{row['best']:.4g}" if row["best"] is not None else "", _selection(row),
               f"{row['steps']} steps" if row["steps"] is not None else "-", human_size(row["bytes"])]
              for row in rows]
     widths = [max(map(_display_width, column)) for column in zip(*table)]
-    right = (False, False, False, False, False, True, True, True)
+    right = (False, False, False, False, False, True, False, True, True)
     return ["  ".join(" " * (width - _display_width(cell)) + cell if align else cell
                       + " " * (width - _display_width(cell)) for cell, width, align in zip(row, widths, right)).rstrip()
             for row in table]
+
+
+def _selection(row: dict) -> str:
+    """The `textnn runs` cell saying which set a run's best is of: "on dev", or "on validation" and the run's
+    one dev number."""
+    if row["selected_on"] is None:
+        return ""
+    dev = f", dev {row['dev']:.4g}" if row["selected_on"] != "dev" and row["dev"] is not None else ""
+    return f"on {row['selected_on']}{dev}"
 
 
 def _display_width(text: str) -> int:

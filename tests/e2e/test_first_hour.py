@@ -171,7 +171,8 @@ def test_runs_lists_every_run_below_a_folder_with_a_damaged_one_shown_as_damaged
     bow = json.loads((folder / "compare" / "bow" / "run.json").read_text(encoding="utf-8"))
     assert by_name["compare/bow"] | {"bytes": 0} == {
         "name": "compare/bow", "task": "classification", "model": "bow", "status": "finished",
-        "metric": bow["metric"], "best": bow["best"], "steps": bow["steps"], "bytes": 0}
+        "metric": bow["metric"], "best": bow["best"], "selected_on": "dev", "dev": bow["dev"][bow["metric"]],
+        "steps": bow["steps"], "bytes": 0}
     on_disk = sum(f.stat().st_size for f in (folder / "compare" / "bow").rglob("*") if f.is_file())
     assert by_name["compare/bow"]["bytes"] == on_disk > 0
     assert by_name["mt"]["status"] == "died" and by_name["lm"]["task"] == "language_modeling"

@@ -21,3 +21,16 @@ def subset_indices(total: int, size: int, seed: int, origin: str) -> list[int]:
                           f"{total:,}; lower it, or use 0 for all of them")
     rng = np.random.default_rng([seed, 29])
     return sorted(int(i) for i in rng.choice(total, size=size, replace=False))
+
+
+def validation_indices(total: int, share: float, seed: int, origin: str) -> list[int]:
+    """The rows of a training file of `total` rows held out as validation by data.validation_split=`share`:
+    round(share * total) of them (at least one, and at least one row left to train on), drawn with `seed`
+    (another stream than `subset_indices`), in increasing order."""
+    size = max(1, round(share * total))
+    if size >= total:
+        raise TextnnError(f"config key data.validation_split: {share:g} of the {total:,} training examples of "
+                          f"{origin} leaves none to train on; use a smaller share or a validation file "
+                          f"(data.validation)")
+    rng = np.random.default_rng([seed, 31])
+    return sorted(int(i) for i in rng.choice(total, size=size, replace=False))

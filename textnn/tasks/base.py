@@ -111,6 +111,12 @@ class Task(ABC):
     # too, when the head depends only on what it inherits (a language model's output layer, BERT's MLM head:
     # the vocabulary).
     keeps_start_head: ClassVar[bool] = False
+    # Whether the task reads data.validation / data.validation_split into a `validation` split, which the
+    # trainer then selects on instead of dev (see Trainer); the other tasks refuse the options.
+    reads_validation: ClassVar[bool] = False
+    # data.validation_split: how the held-out rows were drawn (share, seed, counts, a hash of their lines),
+    # which run.json records and a resumed run must draw again; None otherwise.
+    validation_rows: dict | None = None
     # With data.extend_vocab: the size of the starting run's vocabulary; ids from it on are words added here.
     start_vocab_size: int | None = None
     # Examples per forward pass when evaluating or predicting, as a command asked (--batch-size; the unit is
@@ -166,6 +172,11 @@ class Task(ABC):
         if config.data.format not in cls.formats:
             raise TextnnError(f"config key data.format: got {short(config.data.format)}; task {config.task} reads "
                               f"{', '.join(cls.formats)}")
+        given = "data.validation" if config.data.validation else "data.validation_split" \
+            if config.data.validation_split else None
+        if given and not cls.reads_validation:
+            raise TextnnError(f"config key {given}: is not supported for task {config.task} yet; select on data.dev "
+                              f"(leave {given} unset)")
         metric = config.train.metric
         if metric and metric not in cls.metrics_for(config):
             raise TextnnError(f"config key train.metric: task {config.task} does not report {metric!r}; choose one "

@@ -62,6 +62,7 @@ class TrainResult:
     parameters: int = 0
     dev: dict = field(default_factory=dict)
     test: dict = field(default_factory=dict)
+    selected_on: str = "dev"  # the split best_metric is of, that chose the kept weights: dev or validation
     stopped: str = "completed"
     skipped_steps: int = 0  # optimizer steps skipped for a non-finite training loss
     precision: str = "fp32"  # what the forward passes ran in: fp32 or bf16 (autocast)
@@ -112,7 +113,11 @@ class Trainer:
         self.optimizer = build_optimizer(self.model, cfg, self.device)
         self.metric = cfg.metric or task.default_metric
         self.higher_is_better = task.higher_is_better(self.metric)
-        self._best_dev: dict | None = None  # dev metrics of the saved best weights, from this process
+        # The split the run selects on (kept weights, early stopping, the best so far): a validation set when
+        # the task has one (data.validation, data.validation_split), which leaves dev and test to be evaluated
+        # once, on the kept weights; else dev, whose final numbers are then those it was selected by.
+        self.selected_on = "validation" if task.has_split("validation") else "dev"
+        self._best_dev: dict | None = None  # selected_on's metrics of the saved best weights, from this process
         self.base_lr = cfg.lr  # of the last step, before each parameter group's own scale
         self.batches_per_step = cfg.grad_accum * distributed.world()  # micro-batches, over all processes
         self.total_steps = planned_steps(task, cfg, distributed.world())
@@ -270,7 +275,7 @@ class Trainer:
             self._logged_frozen = tuple(group["frozen"] for group in self.optimizer.param_groups)
             self.task.restore_carried_state(load_carried_state(run.checkpoint_file, distributed.rank(), self.device))
         distributed.reseed(cfg.seed, state["step"])
-        has_dev = self.task.has_split("dev")
+        has_dev = self.task.has_split(self.selected_on)  # what the evaluations during training are on
         # run.json keeps the precision of each leg (a resumed run may switch, when asked): the run's is the
         # last one's, which the commands that read the run compute in (training/precision.py `for_run`)
         legs = [leg for leg in run.status().get("precision_legs") or [] if isinstance(leg, dict)
@@ -278,7 +283,9 @@ class Trainer:
         legs.append({"from_step": state["step"], "precision": self.precision.name, "device": str(self.device)})
         # The best dev score so far stands in run.json from the start (a resumed run: its checkpoint's), so
         # that `textnn runs` shows it for a run that stops, or dies, before it finishes.
-        self.session.begin(metric=self.metric, best=state["best"], best_step=state["best_step"], precision_legs=legs)
+        self.session.begin(metric=self.metric, best=state["best"], best_step=state["best_step"], precision_legs=legs,
+                           selected_on=self.selected_on, **({"validation_rows": self.task.validation_rows}
+                                                            if self.task.validation_rows else {}))
         say(self.precision.describe())
 
         started = time.perf_counter() - state["seconds"]
@@ -350,10 +357,11 @@ class Trainer:
             if state["best_step"] is None or not has_dev:
                 save_weights(self.model, run.weights_file)  # no dev set (or no finite score): the last weights
             load_weights(self.model, run.weights_file)
-            if has_dev and (not cfg.bootstrap_samples or not self.task.intervals) and self._best_dev is not None:
+            if self.selected_on == "dev" and has_dev and (not cfg.bootstrap_samples or not self.task.intervals) \
+                    and self._best_dev is not None:
                 dev = self._best_dev  # the saved weights were evaluated at selection; a second pass adds nothing
-            else:
-                dev = self._evaluate("dev", cfg.bootstrap_samples) if has_dev else {}
+            else:  # selected on validation: dev's one evaluation, on the kept weights
+                dev = self._evaluate("dev", cfg.bootstrap_samples) if self.task.has_split("dev") else {}
             test = self._evaluate("test", cfg.bootstrap_samples) if self.task.has_split("test") else {}
         self.session.record_final(dev, test, state["best_step"] or state["step"])
         seconds = max(state["step_seconds"], 1e-9)
@@ -362,7 +370,7 @@ class Trainer:
                              tokens_per_second=state["tokens"] / seconds, best_metric=state["best"],
                              best_step=state["best_step"], metric_name=self.metric,
                              higher_is_better=self.higher_is_better,
-                             parameters=self.model.num_parameters(), dev=dev, test=test,
+                             parameters=self.model.num_parameters(), dev=dev, test=test, selected_on=self.selected_on,
                              stopped=stopped, skipped_steps=state.get("skipped_steps", 0),
                              precision=self.precision.name, device=str(self.device))
         # Still `running`: the run is finished once its report is written too (experiment.train, with
@@ -377,7 +385,8 @@ class Trainer:
             state["pending_evaluation"] = True
 
     def _eval_and_select(self, state: dict) -> None:
-        """Evaluate on dev and keep the best weights (`_stop_reason` then decides on early stopping).
+        """Evaluate on the split the run selects on (validation or dev) and keep the best weights
+        (`_stop_reason` then decides on early stopping).
 
         The optimizer picks the weights that are evaluated and saved (NT-ASGD: its running averages)
         and hears the dev score (training/optim.py); for other optimizers both are no-ops.
@@ -405,7 +414,8 @@ class Trainer:
         # from which every process takes the same decisions below (best step, patience, NT-ASGD's switch).
         metrics = distributed.on_main(self._dev_metrics)
         state["evaluated_step"] = state["step"]
-        self.run.append_metrics({"split": "dev", "step": state["step"], "epoch": state["epoch"], **scalars(metrics)})
+        self.run.append_metrics({"split": self.selected_on, "step": state["step"], "epoch": state["epoch"],
+                                 **scalars(metrics)})
         value = metrics[self.metric]
         note = None if math.isnan(value) else after_evaluation(self.optimizer, value, self.higher_is_better)
         if note:
@@ -417,17 +427,18 @@ class Trainer:
             if distributed.is_main():
                 save_weights(self.model, self.run.weights_file)
                 self.run.set_status("running", best=value, best_step=state["step"])
-            say(f"step {state['step']}: dev {summary} (best)")
+            say(f"step {state['step']}: {self.selected_on} {summary} (best)")
         else:
             state["bad_evals"] += 1
             flag = " (not a number: never the best)" if math.isnan(value) else ""
-            say(f"step {state['step']}: dev {summary}{flag}")
+            say(f"step {state['step']}: {self.selected_on} {summary}{flag}")
             if self.cfg.patience and state["bad_evals"] >= self.cfg.patience:
-                say(f"early stopping: no dev {self.metric} improvement in {self.cfg.patience} evaluations")
+                say(f"early stopping: no {self.selected_on} {self.metric} improvement in {self.cfg.patience} "
+                    f"evaluations")
 
 
     def _dev_metrics(self) -> dict:
-        metrics = self._evaluate("dev")
+        metrics = self._evaluate(self.selected_on)
         if self.metric not in metrics:
             raise TextnnError(f"config key train.metric: '{self.metric}' is not reported by this task; "
                               f"choose one of {', '.join(k for k in metrics if isinstance(metrics[k], float))}")
@@ -441,4 +452,4 @@ def finished_status(result: TrainResult) -> dict:
                 tokens_per_second=round(result.tokens_per_second, 1), metric=result.metric_name,
                 best=result.best_metric, best_step=result.best_step, dev=scalars(result.dev),
                 test=scalars(result.test), stopped=result.stopped, skipped_steps=result.skipped_steps,
-                precision=result.precision)
+                precision=result.precision, selected_on=result.selected_on)

@@ -3,6 +3,7 @@ predictions and its part of the report (reading is in data.py, the model in mode
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from textnn.config import Config
 from textnn.data.batching import bucket_batches, pad
 from textnn.data.packing import pack
 from textnn.data.readers import Record, stratified_kfold_splits
-from textnn.data.subset import subset_indices
+from textnn.data.subset import subset_indices, validation_indices
 from textnn.data.tokenizers import CLS, SEP, Tokenizer
 from textnn.data.vocab import Vocab
 from textnn.errors import TextnnError, where
@@ -33,6 +34,17 @@ from textnn.tasks.features import (FeatureSource, frozen_layers, pad_word_inputs
 
 
 TABLE_HEADER = "table_header.json"  # a run's file holding its training table's header line (JSON string)
+VALIDATION_LINES = "validation_lines.json"  # data.validation_split: the data.train lines held out (JSON list)
+
+
+def validation_rows(share: float, seed: int, held: list[Record], train_rows: int) -> tuple[dict, list]:
+    """data.validation_split's draw: what run.json records of it (the share, the seed, how many rows each side
+    got, and a hash of the held-out rows' lines that a resumed run must draw again), and those lines in
+    data.train (`path:line` where the training data is several files, as class_files reads)."""
+    several = len({r.path for r in held}) > 1
+    lines = [f"{r.path}:{r.line}" if several else r.line for r in held]
+    digest = hashlib.sha256(json.dumps(lines).encode()).hexdigest()[:16]
+    return {"share": share, "seed": seed, "rows": len(held), "train_rows": train_rows, "lines_sha256": digest}, lines
 
 
 def _reads_an_untrained_pooler(config: Config) -> bool:
@@ -56,6 +68,7 @@ class ClassificationTask(BatchTask):
     metric_directions = {"loss": False, **{name: True for name in CLASSIFICATION_METRICS},
                          **{name: True for name in REGRESSION_METRICS}, "mse": False}
     formats = ("tsv", "csv", "jsonl", "fasttext", "label_text", "class_files")
+    reads_validation = True
 
     @property
     def default_metric(self) -> str:
@@ -113,6 +126,7 @@ class ClassificationTask(BatchTask):
         # the header line of the training table (tsv/csv with data.header): a predict input whose first line
         # is this whole line is that table (table_texts); None for other formats and runs trained before it
         self.table_header: str | None = None
+        self.validation_lines: list = []  # data.validation_split: the lines of data.train held out (VALIDATION_LINES)
 
     @property
     def is_pair(self) -> bool:
@@ -146,6 +160,20 @@ class ClassificationTask(BatchTask):
             train_records, train_tokens = [train_records[i] for i in train_idx], [train_tokens[i] for i in train_idx]
         elif data.dev:
             dev_records, dev_tokens = read_and_tokenize(config, tokenizer, data.dev)
+        labelled = train_records  # the rows whose labels are the task's: data.validation_split's are too
+        validation, held_rows, held_lines = None, None, []
+        if data.validation:
+            validation = read_and_tokenize(config, tokenizer, data.validation)
+        elif data.validation_split:
+            # held out before the vocabulary is built, so that nothing of the validation rows but their
+            # labels shapes the model (a trained WordPiece still learns its pieces from all of data.train)
+            held = validation_indices(len(train_records), data.validation_split, config.train.seed, data.train)
+            kept = sorted(set(range(len(train_records))) - set(held))
+            validation = ([train_records[i] for i in held], [train_tokens[i] for i in held])
+            held_rows, held_lines = validation_rows(data.validation_split, config.train.seed, validation[0], len(kept))
+            train_records, train_tokens = [train_records[i] for i in kept], [train_tokens[i] for i in kept]
+            print(f"data.validation_split: selecting on {len(held):,} rows of {data.train} held out with seed "
+                  f"{config.train.seed}, training on the other {len(kept):,}", file=sys.stderr)
         if data.train_subset:
             kept = subset_indices(len(train_records), data.train_subset, config.train.seed, data.train)
             train_records, train_tokens = [train_records[i] for i in kept], [train_tokens[i] for i in kept]
@@ -161,13 +189,14 @@ class ClassificationTask(BatchTask):
         vocab = pipeline.vocabulary(config, tokenizer, start_vocab,
                                     lambda: (toks for pair in train_tokens for toks in pair if toks is not None),
                                     packs=packs, extend=data.extend_vocab)
-        labels = [] if data.regression else label_order({r.label for r in train_records})
+        labels = [] if data.regression else label_order({r.label for r in labelled})
         if len(labels) > 50 and len(labels) > len(train_records) / 2:  # a class per example or so: text, not labels
             print(f"warning: {data.train}: {len(labels):,} distinct labels in {len(train_records):,} training rows of "
                   f"label column {data.label_column!r}: they look like text; check data.text_column and "
                   f"data.label_column", file=sys.stderr)
         task = cls(config, tokenizer, vocab, labels)
         task.table_header = table_header
+        task.validation_rows, task.validation_lines = held_rows, held_lines
         if data.extend_vocab:
             task.start_vocab_size = len(start_vocab)
         if data.features_from:
@@ -179,6 +208,8 @@ class ClassificationTask(BatchTask):
         task.splits["train"] = task.encode(train_records, train_tokens)
         if dev_records:
             task.splits["dev"] = task.encode(dev_records, dev_tokens)
+        if validation:
+            task.splits["validation"] = task.encode(*validation)
         if data.test:
             task.splits["test"] = task.encode(*read_and_tokenize(config, tokenizer, data.test))
         if data.vectors:
@@ -211,6 +242,8 @@ class ClassificationTask(BatchTask):
             (run_path / TABLE_HEADER).write_text(json.dumps(self.table_header, ensure_ascii=False), encoding="utf-8")
         if self.features is not None:
             save_source(self.features, run_path)
+        if self.validation_rows is not None:
+            (run_path / VALIDATION_LINES).write_text(json.dumps(self.validation_lines), encoding="utf-8")
 
     def build_model(self) -> Classifier:
         frozen = frozen_layers(self.features, self.config.data)

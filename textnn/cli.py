@@ -290,14 +290,15 @@ def _train(args: argparse.Namespace) -> int:
     if args.extend and not args.resume:
         raise TextnnError("--extend continues a run: pass --resume (and the larger train.max_steps, epochs or "
                           "max_minutes) too")
+    notes: list[str] = []
     if args.resume:
-        config = resume_config(args.run_dir, config_path, overrides)
+        config, notes = resume_config(args.run_dir, config_path, overrides)
         run_dir = args.run_dir or Path("runs") / config.name
     elif config_path is None:
         raise TextnnError("train: give a YAML config (see recipes/), or --resume --run-dir RUN to continue a run")
     else:
         config, run_dir = load_config(config_path, overrides), args.run_dir
-    run, result = train(config, run_dir, resume=args.resume, extend=args.extend)
+    run, result = train(config, run_dir, resume=args.resume, extend=args.extend, notes=notes)
     if not distributed.is_main():  # torchrun: process 0 reports for all
         return 0
     for split, metrics in (("dev", result.dev), ("test", result.test)):

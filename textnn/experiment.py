@@ -40,7 +40,7 @@ def seed_everything(seed: int) -> None:
 
 
 def train(config: Config, run_dir: str | Path | None = None, resume: bool = False,
-          extend: bool = False) -> tuple[RunDir, TrainResult]:
+          extend: bool = False, notes: Iterable[str] = ()) -> tuple[RunDir, TrainResult]:
     """Train `config` into a run directory (default runs/<config name>) and write its report.
 
     `extend` (with `resume`): a larger budget may continue a run that ended with an evaluation outside its
@@ -88,6 +88,8 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
                 if distributed.is_main():
                     for key, before, after in run.changed_options(config):
                         print(f"resuming {run.path} with {key}={after!r} (it had {before!r})", file=sys.stderr)
+                    for note in notes:  # the caller's, said once the resume is taken
+                        print(note, file=sys.stderr)
                 # the run goes on in the precision it trained in, unless train.precision was changed now
                 switch = config.train.precision != run.load_config().train.precision
                 leg = precision.for_resumed_leg(run.recorded_precision(), config.train.precision, switch, device)
@@ -156,12 +158,14 @@ def _one_writer(run: RunDir) -> Iterator[bool]:
         run.unlock()
 
 
-def resume_config(run_dir: str | Path | None, config_path: str | None, overrides: list[str]) -> Config:
+def resume_config(run_dir: str | Path | None, config_path: str | None, overrides: list[str]
+                  ) -> tuple[Config, list[str]]:
     """The config `textnn train --resume` continues a run with: the run's own config.yaml, as it was
     configured (overrides and all), with `overrides` applied. `train` then refuses a change that a resume
     does not allow (RunDir.check_resume) and says each one it takes in a line. `run_dir` None:
     runs/<name of config_path>. A config file given as well is not read for settings: where it differs
-    from the run's, one line says that the run's hold."""
+    from the run's, the note returned beside the config says that the run's hold (`train(notes=...)`
+    prints it once the resume is taken: a refused one prints its error alone)."""
     from textnn.config import apply_overrides, config_from_dict
     from textnn.files import read_yaml
 
@@ -175,14 +179,15 @@ def resume_config(run_dir: str | Path | None, config_path: str | None, overrides
     config = config_from_dict(apply_overrides(read_yaml(run.config_file), list(overrides)), str(run.config_file),
                               resolve_init=False)
     config.name = saved.name
+    notes: list[str] = []
     if config_path is not None:
         differ = [key for key, _, _ in run.changed_options(load_config(config_path)) if key not in
                   {item.split("=", 1)[0].strip() for item in overrides}]
         if differ:
-            print(f"note: {config_path} differs from the run's config in {', '.join(differ)}; the run goes on "
-                  f"as it was configured ({run.config_file}); a change that a resume allows goes on the command "
-                  f"line (e.g. train.max_steps=N)", file=sys.stderr)
-    return config
+            notes.append(f"note: {config_path} differs from the run's config in {', '.join(differ)}; the run goes "
+                         f"on as it was configured ({run.config_file}); a change that a resume allows goes on the "
+                         f"command line (e.g. train.max_steps=N)")
+    return config, notes
 
 
 def _restore_last_checkpoint(run: RunDir) -> None:
@@ -279,11 +284,15 @@ def load_run(run_dir: str | Path, device: str = "cpu", batch_size: int | None = 
         print(f"warning: {run.path} is not finished (status: {status or 'unknown'}); using its best weights so far",
               file=sys.stderr)
     config = run.load_config()
-    chosen, note = precision.for_run(run.recorded_precision(), precision_asked, target)
+    task_class = registry.task_class(config.task)
+    if task_class.mixed_precision:
+        chosen, note = precision.for_run(run.recorded_precision(), precision_asked, target)
+    else:  # computes in float32 whatever is asked: nothing to say
+        chosen, note = precision.named("fp32", f"task {config.task} computes in float32"), None
     if note:
         print(note, file=sys.stderr)
     config.train = replace(config.train, precision=chosen.name)
-    task = registry.task_class(config.task).from_run(run.path, config)
+    task = task_class.from_run(run.path, config)
     task.inference_batch_size = batch_size
     model = task.build_model()
     load_weights(model, run.weights_file)

@@ -108,11 +108,8 @@ class RunDir:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                handle.seek(0)
-                pid, host = _holder(handle.read())
                 handle.close()
-                raise TextnnError(f"{self.path}: another `textnn train` is writing this run (process {pid} on {host}); "
-                                  f"wait for it to end or stop it (kill {pid}), or choose another --run-dir") from None
+                raise self._held_error() from None
             if _same_file(handle, self.lock_file):
                 break
             handle.close()  # its last holder removed it as we opened it: take the one there now
@@ -223,9 +220,34 @@ class RunDir:
         if "data_files" not in self.status():  # a new run (or one started before they were recorded)
             self.record(data_files={key: fingerprints.fingerprint(files) for key, (_, files) in data_files(config).items()})
 
+    def _held_error(self) -> TextnnError:
+        """The error for a run whose lock another process holds, naming that process."""
+        pid, host = "?", "?"
+        with contextlib.suppress(OSError):
+            pid, host = _holder(self.lock_file.read_text(encoding="utf-8", errors="replace"))
+        return TextnnError(f"{self.path}: another `textnn train` is writing this run (process {pid} on {host}); "
+                           f"wait for it to end or stop it (kill {pid}), or choose another --run-dir")
+
+    def _check_no_writer(self) -> None:
+        """Refuse, naming it, a run that another process is writing now (it holds the lock); reads only."""
+        if self._writer is not None:  # the lock is this process's own
+            return
+        try:
+            handle = os.open(self.lock_file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:  # no lock file (or not one to read): nobody writes the run
+            return
+        try:
+            if stat.S_ISREG(os.fstat(handle).st_mode):
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise self._held_error() from None
+        finally:
+            os.close(handle)  # a shared lock taken here goes with it
+
     def check_fresh(self) -> None:
         """Refuse a new run into a directory that already holds something (`train` asks before it reads any
-        data, and again as it makes the run)."""
+        data, and again as it makes the run); a run that another process is writing is named as such."""
+        self._check_no_writer()
         if self.path.is_dir() and any(p != self.lock_file for p in self.path.iterdir()):
             raise TextnnError(f"{self.path}: run directory already exists and is not empty; pass --resume to "
                               f"continue it, --run-dir to choose another, or delete it")

@@ -198,7 +198,10 @@ def test_evaluate_prints_accuracy_and_confidence_interval(ws, families):
     assert 0.0 <= low <= accuracy <= high <= 1.0
     assert accuracy == pytest.approx(status(run_dir)["dev"]["accuracy"], abs=5e-5)  # printed with 4 decimals
     assert int(values["examples"]) == N_DEV
-    matrix = [[int(n) for n in line.split()] for line in proc.stdout.split("predicted):\n")[1].splitlines()]
+    # a header of the class labels, then a row per gold label: its label, then the counts
+    header, *rows = proc.stdout.split("predicted):\n")[1].splitlines()
+    assert header.split() == ["0", "1"]
+    matrix = [[int(n) for n in line.split()[1:]] for line in rows]
     assert sum(map(sum, matrix)) == N_DEV
     assert sum(matrix[i][i] for i in range(len(matrix))) == round(accuracy * N_DEV)
 

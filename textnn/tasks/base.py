@@ -15,6 +15,8 @@ Class attributes:
     head_config        the dataclass of its `head:` options
     metric_directions  every metric it reports that a run may select on -> True when higher is better
     intervals          whether `evaluate` gives a bootstrap interval when asked (bootstrap_samples > 0)
+    mixed_precision    whether its model computes under bf16 autocast where a run's precision says bf16
+                       (word2vec's own loop is float32 whatever the setting)
     capabilities       what the task offers beyond the protocol, by name (CAPABILITIES): the commands
                        read this set instead of probing for methods
 """
@@ -105,6 +107,7 @@ class Task(ABC):
     # it gives without: when not, the trainer reports the best weights' dev numbers as they were selected
     # instead of evaluating dev once more at the end.
     intervals: ClassVar[bool] = True
+    mixed_precision: ClassVar[bool] = True
     printed_digits: ClassVar[int] = 6  # digits of the floats in the lines `predict` prints (`output_line`)
     metric_note: ClassVar[str] = ""  # what `textnn explain TASK` says about its metrics (train.metric), if anything
     # A run started (model.init_from) from a run of the same task takes that run's head and head options

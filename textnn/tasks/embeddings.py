@@ -68,6 +68,7 @@ class EmbeddingsData(DataConfig):
 
 class EmbeddingsTask(Task):
     capabilities: ClassVar[frozenset[str]] = frozenset({"word_vectors"})
+    mixed_precision: ClassVar[bool] = False  # word2vec trains in float32; so do the commands that read it
     data_config: ClassVar[type] = EmbeddingsData
     formats: ClassVar[tuple[str, ...]] = ("text",)
     metric_directions: ClassVar[dict[str, bool]] = {

@@ -7,7 +7,9 @@ and the same N in both precisions, with the one dev evaluation at the end. Each 
 steps and training seconds are read from its run.json, and its precision from run.json's
 `precision_legs` (the last leg's), so a run that trained in another precision than asked is an
 error, not a mislabelled row. The table gives each precision's mean (min-max) over the seeds, the
-paired difference bf16 - fp32 of each seed and its mean, and the seconds of training per run.
+paired difference bf16 - fp32 of each seed and its mean, and the seconds of training per run; for a
+family scored by accuracy, a second row gives its dev loss, which shows a difference too small to move
+a prediction.
 
 Families and budgets (N chosen so a run takes well under a minute and a half on one thread of a shared
 2-core CPU, evaluation included):
@@ -77,7 +79,7 @@ def data_overrides(name: str, family: Family, data: Path, runs: Path) -> list[st
     return moved
 
 
-def read_run(run_dir: Path, steps: int, precision: str, metric: str) -> dict | None:
+def read_run(run_dir: Path, steps: int, precision: str) -> dict | None:
     """The finished run's numbers, or None when it is absent or unfinished; an error when it trained in
     another precision or for another number of steps than asked."""
     try:
@@ -91,13 +93,13 @@ def read_run(run_dir: Path, steps: int, precision: str, metric: str) -> dict | N
     if trained_in != precision or info.get("steps") != steps:
         raise SystemExit(f"{run_dir}: trained {info.get('steps')} steps in {trained_in}, not {steps} in "
                          f"{precision}; remove it or give another --runs")
-    return {"metric": info["dev"][metric], "train_seconds": info["train_seconds"], "steps": info["steps"]}
+    return {"dev": info["dev"], "train_seconds": info["train_seconds"], "steps": info["steps"]}
 
 
 def train(name: str, family: Family, precision: str, seed: int, steps: int, moved: list[str],
           runs: Path, threads: int) -> dict:
     run_dir = runs / name / f"{precision}_seed{seed}"
-    found = read_run(run_dir, steps, precision, family.metric)
+    found = read_run(run_dir, steps, precision)
     if found is not None:
         return {**found, "wall_seconds": None}
     command = [sys.executable, "-m", "textnn", "train", str(REPO / "recipes" / f"{family.recipe}.yaml"), *moved,
@@ -111,7 +113,7 @@ def train(name: str, family: Family, precision: str, seed: int, steps: int, move
     (runs / name / f"{precision}_seed{seed}.log").write_text(done.stdout + done.stderr, encoding="utf-8")
     if done.returncode != 0:
         raise SystemExit(f"{name} {precision} seed {seed} failed:\n{done.stderr[-2000:]}")
-    found = read_run(run_dir, steps, precision, family.metric)
+    found = read_run(run_dir, steps, precision)
     if found is None:
         raise SystemExit(f"{run_dir}: the run did not finish; see {run_dir}.log")
     return {**found, "wall_seconds": round(wall, 1)}
@@ -121,13 +123,14 @@ def spread(values: list[float]) -> str:
     return f"{statistics.mean(values):.4f} ({min(values):.4f}-{max(values):.4f})"
 
 
-def summary(name: str, family: Family, steps: int, runs: dict) -> dict:
+def summary(name: str, family: Family, metric: str, steps: int, runs: dict) -> dict:
     seeds = sorted(set(runs["fp32"]) & set(runs["bf16"]))
-    row = {"family": name, "recipe": family.recipe, "steps": steps, "metric": family.metric,
-           "higher_is_better": family.higher_is_better, "seeds": seeds, "runs": runs}
+    row = {"family": name, "recipe": family.recipe, "steps": steps, "metric": metric,
+           "higher_is_better": family.higher_is_better if metric == family.metric else False, "seeds": seeds,
+           "runs": runs}
     if seeds:
-        fp32 = [runs["fp32"][s]["metric"] for s in seeds]
-        bf16 = [runs["bf16"][s]["metric"] for s in seeds]
+        fp32 = [runs["fp32"][s]["dev"][metric] for s in seeds]
+        bf16 = [runs["bf16"][s]["dev"][metric] for s in seeds]
         row.update(fp32=fp32, bf16=bf16, difference=[b - f for b, f in zip(bf16, fp32)],
                    train_seconds={p: statistics.mean(runs[p][s]["train_seconds"] for s in seeds) for p in runs})
     return row
@@ -169,12 +172,15 @@ def main() -> None:
     for seed in args.seeds:
         for name in args.families:
             for precision in ("fp32", "bf16"):
-                run = train(name, FAMILIES[name], precision, seed, steps[name], moved[name], args.runs, args.threads)
+                family = FAMILIES[name]
+                run = train(name, family, precision, seed, steps[name], moved[name], args.runs, args.threads)
                 results[name][precision][seed] = run
-                print(f"{name} seed {seed} {precision}: {FAMILIES[name].metric}={run['metric']:.4f} "
+                print(f"{name} seed {seed} {precision}: {family.metric}={run['dev'][family.metric]:.4f} "
                       f"({run['steps']} steps, {run['train_seconds']:.1f} s training, "
-                      f"{run['wall_seconds'] if run['wall_seconds'] is not None else 'earlier'} s wall)", flush=True)
-    rows = [summary(name, FAMILIES[name], steps[name], results[name]) for name in args.families]
+                      f"{'read again' if run['wall_seconds'] is None else str(run['wall_seconds']) + ' s wall'})", flush=True)
+    # the dev loss beside an accuracy: two precisions can agree on every prediction and still differ
+    rows = [summary(name, FAMILIES[name], metric, steps[name], results[name]) for name in args.families
+            for metric in dict.fromkeys([FAMILIES[name].metric, "loss"])]
     print_table(rows)
     if args.out:
         args.out.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")

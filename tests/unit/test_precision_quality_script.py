@@ -32,12 +32,12 @@ def write_run(run_dir: Path, legs: list[str], steps: int = 5) -> Path:
 def test_a_run_is_read_in_the_precision_of_its_last_leg(tmp_path):
     script = load_script()
     run = write_run(tmp_path / "run", ["fp32", "bf16"])
-    assert script.read_run(run, 5, "bf16", "accuracy") == {"metric": 0.75, "train_seconds": 1.5, "steps": 5}
+    assert script.read_run(run, 5, "bf16") == {"dev": {"accuracy": 0.75}, "train_seconds": 1.5, "steps": 5}
     with pytest.raises(SystemExit, match="in bf16, not 5 in fp32"):
-        script.read_run(run, 5, "fp32", "accuracy")
+        script.read_run(run, 5, "fp32")
     with pytest.raises(SystemExit, match="trained 5 steps"):
-        script.read_run(run, 6, "bf16", "accuracy")
-    assert script.read_run(tmp_path / "absent", 5, "bf16", "accuracy") is None
+        script.read_run(run, 6, "bf16")
+    assert script.read_run(tmp_path / "absent", 5, "bf16") is None
 
 
 def test_help_runs():

@@ -129,7 +129,7 @@ def for_run(recorded: str | None, requested: str | None, device: torch.device) -
         return chosen, None if chosen.name == default.name else f"precision: {chosen.name}, as --precision asks"
     if recorded not in ("fp32", "bf16"):
         return default, None
-    chosen = named(recorded, f"the precision the run trained in (run.json)")
+    chosen = named(recorded, "the precision the run trained in (run.json)")
     if chosen.name == default.name:
         return chosen, None
     where = "this GPU" if device.type == "cuda" else "this CPU" if device.type == "cpu" else f"device {device.type}"
@@ -150,7 +150,7 @@ def for_resumed_leg(recorded: str | None, setting: str, switch_asked: bool, devi
         raise TextnnError(f"the run trained in bf16 and {where} has no native bf16 (emulated bf16 is many times "
                           f"slower): continue it in float32 with train.precision=fp32 (recorded as a switch), or "
                           f"resume it on hardware with bf16")
-    return named(recorded, f"the run's own, from its earlier training (pass train.precision=... to switch)")
+    return named(recorded, "the run's own, from its earlier training (pass train.precision=... to switch)")
 
 
 def autocast(precision: Precision, device: torch.device):

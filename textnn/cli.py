@@ -413,6 +413,8 @@ def _compare(args: argparse.Namespace) -> int:
         raise TextnnError("compare --sweep DIR tabulates the trials of a sweep: give it no configs or overrides")
     if not args.configs and not args.sweep:
         raise TextnnError("compare needs at least one YAML config file before its overrides (or --sweep DIR)")
+    if not args.sweep:
+        check_output_place(args.runs_dir, "directory", "--output-dir")  # all before any training
     if args.markdown:
         check_output_place(args.markdown, "file", "--markdown")
     if args.sweep:
@@ -420,7 +422,6 @@ def _compare(args: argparse.Namespace) -> int:
 
         rows = compare_sweep(args.sweep, args.top)
     else:
-        check_output_place(args.runs_dir, "directory", "--output-dir")  # all before any training
         rows = compare(args.configs, args.overrides + args.set_overrides, args.runs_dir, plot=args.plot)
     print(format_table(rows))
     if args.markdown:

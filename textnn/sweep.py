@@ -218,6 +218,12 @@ def load_sweep(path: str | Path, trials: int | None = None) -> Sweep:
         raise TextnnError(f"{where}: the recipe {recipe} selects on data.dev, and a setting chosen by its dev numbers "
                           f"leaves no held-out evidence on dev; add data.validation_split=0.1 to the sweep's overrides "
                           f"(a seeded share of train to select on; or data.validation=FILE)")
+    for split in ("train", "validation", "dev", "test"):  # before trials fail one by one on a missing file
+        given = getattr(base.data, split)
+        if given and not base.data.files(given):
+            raise TextnnError(f"{where}: data.{split} {given} of the recipe is not there; a recipe's data paths are "
+                              f"read from the working folder ({Path.cwd()}): run the sweep from where the recipe "
+                              f"is run (recipes/: the repository root)")
     task = registry.task_class(base.task)
     metric = raw.get("metric", base.train.metric)
     if not isinstance(metric, str) or metric not in task.metrics_for(base):

@@ -270,6 +270,17 @@ def test_a_bad_sweep_file_is_one_line_naming_the_file_and_the_key(root: Path, ca
     assert not (root / "never").exists()
 
 
+def test_a_sweep_run_where_the_recipe_s_data_is_not_is_refused_before_any_trial(root, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = sweep_file(root, "elsewhere")
+    assert main(["sweep", str(path)]) == 2
+    error = capsys.readouterr().err
+    assert error == (f"error: {path}: data.train train.tsv of the recipe is not there; a recipe's data paths are read "
+                     f"from the working folder ({tmp_path}): run the sweep from where the recipe is run (recipes/: the "
+                     f"repository root)\n")
+    assert not (tmp_path / "runs").exists()
+
+
 def test_a_recipe_that_selects_on_dev_is_refused_with_the_fix(root: Path) -> None:
     path = sweep_file(root, "on-dev", overrides=["train.epochs=1"])
     refused = textnn(root, "sweep", str(path), ok=False)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import write_sentiment_tsv
+from tests.conftest import shared_data, write_sentiment_tsv
 from textnn.cli import main
 
 optuna = pytest.importorskip("optuna", reason="textnn sweep needs Optuna (pip install 'textnn[sweep]')")
@@ -315,6 +315,7 @@ def test_a_storage_that_cannot_be_opened_is_one_line_and_leaves_no_folder(root: 
 def test_every_sweep_recipe_is_a_valid_sweep(path: Path, monkeypatch) -> None:
     from textnn.sweep import load_sweep
 
+    shared_data()  # the recipes' data (a sweep is refused where it is missing)
     monkeypatch.chdir(path.parents[2])  # the repository root, where recipes are run from
     sweep = load_sweep(path)
     assert sweep.recipe.is_file() and sweep.trials >= 1

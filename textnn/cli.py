@@ -190,9 +190,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--output", "-o", help="write the translations here instead of standard output")
     _inference_options(p, "translate")
 
-    p = sub.add_parser("compare", help="train several configs on the same data and tabulate them")
-    p.add_argument("configs", nargs="+", help="YAML config files, then dotted overrides applied to every config "
+    p = sub.add_parser("compare", help="train several configs on the same data and tabulate them, or tabulate the "
+                       "best trials of a sweep (--sweep)")
+    p.add_argument("configs", nargs="*", help="YAML config files, then dotted overrides applied to every config "
                    "(e.g. train.epochs=2)")
+    p.add_argument("--sweep", metavar="DIR", help="instead of configs: the best complete trials of the sweep in DIR "
+                   "(ranked by their validation value), with their dev numbers, evaluated once")
+    p.add_argument("--top", type=COUNT, default=5, help="with --sweep: how many trials (default 5)")
     _set_option(p)
     p.add_argument("--output-dir", dest="runs_dir", default="runs/compare",
                    help="folder the runs are written into, one run directory per config (default runs/compare)")
@@ -200,6 +204,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--markdown", help="also write the table as markdown to this file")
     p.add_argument("--plot", metavar="FILE.png", help="also draw the runs side by side in this PNG: dev metric "
                    "against step and final values with their bootstrap intervals")
+
+    p = sub.add_parser("sweep", help="search settings of a recipe (Optuna): each trial a run directory, selected "
+                       "on a validation set; run it again to go on after a stop")
+    p.add_argument("sweep_file", help="YAML sweep file (see recipes/sweeps/): recipe, overrides, space, sampler, "
+                                      "trials, metric, seeds, prune")
+    p.add_argument("--sweep-dir", help="folder for the trials' runs, sweep.json and the study "
+                                       "(default runs/sweeps/<sweep name>)")
+    p.add_argument("--storage", metavar="URL", help="the Optuna study's database (default: study.db in the sweep "
+                   "folder); processes or machines given one URL (e.g. postgresql://user@host/db) run one sweep "
+                   "together, each trial once")
+    p.add_argument("--trials", type=COUNT, default=None,
+                   help="the budget: trials that complete or are pruned (default: the sweep file's trials; a grid: "
+                        "its size)")
 
     p = sub.add_parser("runs", help="one line per run below a folder: task, model, status, best metric, steps, size")
     p.add_argument("folder", nargs="?", default="runs", help="where to look, recursively (default runs/)")
@@ -392,16 +409,37 @@ def _export(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     from textnn.experiment import compare, format_table
 
-    if not args.configs:
-        raise TextnnError("compare needs at least one YAML config file before its overrides")
-    check_output_place(args.runs_dir, "directory", "--output-dir")  # all before any training
+    if args.sweep and (args.configs or args.overrides or args.set_overrides):
+        raise TextnnError("compare --sweep DIR tabulates the trials of a sweep: give it no configs or overrides")
+    if not args.configs and not args.sweep:
+        raise TextnnError("compare needs at least one YAML config file before its overrides (or --sweep DIR)")
+    if not args.sweep:
+        check_output_place(args.runs_dir, "directory", "--output-dir")  # all before any training
     if args.markdown:
         check_output_place(args.markdown, "file", "--markdown")
-    rows = compare(args.configs, args.overrides + args.set_overrides, args.runs_dir, plot=args.plot)
+    if args.sweep:
+        from textnn.sweep import compare_sweep
+
+        rows = compare_sweep(args.sweep, args.top)
+    else:
+        rows = compare(args.configs, args.overrides + args.set_overrides, args.runs_dir, plot=args.plot)
     print(format_table(rows))
     if args.markdown:
         atomic_write_text(Path(args.markdown).expanduser(), format_table(rows, markdown=True) + "\n")
         print(f"markdown table: {args.markdown}")
+    return 0
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from textnn.sweep import run_sweep, summary_lines
+
+    def trial_ended(line: str) -> None:
+        with progress.beside_bars():
+            print(line, flush=True)
+
+    result = run_sweep(args.sweep_file, args.sweep_dir, args.storage, args.trials, on_trial=trial_ended)
+    for line in summary_lines(result):
+        print(line)
     return 0
 
 
@@ -541,7 +579,8 @@ def _visualize(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"train": _train, "evaluate": _evaluate, "predict": _predict, "translate": _translate,
-            "export": _export, "compare": _compare, "runs": _runs, "explain": _explain, "neighbors": _neighbors,
+            "export": _export, "compare": _compare, "sweep": _sweep, "runs": _runs, "explain": _explain,
+            "neighbors": _neighbors,
             "analogy": _analogy, "demo": _demo, "generate": _generate, "visualize": _visualize}
 
 

@@ -313,11 +313,20 @@ def coerce(value: Any, typ: Any, key: str, origin: str) -> Any:
 
 
 class CommandLineValue(str):
-    """A value given as a `section.key=value` override, so errors blame the command line, not the file."""
+    """A value given as a `section.key=value` override, so errors blame where it was given (`given_in`: the
+    command line, or a sweep file's overrides), not the config file."""
+
+    given_in = "command line"
+
+
+def _given(value: str, given_in: str) -> CommandLineValue:
+    marked = CommandLineValue(value)
+    marked.given_in = given_in
+    return marked
 
 
 def _origin_of(value: Any, origin: str) -> str:
-    return "command line" if isinstance(value, CommandLineValue) else origin
+    return value.given_in if isinstance(value, CommandLineValue) else origin
 
 
 def build_dataclass(cls: type, values: dict, section: str, origin: str, explain_as: str = "") -> Any:
@@ -343,25 +352,27 @@ def build_dataclass(cls: type, values: dict, section: str, origin: str, explain_
 SECTIONS = ("name", "task", "data", "model", "head", "train")
 
 
-def apply_overrides(raw: dict, overrides: list[str]) -> dict:
-    """Apply `section.key=value` overrides to a raw config dict (values stay strings until coerced)."""
+def apply_overrides(raw: dict, overrides: list[str], given_in: str = "command line") -> dict:
+    """Apply `section.key=value` overrides to a raw config dict (values stay strings until coerced); errors
+    about them name `given_in`, where they were given."""
     for item in overrides:
         if "=" not in item:
-            raise TextnnError(f"override {short(item)} must look like section.key=value (e.g. train.lr=3e-4)")
+            raise TextnnError(f"{given_in}: override {short(item)} must look like section.key=value (e.g. "
+                              f"train.lr=3e-4)")
         key, value = item.split("=", 1)
         parts = key.strip().split(".")
         if parts[0] not in SECTIONS:
-            raise TextnnError(f"command line: unknown section {short(parts[0], 40)} in {short(item)}; "
+            raise TextnnError(f"{given_in}: unknown section {short(parts[0], 40)} in {short(item)}; "
                               f"{_did_you_mean(parts[0], list(SECTIONS))}valid: {', '.join(SECTIONS)}")
         if len(parts) == 1:
-            raw[parts[0]] = CommandLineValue(value)
+            raw[parts[0]] = _given(value, given_in)
         elif len(parts) == 2:
             section = raw.setdefault(parts[0], {})
             if not isinstance(section, dict):
-                raise TextnnError(f"command line: '{parts[0]}' is not a section; cannot set {short(key)}")
-            section[parts[1]] = CommandLineValue(value)
+                raise TextnnError(f"{given_in}: '{parts[0]}' is not a section; cannot set {short(key)}")
+            section[parts[1]] = _given(value, given_in)
         else:
-            raise TextnnError(f"command line: {short(key)} is nested too deeply; use section.key=value")
+            raise TextnnError(f"{given_in}: {short(key)} is nested too deeply; use section.key=value")
     return raw
 
 
@@ -502,9 +513,10 @@ def _renamed_train_keys(train_raw: object) -> object:
     return renamed
 
 
-def load_config(path: str | Path, overrides: list[str] | None = None) -> Config:
-    """Read a YAML config, apply dotted overrides and resolve it; relative data paths stay as written."""
-    raw = apply_overrides(read_yaml(path), list(overrides or []))
+def load_config(path: str | Path, overrides: list[str] | None = None, given_in: str = "command line") -> Config:
+    """Read a YAML config, apply dotted overrides (given in `given_in`, which errors about them name) and
+    resolve it; relative data paths stay as written."""
+    raw = apply_overrides(read_yaml(path), list(overrides or []), given_in)
     config = config_from_dict(raw, str(path))
     if not config.name:
         config.name = check_run_name(Path(path).stem, f"{path}: the config's file name")

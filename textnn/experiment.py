@@ -13,7 +13,7 @@ import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 import torch
@@ -29,7 +29,7 @@ from textnn.training import distributed, precision
 from textnn.training.budget import check_resume_budget
 from textnn.training.checkpoint import check_checkpoint, load_weights, read_trainer_state
 from textnn.training.progress import counting_batches
-from textnn.training.trainer import TrainResult, TrainingInterrupted, finished_status, resolve_device
+from textnn.training.trainer import TrainResult, TrainingInterrupted, ended_status, finished_status, resolve_device
 from textnn.transfer import load_start_weights
 
 
@@ -40,11 +40,14 @@ def seed_everything(seed: int) -> None:
 
 
 def train(config: Config, run_dir: str | Path | None = None, resume: bool = False,
-          extend: bool = False, notes: Iterable[str] = ()) -> tuple[RunDir, TrainResult]:
+          extend: bool = False, notes: Iterable[str] = (),
+          after_selection: Callable[[int, float], bool] | None = None) -> tuple[RunDir, TrainResult]:
     """Train `config` into a run directory (default runs/<config name>) and write its report.
 
     `extend` (with `resume`): a larger budget may continue a run that ended with an evaluation outside its
     schedule (training/budget.check_resume_budget).
+    `after_selection(step, value)`: called after each evaluation on the split the run selects on; True stops
+    the run there, and run.json says `pruned` (`Trainer.after_selection`; a sweep's pruning).
 
     All data is read and checked, and the device found, before the run directory is made, so a bad
     file, config or device never leaves behind a directory that looks like a run.
@@ -106,6 +109,8 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
             if not distributed.is_main():
                 run = FollowerRunDir(run.path)
             trainer = task.trainer(model, train_settings, run)
+            if after_selection is not None:
+                trainer.after_selection = after_selection
             # run.json shows a live run (its heartbeat) until it is marked finished, after its report.
             stop_heartbeat = run.start_heartbeat()
             try:
@@ -115,7 +120,7 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
                         write_report(run, config, result, task)
                     except OSError as err:  # not a finished run: its report is missing (marked failed below)
                         raise unwritable(err.filename or run.path / "report.md", err, "report") from None
-                run.set_status("finished", **finished_status(result))
+                run.set_status(ended_status(result), **finished_status(result))
             except TrainingInterrupted:
                 raise
             except BaseException as err:
@@ -131,8 +136,9 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
                 stop_heartbeat()
             if config.train.keep_checkpoint == "none" and distributed.is_main():  # torchrun: process 0 alone
                 freed = run.remove_checkpoint()
-                print(f"{run.path}: finished; removed checkpoint/ to free {human_size(freed)} (the weights stay in "
-                      f"model.safetensors; train.keep_checkpoint=last keeps it for --resume)", file=sys.stderr)
+                print(f"{run.path}: {ended_status(result)}; removed checkpoint/ to free {human_size(freed)} (the "
+                      f"weights stay in model.safetensors; train.keep_checkpoint=last keeps it for --resume)",
+                      file=sys.stderr)
     return run, result
 
 
@@ -607,6 +613,8 @@ class CompareRow:
     examples_per_second: float
     run_dir: str
     selected_on: str = "dev"  # the set the run chose its weights on: its dev number is no evidence when "dev"
+    validation: float | None = None  # a sweep's trial: its value on validation, which ranked it (textnn/sweep.py)
+    params: str = ""  # a sweep's trial: its setting
 
 
 def compare(config_paths: list[str], overrides: list[str], runs_root: str | Path,
@@ -626,7 +634,7 @@ def compare(config_paths: list[str], overrides: list[str], runs_root: str | Path
         if finished:
             print(f"{finished.path}: finished by an earlier compare with this config; reusing it (remove the "
                   f"directory to train it again)", file=sys.stderr)
-            rows.append(_reused_row(finished, config))
+            rows.append(run_row(finished, config.name))
             continue
         run, result = train(config, Path(runs_root) / config.name)
         rows.append(_row(config, run, result.metric_name, result.dev or result.test, result.higher_is_better,
@@ -675,10 +683,12 @@ def _finished_before(run: RunDir, config: Config) -> RunDir | None:
     return run
 
 
-def _reused_row(run: RunDir, config: Config) -> CompareRow:
-    """The comparison row of a finished run, from its run.json and its model."""
+def run_row(run: RunDir, name: str = "") -> CompareRow:
+    """The comparison row of a finished run, from its run.json and its model; `name` (default the run's
+    config's) is its name in the table."""
     info = run.status()
-    _, task, model = load_run(run.path)
+    config, task, model = load_run(run.path)
+    config.name = name or config.name
     metric = info["metric"]
     return _row(config, run, metric, info.get("dev") or info.get("test") or {}, task.higher_is_better(metric),
                 model.num_parameters(), info.get("train_seconds", 0.0), info.get("examples_per_second", 0.0),
@@ -695,15 +705,20 @@ def _row(config: Config, run: RunDir, metric: str, dev: dict, higher_is_better: 
 
 
 def format_table(rows: list[CompareRow], markdown: bool = False) -> str:
-    header = ["config", "model", "dev metric", "95% CI", "selected on", "params", "train time", "examples/s"]
+    """The comparison table; rows of a sweep's trials (`sweep.compare_sweep`) add their setting and their value
+    on validation, which ranked them."""
+    sweep = any(r.validation is not None for r in rows)
+    header = ["config", *(["setting", "validation"] if sweep else []), "model", "dev metric", "95% CI",
+              "selected on", "params", "train time", "examples/s"]
     body = []
     for r in rows:
         # Scores in [0, 1] (accuracy, F1, ...) read as percentages; losses, perplexity, bpc and the scores
         # sacreBLEU already gives in percent (BLEU, chrF) as they are.
         scale = 100 if r.higher_is_better and r.metric not in ("loss", *PERCENT_METRICS) else 1
         ci = f"[{scale * r.ci_low:.1f}, {scale * r.ci_high:.1f}]" if r.ci_low is not None else "-"
-        body.append([r.name, r.model, f"{r.metric} {scale * r.value:.2f}", ci, r.selected_on, f"{r.parameters:,}",
-                     f"{r.train_seconds:.1f}s", f"{r.examples_per_second:,.0f}"])
+        trial = [r.params, f"{scale * r.validation:.2f}" if r.validation is not None else "-"] if sweep else []
+        body.append([r.name, *trial, r.model, f"{r.metric} {scale * r.value:.2f}", ci, r.selected_on,
+                     f"{r.parameters:,}", f"{r.train_seconds:.1f}s", f"{r.examples_per_second:,.0f}"])
     if markdown:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in body])

@@ -2,7 +2,8 @@
 
     runs/<name>/
       config.yaml            fully resolved config
-      run.json               status (running / finished / interrupted / failed) and summary numbers;
+      run.json               status (running / finished / pruned / interrupted / failed) and summary numbers
+                             (pruned: a sweep gave up on the run after a validation evaluation, textnn/sweep.py);
                              while running also the pid and host of the training process and a
                              heartbeat (the time of the last sign of life, rewritten every
                              HEARTBEAT_SECONDS), so that a run whose process died shows as `died`;
@@ -60,6 +61,8 @@ FINAL_SPLITS = ("dev_final", "test")
 # that has not for STALE_SECONDS has died, or hangs, wherever it ran.
 HEARTBEAT_SECONDS = 30.0
 STALE_SECONDS = 600.0
+# Statuses of a run whose training ended by itself (not killed or interrupted): its weights are final.
+ENDED = ("finished", "pruned")
 # run.json's fields that `textnn runs` lists, and the types textnn writes them as.
 LISTED_TYPES = {"status": str, "metric": str, "best": (int, float), "steps": int}
 
@@ -136,8 +139,10 @@ class RunDir:
         """Refuse to continue the run here with `config` unless it has a checkpoint and the same config,
         but for the options that may change (RESUMABLE_CHANGES), and no process trains it now."""
         self.check_not_live()
-        if not self.checkpoint_file.is_file() and self.effective_status() == "finished":
-            raise TextnnError(f"{self.path}: the run finished and its checkpoint was removed (train.keep_checkpoint="
+        status = self.effective_status()
+        if not self.checkpoint_file.is_file() and status in ENDED:
+            ended = "finished" if status == "finished" else "was pruned"
+            raise TextnnError(f"{self.path}: the run {ended} and its checkpoint was removed (train.keep_checkpoint="
                               f"none), so it cannot continue; train a new run, or start one from its weights "
                               f"with model.init_from={self.path}")
         if not self.checkpoint_file.is_file():
@@ -184,9 +189,9 @@ class RunDir:
     def starts_over(self) -> bool:
         """Whether `--resume` must start this run over: it stopped (killed, interrupted, failed) before
         writing its first checkpoint, so there is nothing to continue, and nothing to lose either.
-        Never a finished run (whose checkpoint may have been deleted to save space: its weights stay)."""
+        Never a finished (or pruned) run (whose checkpoint may have been deleted to save space: its weights stay)."""
         return (self.config_file.is_file() and not self.checkpoint_file.is_file() and not self.step_checkpoints()
-                and self.effective_status() != "finished")
+                and self.effective_status() not in ENDED)
 
     def step_checkpoints(self) -> list[Path]:
         """The checkpoints train.keep_checkpoint=all kept by step (checkpoint/step-NNNNNN.safetensors), oldest

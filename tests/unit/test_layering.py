@@ -10,7 +10,7 @@ cost), and checked against LAYERS below, which follows the layer table of the de
     -> config, runs
     -> models
     -> tasks, training, generation, viz
-    -> experiment (run loading, transfer into a model)
+    -> experiment (run loading, transfer into a model), sweep (searches over settings, on experiment)
     -> cli, api, demo, __main__ (and the package itself, whose `textnn.load` reaches api)
 
 A module may import modules of its own layer and of lower ones; anything else fails, naming the
@@ -41,7 +41,7 @@ LAYERS: list[list[str]] = [
     ["textnn.config", "textnn.runs"],
     ["textnn.models"],
     ["textnn.tasks", "textnn.training", "textnn.generation", "textnn.viz"],
-    ["textnn.experiment"],
+    ["textnn.experiment", "textnn.sweep"],
     ["textnn.cli", "textnn.api", "textnn.demo", "textnn.__main__", "textnn"],
 ]
 

@@ -28,6 +28,7 @@ import math
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 
@@ -118,6 +119,12 @@ class Trainer:
         # once, on the kept weights; else dev, whose final numbers are then those it was selected by.
         self.selected_on = "validation" if task.has_split("validation") else "dev"
         self._best_dev: dict | None = None  # selected_on's metrics of the saved best weights, from this process
+        # Called after each evaluation on the split the run selects on, with the step and the value of the run's
+        # metric there: True stops the run at once, as `pruned` (a search over settings that gives up on this
+        # one: textnn/sweep.py). A pruned run keeps its best weights so far and evaluates neither dev nor test.
+        # One process only: every process would have to give the same answer.
+        self.after_selection: Callable[[int, float], bool] | None = None
+        self._pruned = False
         self.base_lr = cfg.lr  # of the last step, before each parameter group's own scale
         self.batches_per_step = cfg.grad_accum * distributed.world()  # micro-batches, over all processes
         self.total_steps = planned_steps(task, cfg, distributed.world())
@@ -235,6 +242,8 @@ class Trainer:
     def _stop_reason(self, state: dict) -> str | None:
         """Why training must stop before its next step, if it must (also checked on resume)."""
         cfg = self.cfg
+        if self._pruned:
+            return "pruned"
         if cfg.max_steps and state["step"] >= cfg.max_steps:
             return "max_steps"
         if cfg.max_minutes and state["seconds"] >= 60 * cfg.max_minutes:
@@ -356,6 +365,7 @@ class Trainer:
         if distributed.is_main():  # several processes: the others are done; process 0 saves and tests the result
             if state["best_step"] is None or not has_dev:
                 save_weights(self.model, run.weights_file)  # no dev set (or no finite score): the last weights
+        if distributed.is_main() and stopped != "pruned":  # a pruned run is given up on: no dev, no test
             load_weights(self.model, run.weights_file)
             if self.selected_on == "dev" and has_dev and (not cfg.bootstrap_samples or not self.task.intervals) \
                     and self._best_dev is not None:
@@ -435,7 +445,10 @@ class Trainer:
             if self.cfg.patience and state["bad_evals"] >= self.cfg.patience:
                 say(f"early stopping: no {self.selected_on} {self.metric} improvement in {self.cfg.patience} "
                     f"evaluations")
-
+        if self.after_selection is not None and self.after_selection(state["step"], value):
+            self._pruned = True
+            say(f"step {state['step']}: pruned: the search gives up on this run ({self.selected_on} {self.metric} "
+                f"{value:.4f}); it keeps its best weights so far")
 
     def _dev_metrics(self) -> dict:
         metrics = self._evaluate(self.selected_on)
@@ -443,6 +456,12 @@ class Trainer:
             raise TextnnError(f"config key train.metric: '{self.metric}' is not reported by this task; "
                               f"choose one of {', '.join(k for k in metrics if isinstance(metrics[k], float))}")
         return metrics
+
+
+def ended_status(result: TrainResult) -> str:
+    """run.json's status of a run whose training has ended: `pruned` when a search stopped it
+    (`Trainer.after_selection`), else `finished`."""
+    return "pruned" if result.stopped == "pruned" else "finished"
 
 
 def finished_status(result: TrainResult) -> dict:

@@ -17,7 +17,7 @@ sentences together (`paired_interval`).
     python recipes/transfer_sweeps.py report runs/transfer_paired --plot docs/img/transfer_paired.png
 
 `run` options: --sizes (default 100 300 1000), --seeds (default 1 2 3 4 5), --dry-run (print the sweep
-files, train nothing), --threads. Sizes above 1,000 rows use their first three seeds (the spread there
+files, train nothing), --threads, --precision (default fp32, the same numbers on either kind of CPU). Sizes above 1,000 rows use their first three seeds (the spread there
 is small and the runs are long). A sweep that finished is reused; one that was stopped goes on where it
 was (textnn sweep resumes). Pairs whose pre-trained side starts from one of our own runs (ulmfit: the
 language model of recipes/sst2_ulmfit_lm.yaml; bert: a BERT-Mini pre-training run) need it with --start.
@@ -108,7 +108,7 @@ def steps_for(size: int) -> int:
 
 
 def sweep_file(task: str, pair_name: str, side_name: str, side: Side, size: int, seeds: list[int],
-               pair: Pair, start: str, threads: int) -> dict:
+               pair: Pair, start: str, threads: int, precision: str) -> dict:
     recipe = yaml.safe_load((REPO / side.recipe).read_text(encoding="utf-8"))
     batch = int((recipe.get("train") or {}).get("batch_size", 32))
     rows = min(size, TASKS[task].train_rows)
@@ -117,7 +117,7 @@ def sweep_file(task: str, pair_name: str, side_name: str, side: Side, size: int,
     overrides = [item.replace("{start}", start) for item in side.overrides]
     overrides += [f"data.validation_split={VALIDATION_SHARE}", f"train.max_steps={steps}", f"train.epochs={epochs}",
                   f"train.eval_every={steps // 4}", f"train.warmup_steps={steps // 10}", "train.max_minutes=0",
-                  f"train.metric={TASKS[task].metric}", "train.progress=false", f"train.threads={threads}"]
+                  "train.progress=false", f"train.threads={threads}", f"train.precision={precision}"]
     if size < TASKS[task].train_rows:
         overrides.append(f"data.train_subset={size}")
     return {"name": f"{pair_name}_{side_name}_{size}", "recipe": str(REPO / side.recipe), "overrides": overrides,
@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> None:
         seeds = args.seeds if size <= 1000 else args.seeds[:3]
         for side_name, side in (("pretrained", pair.pretrained), ("scratch", pair.scratch)):
             spec = sweep_file(args.task, args.pair, side_name, side, size, seeds, pair, starts.get(pair.start, ""),
-                              args.threads)
+                              args.threads, args.precision)
             folder = out / spec["name"]
             path = out / "sweeps" / f"{spec['name']}.yaml"
             if args.dry_run:
@@ -313,6 +313,8 @@ def main() -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     p.add_argument("--start", action="append", default=[], help="NAME=RUN: the run a pre-trained side starts from")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--precision", default="fp32", help="train.precision of every run (fp32: the same numbers on "
+                                                       "every CPU; auto picks bf16 where it is native)")
     p.add_argument("--dry-run", action="store_true")
     p = commands.add_parser("report", help="the table (and --plot PNG) of every finished pair under OUT")
     p.add_argument("out")

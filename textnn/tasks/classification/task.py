@@ -51,14 +51,10 @@ def _reads_an_untrained_pooler(config: Config) -> bool:
     """Whether this classifier reads the encoder's sentence vector (BERT's pooler over [CLS]) from a textnn
     pre-training run that had no next-sentence prediction: masked-LM alone gives [CLS] and the pooler no
     training signal (RoBERTa-style pre-training, Liu et al. 2019)."""
-    if not config.init_from or config.head.sentence != "encoder" \
+    if config.start is None or not config.start.is_run or config.head.sentence != "encoder" \
             or not registry.encoder_class(config.model_name).gives_sentence:
         return False
-    from textnn import transfer
-
-    if transfer.start_kind(config.init_from) != transfer.RUN:
-        return False
-    start = transfer.read_start_config(config.init_from, "model.init_from")
+    start = config.start.config
     return start.get("task") == "pretraining" and (start.get("data") or {}).get("nsp") is False
 
 

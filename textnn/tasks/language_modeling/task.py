@@ -106,8 +106,8 @@ class LanguageModelingTask(BatchTask):
         holdout = data.holdout if not data.dev else 0.0
         vocab: Vocab | None = None
         lines: list[str] | None = None
-        if config.init_from:  # the starting run's tokenizer and vocabulary: its encoder was trained on them
-            tokenizer, vocab = pipeline.load(Path(config.init_from))
+        if config.start is not None:  # the starting run's tokenizer and vocabulary: its encoder was trained on them
+            tokenizer, vocab = config.start.pipeline
         elif data.tokenizer == "bpe":
             # The BPE must not see held-out text, and until it exists there are no tokens to count:
             # the held-out part is the final fraction of the LINES, and the stream is cut there too.

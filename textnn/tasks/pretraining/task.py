@@ -97,8 +97,8 @@ class PretrainingTask(BatchTask):
     @classmethod
     def from_data(cls, config: Config) -> "PretrainingTask":
         data = config.data
-        if config.init_from:
-            tokenizer, vocab = pipeline.load(Path(config.init_from))
+        if config.start is not None:
+            tokenizer, vocab = config.start.pipeline
         else:  # a WordPiece trained on the sentences of data.train
             tokenizer = pipeline.train_wordpiece(
                 config, lambda: (s for d in read_documents(data.train, data.documents == "wikitext", data.encoding)

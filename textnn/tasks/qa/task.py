@@ -97,8 +97,8 @@ class QATask(BatchTask):
             dev = [q for q in questions if q.article in held]
             questions = [q for q in questions if q.article not in held]
             outside = sum(q.outside for q in questions)
-        if config.init_from:
-            tokenizer, vocab = pipeline.load(Path(config.init_from))
+        if config.start is not None:
+            tokenizer, vocab = config.start.pipeline
         else:  # a WordPiece trained on the training contexts (each once) and questions
             tokenizer = pipeline.train_wordpiece(
                 config, lambda: sorted({q.context for q in questions}) + [q.question for q in questions],

@@ -98,8 +98,8 @@ class TaggingTask(BatchTask):
                                     packs="segments" in registry.encoder_class(config.model_name).reads)
         if data.tokenizer != "wordpiece":  # splits raw prediction input into words; a starting run's may lower-case
             tokenizer = Tokenizer(*cls.saved_tokenizer(data))
-        start_chars = Path(config.init_from) / "chars.json" if config.init_from else None
-        if start_chars is not None and start_chars.is_file():
+        start_chars = config.start.file("chars.json") if config.start is not None else None
+        if start_chars is not None:
             chars = Vocab.load(start_chars)
         else:
             chars = Vocab.build(([ch for ch in token] for s in train for token in s.tokens), specials=(PAD, UNK))

@@ -303,7 +303,8 @@ class TranslationTask(BatchTask):
         `progress`, a bar counts the sentences (a dev set under beam search takes minutes)."""
         model.eval()
         device = next(model.parameters()).device
-        size = self.inference_batch_size or (BEAM_SENTENCES if decoding.method == "beam" else GREEDY_SENTENCES)
+        size = self.inference_batch_size or (BEAM_SENTENCES if decoding.search.rows_per_input(decoding) > 1
+                                             else GREEDY_SENTENCES)
         order = bucket_batches([len(s) for s in sources], size, shuffle=False)
         bos, eos = self.target_vocab.stoi[BOS], self.target_vocab.stoi[EOS]
         banned = [self.target_vocab.pad_id, bos]
@@ -359,8 +360,7 @@ class TranslationTask(BatchTask):
         if decoding is not None:
             hypotheses = self.translate_ids(model, data.source, decoding, progress=self.config.train.progress)
             results.update(corpus_scores([self.detokenize(h[0].tokens) for h in hypotheses], data.references))
-            results["decoding"] = "greedy" if decoding.method == "greedy" else \
-                f"beam {decoding.beam_size}, length penalty {decoding.length_penalty:g}"
+            results["decoding"] = decoding.search.describe(decoding)
         results.update(tokens=count, sentences=len(data.source))
         return results
 

@@ -222,9 +222,6 @@ class LanguageModelingTask(BatchTask):
         return pieces[:-1]
 
     # --- batches ----------------------------------------------------------------------------------
-    def has_split(self, split: str) -> bool:
-        return split in self.splits
-
     def train_batches(self, epoch: int) -> StreamBatches | WindowBatches:
         """This epoch's windows: contiguous rows in order (stateful) or shuffled independent windows."""
         data, train = self.config.data, self.config.train

@@ -13,6 +13,7 @@ stream, translation's two sides) uses the steps it shares.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -25,6 +26,7 @@ from textnn.data.cache import cached
 from textnn.data.tokenizers import CLS, MASK, SEP, UNK as WORDPIECE_UNK, WORDPIECE_CONVENTIONS, Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.errors import TextnnError
+from textnn.files import atomic_write_text
 
 # Evaluation batches hold at least this many examples: no gradients are kept, so a larger batch costs
 # little memory and reads a split in fewer, fuller steps; the training batch size rules when larger.
@@ -56,6 +58,13 @@ def load(run_path: Path, saved: tuple[str, bool] | None = None, data: DataConfig
                           f"lowercase={saved[1]}; the files do not belong together: put back the run's own "
                           f"config.yaml or re-train")
     return tokenizer, vocab
+
+
+def save(run_path: Path, tokenizer: Tokenizer, vocab: Vocab, prefix: str = "") -> None:
+    """Write what `load` reads back: PREFIXtokenizer.json (a BPE or WordPiece model included) and
+    PREFIXvocab.json (prefix "target_" for a translation run's second side), each atomically."""
+    atomic_write_text(run_path / f"{prefix}tokenizer.json", json.dumps(tokenizer.to_dict(), ensure_ascii=False))
+    vocab.save(run_path / f"{prefix}vocab.json")
 
 
 def train_wordpiece(config: Config, texts: Callable[[], Iterable[str]], source: dict,

@@ -229,8 +229,7 @@ class ClassificationTask(BatchTask):
         return task
 
     def save(self, run_path: Path) -> None:
-        (run_path / "tokenizer.json").write_text(json.dumps(self.tokenizer.to_dict()), encoding="utf-8")
-        self.vocab.save(run_path / "vocab.json")
+        pipeline.save(run_path, self.tokenizer, self.vocab)
         (run_path / "labels.json").write_text(json.dumps(self.labels, ensure_ascii=False), encoding="utf-8")
         if self.table_header is not None:
             (run_path / TABLE_HEADER).write_text(json.dumps(self.table_header, ensure_ascii=False), encoding="utf-8")

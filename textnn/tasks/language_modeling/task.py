@@ -6,7 +6,6 @@ the next-token loss, perplexity / bpc / word perplexity, and encoding and decodi
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from pathlib import Path
@@ -158,9 +157,7 @@ class LanguageModelingTask(BatchTask):
 
     def save(self, run_path: Path) -> None:
         """tokenizer.json (a BPE model included) and vocab.json: all a run needs to read text again."""
-        (run_path / "tokenizer.json").write_text(json.dumps(self.tokenizer.to_dict(), ensure_ascii=False),
-                                                 encoding="utf-8")
-        self.vocab.save(run_path / "vocab.json")
+        pipeline.save(run_path, self.tokenizer, self.vocab)
 
     def build_model(self) -> LanguageModel:
         return language_model(self.config.model_name, self.config.model, len(self.vocab), self.vocab.pad_id,

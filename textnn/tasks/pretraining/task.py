@@ -5,7 +5,6 @@ MLM + NSP loss per sequence, and the MLM/NSP metrics."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -115,8 +114,7 @@ class PretrainingTask(BatchTask):
         return cls(config, *cls.load_text_pipeline(run_path))
 
     def save(self, run_path: Path) -> None:
-        (run_path / "tokenizer.json").write_text(json.dumps(self.tokenizer.to_dict()), encoding="utf-8")
-        self.vocab.save(run_path / "vocab.json")
+        pipeline.save(run_path, self.tokenizer, self.vocab)
 
     def build_model(self) -> Pretrainer:
         encoder = registry.encoder_class(self.config.model_name)(

@@ -123,8 +123,7 @@ class QATask(BatchTask):
         return cls(config, *cls.load_text_pipeline(run_path))
 
     def save(self, run_path: Path) -> None:
-        (run_path / "tokenizer.json").write_text(json.dumps(self.tokenizer.to_dict()), encoding="utf-8")
-        self.vocab.save(run_path / "vocab.json")
+        pipeline.save(run_path, self.tokenizer, self.vocab)
 
     def build_model(self) -> SpanModel:
         encoder = registry.encoder_class(self.config.model_name)(

@@ -133,8 +133,7 @@ class TaggingTask(BatchTask):
         return task
 
     def save(self, run_path: Path) -> None:
-        (run_path / "tokenizer.json").write_text(json.dumps(self.tokenizer.to_dict()), encoding="utf-8")
-        self.vocab.save(run_path / "vocab.json")
+        pipeline.save(run_path, self.tokenizer, self.vocab)
         self.chars.save(run_path / "chars.json")
         (run_path / "tags.json").write_text(json.dumps({"scheme": self.scheme, "tags": self.tags}, ensure_ascii=False),
                                             encoding="utf-8")

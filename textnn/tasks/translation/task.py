@@ -6,7 +6,6 @@ greedy / sampling / beam search, BLEU, chrF and perplexity, translations, and th
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import sys
 from dataclasses import replace
@@ -159,9 +158,7 @@ class TranslationTask(BatchTask):
         if not self.joint:
             sides.append(("target_", self.target_tokenizer, self.target_vocab))
         for prefix, tokenizer, vocab in sides:
-            (run_path / f"{prefix}tokenizer.json").write_text(json.dumps(tokenizer.to_dict(), ensure_ascii=False),
-                                                              encoding="utf-8")
-            vocab.save(run_path / f"{prefix}vocab.json")
+            pipeline.save(run_path, tokenizer, vocab, prefix)
 
     def build_model(self) -> Translator:
         source = InputSpec(vocab_size=len(self.source_vocab), pad_id=self.source_vocab.pad_id)

@@ -501,21 +501,16 @@ def _decoding(args: argparse.Namespace, default_method: str):
 def _generate(args: argparse.Namespace) -> int:
     """One prompt: one sample is written as its tokens come (flushed piece by piece, as a text generator
     is read); several samples and beam search's outputs once they are all done."""
-    from dataclasses import replace
-
     from textnn.experiment import generate_run
-    from textnn.generation.lm import draw_seed
 
     decoding = _decoding(args, defaults.GENERATE["method"])
     if args.output:
         check_output_place(args.output, "file", "-o")  # before the run is read
     if args.input is not None:
         return _generate_file(args, decoding)
-    seed_note = []  # the seed drawn, said once: before the first text (which may take a while) or at the end
-    if decoding.method == "sample" and decoding.seed is None:
-        decoding = replace(decoding, seed=draw_seed())
-        seed_note.append(f"seed {decoding.seed} (repeat these samples with --seed {decoding.seed})")
-    streamed = args.num_samples == 1 and decoding.method != "beam" and not args.output
+    # the seed drawn, said once: before the first text (which may take a while) or at the end
+    decoding, seed_note = _seeded(decoding)
+    streamed = args.num_samples == 1 and decoding.search.streams and not args.output
 
     def write(piece: str) -> None:
         while seed_note:
@@ -545,18 +540,23 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _seeded(decoding):
+    """(decoding with its seed fixed, the line that says a drawn seed, or none): a seeded search given no
+    --seed draws one, which the user needs to repeat the samples."""
+    seeded = decoding.with_seed()
+    drawn = seeded.seed != decoding.seed
+    return seeded, [f"seed {seeded.seed} (repeat these samples with --seed {seeded.seed})"] if drawn else []
+
+
 def _generate_file(args: argparse.Namespace, decoding) -> int:
     """`generate RUN FILE`: every line a prompt, read lazily, one JSON line out per line, written as done."""
-    from dataclasses import replace
-
     from textnn.experiment import generate_file_run
-    from textnn.generation.lm import draw_seed
 
     if args.prompt is not None:
         raise TextnnError("--prompt and an input file both give prompts: use --prompt for one, a file for one per line")
-    if decoding.method == "sample" and decoding.seed is None:
-        decoding = replace(decoding, seed=draw_seed())
-        print(f"seed {decoding.seed} (repeat these samples with --seed {decoding.seed})", file=sys.stderr)
+    decoding, seed_note = _seeded(decoding)
+    for line in seed_note:
+        print(line, file=sys.stderr)
     with _input_lines(args.input) as (lines, source):
         write_lines(generate_file_run(args.run, lines, source, decoding, num_samples=args.num_samples,
                                       device=args.device, batch_size=args.batch_size,

@@ -213,6 +213,9 @@ class Config:
     head: Any = field(default_factory=NoHeadOptions)  # the task's head options dataclass
     name: str = ""
     init_from: str = ""  # model.init_from: a run (or Hugging Face) directory whose encoder, tokenizer and vocabulary start this run
+    # init_from opened (transfer.Start) while this config was resolved, read once by whoever needs it; None for
+    # a config read back from a run (whose own files hold what it took from its start). Not saved.
+    start: Any = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
         model = {"name": self.model_name, "preset": self.model_preset, **dataclasses.asdict(self.model)}
@@ -401,11 +404,8 @@ def takes_start_head(task: str, start: dict) -> bool:
 
 def starts_with_head(config: Config) -> bool:
     """Whether `config` starts from a run (model.init_from) whose head it takes too (`takes_start_head`)."""
-    from textnn import transfer
-
-    if not config.init_from or transfer.start_kind(config.init_from) != transfer.RUN:
-        return False
-    return takes_start_head(config.task, read_yaml(Path(config.init_from) / "config.yaml"))
+    start = config.start
+    return start is not None and start.is_run and takes_start_head(config.task, start.config)
 
 
 def config_from_dict(raw: dict, origin: str, resolve_init: bool = True) -> Config:
@@ -440,11 +440,13 @@ def config_from_dict(raw: dict, origin: str, resolve_init: bool = True) -> Confi
         data_raw["features_from"] = transfer.resolve_start(os.path.expanduser(str(data_raw["features_from"])),
                                                            origin, "data.features_from")
     start_head: dict | None = None  # the starting run's head options, when this run takes its head
+    opened = None  # the start in model.init_from, opened once (transfer.Start)
     if init_from and resolve_init:
         from textnn import transfer  # reads the start (and imports torch) only when there is one
 
-        init_from = transfer.resolve_start(init_from, origin)  # a Hugging Face model id: its cached checkpoint
-        start = transfer.read_start_config(init_from, origin)
+        opened = transfer.open_start(init_from, origin)  # a Hugging Face model id: its cached checkpoint
+        init_from = str(opened.path)
+        start = opened.config
         start_model = dict(start.get("model") or {})
         start_model.pop("init_from", None)
         start_name = str(start_model.get("name") or "")
@@ -496,7 +498,7 @@ def config_from_dict(raw: dict, origin: str, resolve_init: bool = True) -> Confi
     train = build_dataclass(TrainConfig, _renamed_train_keys(raw.get("train") or {}), "train", origin)
     config = Config(task=task, model_name=model_name, model_preset=preset, model=model, data=data,
                     train=train, head=head, name=check_run_name(raw.get("name") or "", _origin_of(raw.get("name"), origin)),
-                    init_from=init_from)
+                    init_from=init_from, start=opened)
     task_cls.check_config(config)
     return config
 

@@ -30,7 +30,7 @@ from textnn.training.budget import check_resume_budget
 from textnn.training.checkpoint import check_checkpoint, load_weights, read_trainer_state
 from textnn.training.progress import counting_batches
 from textnn.training.trainer import TrainResult, TrainingInterrupted, ended_status, finished_status, resolve_device
-from textnn.transfer import load_start_weights
+from textnn.transfer import Start, open_start
 
 
 def seed_everything(seed: int) -> None:
@@ -102,8 +102,8 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
                     print(f"{run.path}: goes on in {leg.name}, the precision it trained in (train.precision="
                           f"{config.train.precision} would choose otherwise here; pass train.precision=... on "
                           f"--resume to switch, which run.json records)", file=sys.stderr)
-            if config.init_from and not resume:
-                _start_encoder(model, config.init_from, with_head=starts_with_head(config),
+            if config.start is not None and not resume:
+                _start_encoder(model, config.start, with_head=starts_with_head(config),
                                grown_rows=(task.start_vocab_size, len(task.vocab)) if task.start_vocab_size else None)
             distributed.on_main(lambda: _create_run(run, config, resume, task, start_over, created))
             if not distributed.is_main():
@@ -185,6 +185,8 @@ def resume_config(run_dir: str | Path | None, config_path: str | None, overrides
     config = config_from_dict(apply_overrides(read_yaml(run.config_file), list(overrides)), str(run.config_file),
                               resolve_init=False)
     config.name = saved.name
+    if config.init_from:  # resolved already, but a run started over reads its start's pipeline and weights again
+        config.start = open_start(config.init_from, str(run.config_file))
     notes: list[str] = []
     if config_path is not None:
         differ = [key for key, _, _ in run.changed_options(load_config(config_path)) if key not in
@@ -250,12 +252,13 @@ def _check_same_pipeline(run: RunDir, task) -> None:
                                   f"run from its weights, which reads its own tokenizer: model.init_from={run.path}")
 
 
-def _start_encoder(model: torch.nn.Module, init_from: str, with_head: bool = False,
+def _start_encoder(model: torch.nn.Module, start: Start, with_head: bool = False,
                    grown_rows: tuple[int, int] | None = None) -> None:
     """Load the encoder weights of the run (or Hugging Face checkpoint) in model.init_from, and its head's
     `with_head` (a language model started from one), with `grown_rows` = (old, new) vocabulary rows when
     data.extend_vocab added words, and say what was loaded, new and left out."""
-    loaded = load_start_weights(model, init_from, with_head, grown_rows)
+    loaded = start.load_into(model, with_head, grown_rows)
+    init_from = start.path
     if grown_rows and distributed.is_main():
         print(f"init_from {init_from}: vocabulary extended from {grown_rows[0]} to {grown_rows[1]} entries "
               f"(data.extend_vocab); the new rows start at the mean of the old", file=sys.stderr)
@@ -475,15 +478,15 @@ def generate_in_batches(config: Config, model: torch.nn.Module, task, prompt: st
     and batch size give the same samples, and a batch size of at least `num_samples` gives what one batch
     of them gives.
     """
-    from textnn.generation.lm import draw_seed, generate_text
+    from textnn.generation.lm import generate_text
 
-    batched = (decoding.method == "sample" and batch_size is not None and isinstance(num_samples, int)
+    batched = (decoding.search.seeded and batch_size is not None and isinstance(num_samples, int)
                and num_samples > batch_size)
     if not batched:
         with in_run_precision(config, model):
             return generate_text(model, task, prompt, decoding, num_samples=num_samples, on_text=on_text)
     limits.check_count(num_samples, "samples", "num_samples (--num-samples)")
-    seed = draw_seed() if decoding.seed is None else decoding.seed
+    seed = decoding.with_seed().seed
     parts = []
     for number, first in enumerate(range(0, num_samples, batch_size)):
         with in_run_precision(config, model):
@@ -529,9 +532,9 @@ def generate_file_run(run_dir: str | Path, lines: Iterable[str], source: str, de
             scores = [round(score, 6) for score in found.scores]
             if len(found.samples) == 1:
                 row["text"] = found.samples[0]
-                if decoding.method == "beam":
+                if decoding.search.ranked:
                     row["score"] = scores[0]
-            elif decoding.method == "beam":
+            elif decoding.search.ranked:
                 row.update(hypotheses=found.samples, scores=scores)
             else:
                 row["samples"] = found.samples
@@ -547,12 +550,9 @@ def generate_each(config: Config, task, model: torch.nn.Module, prompts: Iterabl
     `generate([...])` give them. With sampling, prompt i (from 1) is drawn with seed `decoding.seed + i - 1`
     (a seed drawn from the operating system when None): prompt 1 is what `generate --prompt P --seed SEED`
     gives, and equal prompts still get different samples. An error names `source` and the prompt's number."""
-    from textnn.generation.lm import draw_seed
-
-    if decoding.method == "sample" and decoding.seed is None:
-        decoding = replace(decoding, seed=draw_seed())
+    decoding = decoding.with_seed()
     for number, prompt in enumerate(prompts, start=1):
-        seed = (decoding.seed + number - 1) % 2 ** 31 if decoding.method == "sample" else decoding.seed
+        seed = (decoding.seed + number - 1) % 2 ** 31 if decoding.search.seeded else decoding.seed
         try:
             found = generate_in_batches(config, model, task, prompt, replace(decoding, seed=seed), num_samples,
                                         batch_size)

@@ -2,15 +2,14 @@
 
 A start is either a textnn run directory (config.yaml, tokenizer.json, vocab.json, model.safetensors)
 or a Hugging Face checkpoint directory (config.json, model.safetensors, vocabulary files; read by
-interop/huggingface.py). `start_kind` alone decides which; everything else here asks it. A Hugging
-Face model id (`bert-base-uncased`, `sentence-transformers/all-MiniLM-L6-v2`) names the checkpoint
-directory the local Hugging Face cache holds for it (`resolve_start`); nothing is downloaded:
+interop/huggingface.py). A Hugging Face model id (`bert-base-uncased`,
+`sentence-transformers/all-MiniLM-L6-v2`) names the checkpoint directory the local Hugging Face cache
+holds for it (`resolve_start`); nothing is downloaded.
 
-- `read_start_config`: the config sections the new run inherits (config.py resolves them);
-- `read_start_pipeline`: the tokenizer and vocabulary the start read its text with (the tasks' text
-  set-up starts from them);
-- `read_start_weights` / `load_start_weights`: the start's weights under our parameter names, and
-  loading them into a new model by name (experiment.py does that once, before training).
+`open_start` opens a start once, as a `Start`: its kind is decided there (`start_kind`, asked nowhere
+else), and its config, text pipeline and weights are read when first asked for, once. config.py opens
+the start of `model.init_from` while it resolves a config and carries it with the result
+(`Config.start`), so the tasks and experiment.py read what they need from that one object.
 
 This module sits with the readers below config.py, so that config, the tasks and experiment all use it
 without an import pointing up; it reads files and fills models, and decides nothing about a task.
@@ -20,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+from functools import cached_property
 from pathlib import Path
 
 import torch
@@ -118,70 +118,98 @@ def resolve_start(value: str, origin: str, key: str = "model.init_from") -> str:
                       f"HF_HOME or HF_HUB_CACHE move it), or give a run or checkpoint directory")
 
 
-def read_start_config(path: str | Path, origin: str) -> dict:
-    """The raw config of the start in `path`: a run's saved config.yaml, or for a Hugging Face checkpoint
-    the sections (model, data) its config.json and vocabulary give. `origin` names the config that asks,
-    for its errors."""
+class Start:
+    """One start (a run or a Hugging Face checkpoint directory), opened once by `open_start`: its kind is
+    decided there, and each of its files is read the first time it is asked for and kept:
+
+    - `config`: the raw config sections the new run inherits (config.py resolves them);
+    - `pipeline`: the tokenizer and vocabulary the start read its text with (the tasks' text set-up
+      starts from them);
+    - `weights`: the start's tensors under our parameter names; `load_into` loads them into a new model
+      by name (experiment.py does that once, before training).
+    """
+
+    def __init__(self, path: Path, kind: str, key: str) -> None:
+        self.path = path
+        self.kind = kind  # RUN or HUGGING_FACE
+        self.key = key  # the config key that names it: model.init_from or data.features_from
+        self._checkpoint = huggingface.Checkpoint(path) if kind == HUGGING_FACE else None
+
+    @property
+    def is_run(self) -> bool:
+        return self.kind == RUN
+
+    def file(self, name: str) -> Path | None:
+        """A file a textnn run saved beside its weights (chars.json, ...), or None (absent, or a checkpoint)."""
+        file = self.path / name
+        return file if self.is_run and file.is_file() else None
+
+    @cached_property
+    def config(self) -> dict:
+        """The raw config of the start: a run's saved config.yaml, or for a Hugging Face checkpoint the
+        sections (model, data) its config.json and vocabulary give."""
+        if self._checkpoint is not None:
+            return huggingface.start_config(self._checkpoint, self.key)
+        return read_yaml(self.path / "config.yaml")
+
+    @cached_property
+    def pipeline(self) -> tuple[Tokenizer, Vocab]:
+        """The tokenizer and vocabulary the start reads text with: a Hugging Face checkpoint's vocabulary
+        files, or a run's tokenizer.json and vocab.json."""
+        if self._checkpoint is not None:
+            return huggingface.text_pipeline(self._checkpoint)
+        return Tokenizer.load(self.path / "tokenizer.json"), Vocab.load(self.path / "vocab.json")
+
+    @cached_property
+    def weights(self) -> dict[str, torch.Tensor]:
+        """The start's weights under our parameter names: a run's model.safetensors as saved (`encoder.*`,
+        `head.*`), a Hugging Face checkpoint's encoder renamed to ours (`encoder.*`)."""
+        if self._checkpoint is not None:
+            return huggingface.encoder_state(self._checkpoint)
+        return read_weights(self.path / "model.safetensors")
+
+    def load_into(self, model: torch.nn.Module, with_head: bool = False,
+                  grown_rows: tuple[int, int] | None = None) -> dict[str, list[str]]:
+        """Load the start's `encoder.*` weights into `model`, and its `head.*` weights too `with_head` (a
+        language model started from a language model, pre-training from pre-training).
+
+        Loading is by parameter name. Returns what was loaded, what is new here (the head, and any
+        encoder parameter the start lacks) and what was left out (its head). A shape mismatch is an
+        error naming the parameter and both shapes, except, with `grown_rows` = (old, new) (a
+        vocabulary extended by data.extend_vocab), a tensor of `old` rows where the model has `new`:
+        its rows are kept and the added ones start at their mean (a new word's embedding, output row
+        and bias start as the average word's, as in Howard & Ruder's ULMFiT code).
+        """
+        source = self.path / "model.safetensors" if self.is_run else self.path
+        state = self.weights
+        if not any(name.startswith("encoder.") for name in state):
+            raise TextnnError(f"{source}: holds no encoder weights (no parameter named encoder.*); it was written "
+                              f"by an older textnn or is not a textnn run")
+        kept = ("encoder.", "head.") if with_head else ("encoder.",)
+        start_state = {name: tensor for name, tensor in state.items() if name.startswith(kept)}
+        if grown_rows is not None:
+            start_state = _grow_rows(model, start_state, *grown_rows)
+        check_shapes(model, start_state, source)
+        own = model.state_dict()
+        loaded = sorted(name for name in start_state if name in own)
+        model.load_state_dict({name: start_state[name] for name in loaded}, strict=False)
+        return {"loaded": loaded, "new": sorted(name for name in own if name not in start_state),
+                "left_out": sorted(name for name in state if name not in own or name not in start_state)}
+
+
+def open_start(value: str | Path, origin: str, key: str = "model.init_from") -> Start:
+    """The start that `key: value` names (a run or checkpoint directory, or a Hugging Face model id in the
+    local cache: `resolve_start`), opened: its kind decided once here, its files read when first asked.
+    One clear error when there is no start there, or a run with no weights."""
+    path = Path(resolve_start(str(value), origin, key))
     kind = start_kind(path)
-    run = Path(path)
-    if kind == HUGGING_FACE:
-        return huggingface.start_config(run, origin)
-    if kind != RUN:
-        raise TextnnError(f"{origin}: model.init_from={path}: no run there (no config.yaml) and no Hugging Face "
+    if not kind:
+        raise TextnnError(f"{origin}: {key}={value}: no run there (no config.yaml) and no Hugging Face "
                           f"checkpoint (no config.json); give the directory `textnn train` wrote or a checkpoint "
                           f"directory")
-    if not (run / "model.safetensors").is_file():
-        raise TextnnError(f"{origin}: model.init_from={path}: the run has no model.safetensors; "
-                          f"train it to the end first")
-    return read_yaml(run / "config.yaml")
-
-
-def read_start_pipeline(path: str | Path) -> tuple[Tokenizer, Vocab]:
-    """The tokenizer and vocabulary the start in `path` reads text with: a Hugging Face checkpoint's
-    vocabulary files, or a run's tokenizer.json and vocab.json."""
-    path = Path(path)
-    if start_kind(path) == HUGGING_FACE:
-        return huggingface.text_pipeline(path)
-    return Tokenizer.load(path / "tokenizer.json"), Vocab.load(path / "vocab.json")
-
-
-def read_start_weights(path: str | Path) -> dict[str, torch.Tensor]:
-    """The start's weights under our parameter names: a run's model.safetensors as saved (`encoder.*`,
-    `head.*`), a Hugging Face checkpoint's encoder renamed to ours (`encoder.*`)."""
-    path = Path(path)
-    if start_kind(path) == HUGGING_FACE:
-        return huggingface.encoder_state(path)
-    return read_weights(path / "model.safetensors")
-
-
-def load_start_weights(model: torch.nn.Module, path: str | Path, with_head: bool = False,
-                       grown_rows: tuple[int, int] | None = None) -> dict[str, list[str]]:
-    """Load the `encoder.*` weights of the start in `path` into `model`, and its `head.*` weights too
-    `with_head` (a language model started from a language model, pre-training from pre-training).
-
-    Loading is by parameter name. Returns what was loaded, what is new here (the head, and any
-    encoder parameter the start lacks) and what was left out (its head). A shape mismatch is an
-    error naming the parameter and both shapes, except, with `grown_rows` = (old, new) (a
-    vocabulary extended by data.extend_vocab), a tensor of `old` rows where the model has `new`:
-    its rows are kept and the added ones start at their mean (a new word's embedding, output row
-    and bias start as the average word's, as in Howard & Ruder's ULMFiT code).
-    """
-    path = Path(path)
-    source = path / "model.safetensors" if start_kind(path) != HUGGING_FACE else path
-    state = read_start_weights(path)
-    if not any(name.startswith("encoder.") for name in state):
-        raise TextnnError(f"{source}: holds no encoder weights (no parameter named encoder.*); it was written by "
-                          f"an older textnn or is not a textnn run")
-    kept = ("encoder.", "head.") if with_head else ("encoder.",)
-    start_state = {name: tensor for name, tensor in state.items() if name.startswith(kept)}
-    if grown_rows is not None:
-        start_state = _grow_rows(model, start_state, *grown_rows)
-    check_shapes(model, start_state, source)
-    own = model.state_dict()
-    loaded = sorted(name for name in start_state if name in own)
-    model.load_state_dict({name: start_state[name] for name in loaded}, strict=False)
-    return {"loaded": loaded, "new": sorted(name for name in own if name not in start_state),
-            "left_out": sorted(name for name in state if name not in own or name not in start_state)}
+    if kind == RUN and not (path / "model.safetensors").is_file():
+        raise TextnnError(f"{origin}: {key}={value}: the run has no model.safetensors; train it to the end first")
+    return Start(path, kind, key)
 
 
 def _grow_rows(model: torch.nn.Module, state: dict[str, torch.Tensor], old: int, new: int) -> dict[str, torch.Tensor]:

@@ -19,7 +19,7 @@ from conftest import write_sentiment_tsv
 from textnn.config import load_config
 from textnn.errors import TextnnError
 from textnn.registry import task_class
-from textnn.transfer import load_start_weights
+from textnn.transfer import RUN, Start
 
 LM_CONFIG = """task: language_modeling
 data: {{format: text, train: {train}, tokenizer: word, bptt: 8, holdout: 0.1}}
@@ -73,7 +73,7 @@ def test_encoder_weights_vocabulary_and_tokenizer_come_from_the_run(ws, capsys):
     task = task_class("classification").from_data(config)
     assert task.vocab.itos == json.loads((ws["lm"] / "vocab.json").read_text())["tokens"]
     model = task.build_model()
-    _start_encoder(model, config.init_from)
+    _start_encoder(model, config.start)
     lm_weights = load_file(str(ws["lm"] / "model.safetensors"))
     own = model.state_dict()
     encoder_keys = [k for k in lm_weights if k.startswith("encoder.")]
@@ -135,7 +135,7 @@ def test_a_dropout_rate_beside_init_from_may_differ_and_the_weights_still_load(w
     assert config.model.dropout == 0.3 != lm.model.dropout
     assert replace(config.model, dropout=lm.model.dropout) == lm.model  # nothing else moved
     model = task_class("classification").from_data(config).build_model()
-    _start_encoder(model, config.init_from)
+    _start_encoder(model, config.start)
     lm_weights = load_file(str(ws["lm"] / "model.safetensors"))
     assert all(torch.equal(model.state_dict()[k], v) for k, v in lm_weights.items() if k.startswith("encoder."))
 
@@ -169,7 +169,7 @@ def test_a_shape_mismatch_names_the_parameter_and_both_shapes(ws, tmp_path):
     path = tmp_path / "model.safetensors"
     save_file(weights, str(path))
     with pytest.raises(TextnnError) as err:
-        load_start_weights(model, tmp_path)
+        Start(tmp_path, RUN, "model.init_from").load_into(model)
     message = str(err.value)
     assert name in message and str(tuple(weights[name].shape)) in message
     assert str(tuple(model.state_dict()[name].shape)) in message
@@ -199,7 +199,7 @@ def test_extend_vocab_adds_the_frequent_new_words_with_rows_at_the_mean(ws, caps
     assert task.vocab.itos == [*lm_words, "zorblax"]  # 'quibble' is seen once, below the threshold of 2
     assert task.start_vocab_size == len(lm_words)
     model = task.build_model()
-    _start_encoder(model, config.init_from, grown_rows=(task.start_vocab_size, len(task.vocab)))
+    _start_encoder(model, config.start, grown_rows=(task.start_vocab_size, len(task.vocab)))
     lm_embedding = load_file(str(ws["lm"] / "model.safetensors"))["encoder.embedding.weight"]  # [V, E]
     embedding = model.state_dict()["encoder.embedding.weight"]  # [V + 1, E]
     assert torch.equal(embedding[:-1], lm_embedding)
@@ -219,7 +219,7 @@ def test_a_language_model_grows_its_output_layer_with_its_vocabulary(ws):
     lm_words = json.loads((ws["lm"] / "vocab.json").read_text())["tokens"]
     assert task.vocab.itos == [*lm_words, "zorblax", "quibble"]  # most frequent first
     model = task.build_model()
-    _start_encoder(model, config.init_from, with_head=True, grown_rows=(len(lm_words), len(task.vocab)))
+    _start_encoder(model, config.start, with_head=True, grown_rows=(len(lm_words), len(task.vocab)))
     lm_weights = load_file(str(ws["lm"] / "model.safetensors"))
     own = model.state_dict()
     grown = [name for name, tensor in lm_weights.items() if tensor.shape[:1] == (len(lm_words),)]

@@ -172,10 +172,32 @@ def prepare(stem: str, work: Path, trained: dict[str, Path], capsys, run_dir: st
                 prepare(start_run(value)[0], work, trained, capsys, start_run(value)[1])
         textnn(capsys, "train", f"recipes/{stem}.yaml", "--run-dir", run_dir, *overrides(stem))
         trained[stem] = work / run_dir
+        record_weights(stem, work / run_dir)
     if not (work / run_dir).exists():
         (work / run_dir).parent.mkdir(parents=True, exist_ok=True)
         (work / run_dir).symlink_to(trained[stem], target_is_directory=True)
     return work / run_dir
+
+
+def record_weights(stem: str, run: Path) -> None:
+    """With TEXTNN_WEIGHT_DIGESTS=FILE, add `stem sha256` of the trained weights (every tensor's name, dtype,
+    shape and bytes, in name order) to FILE: run the module before and after a change to the code's
+    structure and compare the files (put both in one folder), and a change that alters any recipe's
+    fixed-seed weights shows. Both runs share the tokenization cache `cache/` beside FILE, so that the
+    WordPieces trained by the first are the second's too (training one is not deterministic)."""
+    target = os.environ.get("TEXTNN_WEIGHT_DIGESTS")
+    if not target:
+        return
+    import hashlib
+
+    from safetensors.torch import load_file
+
+    digest = hashlib.sha256()
+    for name, tensor in sorted(load_file(str(run / "model.safetensors")).items()):
+        digest.update(f"{name} {tensor.dtype} {tuple(tensor.shape)}".encode())
+        digest.update(tensor.reshape(-1).contiguous().view(torch.uint8).numpy().tobytes())
+    with open(target, "a", encoding="utf-8") as out:
+        out.write(f"{stem} {digest.hexdigest()}\n")
 
 
 @pytest.fixture(scope="module")
@@ -197,6 +219,8 @@ def trained() -> dict[str, Path]:
 @pytest.mark.parametrize("stem", RECIPES)
 def test_recipe_round_trip(stem, work, trained, capsys, monkeypatch):
     monkeypatch.chdir(work)
+    if os.environ.get("TEXTNN_WEIGHT_DIGESTS"):  # WordPiece training is not deterministic: both sides read one
+        monkeypatch.setenv("TEXTNN_CACHE", str(Path(os.environ["TEXTNN_WEIGHT_DIGESTS"]).parent / "cache"))
     run = prepare(stem, work, trained, capsys)
     # The lower-casing taggers' runs are used by real processes, as the README's NER run is.
     use_run(RunDir(run).load_config(), run, work, capsys, process=lowercase_tagging(stem))

@@ -22,12 +22,13 @@ ATOL = 1e-5
 
 def ours(path: Path):
     """Our encoder built and loaded from a checkpoint directory the way model.init_from does."""
-    section = dict(huggingface.start_config(path, "test")["model"])
+    checkpoint = huggingface.Checkpoint(path)
+    section = dict(huggingface.start_config(checkpoint, "test")["model"])
     family = section.pop("name")
     cls = encoder_class(family)
-    tokenizer, vocab = huggingface.text_pipeline(path)
+    tokenizer, vocab = huggingface.text_pipeline(checkpoint)
     encoder = cls(cls.config_class(**section), InputSpec(len(vocab), vocab.pad_id))
-    state = {name.removeprefix("encoder."): t for name, t in huggingface.encoder_state(path).items()}
+    state = {name.removeprefix("encoder."): t for name, t in huggingface.encoder_state(checkpoint).items()}
     missing, unexpected = encoder.load_state_dict(state, strict=False)
     assert unexpected == [] and missing == []
     return encoder.eval(), tokenizer, vocab

@@ -69,7 +69,7 @@ def test_pickle_only_checkpoint_is_refused_with_how_to_convert(tmp_path):
 def test_vocabulary_that_does_not_match_the_embedding(tmp_path):
     directory = checkpoint(tmp_path / "ckpt", rows=12, vocab=10)
     with pytest.raises(TextnnError) as err:
-        huggingface.text_pipeline(directory)
+        huggingface.text_pipeline(huggingface.Checkpoint(directory))
     assert "10 tokens" in one_line(err) and "12 rows" in one_line(err)
 
 

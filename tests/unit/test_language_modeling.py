@@ -234,7 +234,7 @@ def test_init_from_reads_new_text_with_the_runs_tokenizer_and_vocabulary(tmp_pat
     vocabulary is the run's (new words are <unk>), not one rebuilt from the new data.train; the
     encoder weights load by name, and only the head's bias is new."""
     from textnn.experiment import train
-    from textnn.transfer import load_start_weights
+    from textnn.transfer import open_start
 
     (tmp_path / "first").mkdir()
     first = make_config(tmp_path / "first", tokenizer="word", max_steps=2)
@@ -251,6 +251,6 @@ def test_init_from_reads_new_text_with_the_runs_tokenizer_and_vocabulary(tmp_pat
     raw["model"] = {"name": "char_lstm_lm", "preset": "tiny"}  # the same text read afresh has its own vocabulary
     assert "zebra" in LanguageModelingTask.from_data(config_from_dict(raw, "test")).vocab.stoi
     model = task.build_model()
-    report = load_start_weights(model, run.path)
+    report = open_start(run.path, "test").load_into(model)
     assert report["loaded"] and all(name.startswith("encoder.") for name in report["loaded"])
     assert report["new"] == ["head.decoder.bias", "head.decoder.weight"]  # tiny rnn_lm: untied

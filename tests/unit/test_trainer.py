@@ -21,7 +21,7 @@ from tests.conftest import write_sentiment_tsv
 from textnn.config import config_from_dict
 from textnn.errors import TextnnError
 from textnn.runs import RunDir
-from textnn.tasks.classification import ClassificationTask, EncodedSplit
+from textnn.tasks.classification import ClassificationTask, EncodedTexts
 from textnn.training.checkpoint import read_trainer_state
 from textnn.training.budget import planned_steps
 from textnn.training import precision as torch_precision
@@ -58,9 +58,9 @@ def trainer_for(task, model, tmp_path: Path, **train) -> Trainer:
     return Trainer(task, model, cfg, run)
 
 
-def first_examples(task: ClassificationTask, n: int) -> EncodedSplit:
+def first_examples(task: ClassificationTask, n: int) -> EncodedTexts:
     split = task.splits["train"]
-    return EncodedSplit(split.records[:n], split.ids[:n], None, split.labels[:n])
+    return EncodedTexts(split.records[:n], split.ids[:n], None, split.labels[:n], pad_id=split.pad_id)
 
 
 def gradients_of_one_step(trainer: Trainer, group: list) -> tuple[float, dict[str, torch.Tensor | None]]:
@@ -81,7 +81,7 @@ def gradients_of_one_step(trainer: Trainer, group: list) -> tuple[float, dict[st
     return loss, grads
 
 
-def mean_loss_gradients(model: nn.Module, split: EncodedSplit, task: ClassificationTask):
+def mean_loss_gradients(model: nn.Module, split: EncodedTexts, task: ClassificationTask):
     """Reference: the gradient of the mean cross-entropy over the whole batch, by plain autograd."""
     (batch,) = task.eval_batches(split, batch_size=len(split.ids))
     model.train()

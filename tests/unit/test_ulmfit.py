@@ -281,7 +281,7 @@ def test_a_language_model_started_from_one_keeps_its_output_layer_vocabulary_and
     task = LanguageModelingTask.from_data(config)
     assert task.vocab.itos == LanguageModelingTask.from_run(first.path, config).vocab.itos  # "good" is <unk> here
     model = task.build_model()
-    _start_encoder(model, config.init_from, with_head=starts_with_head(config))
+    _start_encoder(model, config.start, with_head=starts_with_head(config))
     saved = load_file(str(first.path / "model.safetensors"))
     own = model.state_dict()
     assert sum(name.startswith("head.") for name in saved) >= 3  # the adaptive softmax's own weights

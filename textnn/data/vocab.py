@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Iterable
 
 from textnn.errors import TextnnError
+from textnn.files import atomic_write_text
 
 PAD, UNK = "<pad>", "<unk>"
 
@@ -64,7 +65,7 @@ class Vocab:
 
     def save(self, path: str | Path) -> None:
         unk = self.itos[self.unk_id] if self.unk_id is not None else None
-        Path(path).write_text(json.dumps({"tokens": self.itos, "unk": unk}, ensure_ascii=False), encoding="utf-8")
+        atomic_write_text(path, json.dumps({"tokens": self.itos, "unk": unk}, ensure_ascii=False))
 
     @classmethod
     def load(cls, path: str | Path) -> "Vocab":

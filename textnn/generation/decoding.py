@@ -35,8 +35,9 @@ without stop ids) it returns exactly greedy's output.
 from __future__ import annotations
 
 import math
+import os
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 import torch
@@ -45,7 +46,7 @@ from textnn import limits
 from textnn.errors import TextnnError
 from textnn.generation.sampling import draw
 
-METHODS = ("greedy", "sample", "beam")
+METHODS = ("greedy", "sample", "beam")  # the searches (SEARCHES below) a DecodingConfig may name
 # Called by greedy and sample after each step: (ids [B] chosen, kept [B]: True where the id extends its
 # row's output, False where the row had already ended or the id is the stop token that ends it now).
 OnStep = Callable[[torch.Tensor, torch.Tensor], None]
@@ -145,13 +146,25 @@ class DecodingConfig:
               f"length_penalty (--length-penalty) must be a number >= 0, got {self.length_penalty!r}")
         check(self.length_penalty_kind in PENALTIES,
               f"length_penalty_kind must be one of {', '.join(PENALTIES)}, got {self.length_penalty_kind!r}")
-        if self.method != "sample":
+        if not self.search.seeded:
             shaped = [name for name, value, off in (("temperature", self.temperature, 1.0), ("top_k", self.top_k, 0),
                                                     ("top_p", self.top_p, 1.0)) if value != off]
             check(not shaped, f"{', '.join(shaped)} shape the distribution sampling draws from; method "
                               f"{self.method} does not draw: leave them out, or use method sample")
-        check(self.method == "beam" or self.n_best == 1,
+        check(self.search.ranked or self.n_best == 1,
               f"n_best (--n-best) > 1 needs method beam (--beam K); method {self.method} finds one output")
+
+    @property
+    def search(self) -> "Search":
+        """The search `method` names, with what it can do (`Search`)."""
+        return SEARCHES[self.method]
+
+    def with_seed(self) -> "DecodingConfig":
+        """This decoding with its seed fixed: a seeded search given none draws one here, from the operating
+        system (31 bits, valid everywhere and printable), so that its samples can be repeated with it."""
+        if not self.search.seeded or self.seed is not None:
+            return self
+        return replace(self, seed=int.from_bytes(os.urandom(4), "little") >> 1)
 
     @classmethod
     def from_flags(cls, default_method: str = "greedy", greedy: bool = False, beam: int | None = None,
@@ -381,20 +394,52 @@ def beam_search(decoder: Decoder, batch: object, prefix: torch.Tensor, cfg: Deco
     return found
 
 
-SEARCHES = {"greedy": greedy, "sample": sample, "beam": beam_search}
+@dataclass(frozen=True)
+class Search:
+    """A search strategy and what it can do, declared: commands and tasks ask these, never its name."""
+
+    name: str  # what DecodingConfig.method holds
+    find: Callable[..., list[list[Hypothesis]]]  # (decoder, batch, prefix, cfg, ...) -> hypotheses per row
+    seeded: bool  # draws at random: its seed makes it repeatable, and several samples of one input differ
+    streams: bool  # knows each output token by token (on_step), so a command can show it as it comes
+    ranked: bool  # keeps several hypotheses per input (cfg.beam_size rows), best first: n-best lists
+
+    def rows_per_input(self, cfg: DecodingConfig) -> int:
+        """Decoder rows one input takes while it is searched (what bounds the inputs decoded side by side)."""
+        return cfg.beam_size if self.ranked else 1
+
+    def describe(self, cfg: DecodingConfig) -> str:
+        """The search with the settings that shape its output, as a report names it."""
+        if self.ranked:
+            return f"{self.name} {cfg.beam_size}, length penalty {cfg.length_penalty:g}"
+        if self.seeded:
+            shaping = [f"{label} {value:g}" for label, value, off in (("temperature", cfg.temperature, 1.0),
+                                                                     ("top-k", cfg.top_k, 0), ("top-p", cfg.top_p, 1.0))
+                       if value != off]
+            return ", ".join([self.name, *shaping, *([f"seed {cfg.seed}"] if cfg.seed is not None else [])])
+        return self.name
+
+
+SEARCHES = {search.name: search for search in (
+    Search("greedy", greedy, seeded=False, streams=True, ranked=False),
+    Search("sample", sample, seeded=True, streams=True, ranked=False),
+    Search("beam", beam_search, seeded=False, streams=False, ranked=True),
+)}
 
 
 def decode(decoder: Decoder, batch: object, prefix: torch.Tensor, cfg: DecodingConfig, stop_ids: Sequence[int] = (),
            source_lengths: torch.Tensor | None = None, banned_ids: Sequence[int] = (),
            on_step: OnStep | None = None) -> list[list[Hypothesis]]:
-    """The search `cfg.method` names (greedy, sample or beam_search) on `decoder`.
+    """The search `cfg.method` names (`cfg.search`: greedy, sample or beam_search) on `decoder`.
 
     `on_step` (greedy and sample): called after every step with the tokens just chosen, so that a caller
     can show an output as it grows. Beam search knows its best hypothesis only at its end: it has none."""
+    search = cfg.search
     if on_step is None:
-        return SEARCHES[cfg.method](decoder, batch, prefix, cfg, stop_ids=stop_ids, source_lengths=source_lengths,
-                                    banned_ids=banned_ids)
-    if cfg.method == "beam":
-        raise TextnnError("beam search finds its best output only at its end: it cannot show tokens as they come")
-    return SEARCHES[cfg.method](decoder, batch, prefix, cfg, stop_ids=stop_ids, source_lengths=source_lengths,
-                                banned_ids=banned_ids, on_step=on_step)
+        return search.find(decoder, batch, prefix, cfg, stop_ids=stop_ids, source_lengths=source_lengths,
+                           banned_ids=banned_ids)
+    if not search.streams:
+        raise TextnnError(f"{search.name} search finds its best output only at its end: it cannot show tokens as "
+                          f"they come")
+    return search.find(decoder, batch, prefix, cfg, stop_ids=stop_ids, source_lengths=source_lengths,
+                       banned_ids=banned_ids, on_step=on_step)

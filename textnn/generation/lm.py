@@ -20,8 +20,7 @@ Decisions:
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
@@ -53,11 +52,6 @@ def line_end_token(vocab) -> str | None:
         if token in vocab.stoi:
             return token
     return None
-
-
-def draw_seed() -> int:
-    """A seed from the operating system, 31 bits so that it is a valid seed everywhere (and printable)."""
-    return int.from_bytes(os.urandom(4), "little") >> 1
 
 
 class TextStream:
@@ -128,10 +122,11 @@ def generate_text(model: PromptDecoder, task, prompt: str, decoding: DecodingCon
     if not isinstance(num_samples, int) or num_samples < 1:
         raise TextnnError(f"num_samples must be an integer >= 1, got {num_samples!r}")
     limits.check_count(num_samples, "samples", "num_samples (--num-samples)")
-    if on_text is not None and (num_samples != 1 or decoding.method == "beam"):
+    search = decoding.search
+    if on_text is not None and (num_samples != 1 or not search.streams):
         raise TextnnError("text is given as it comes for one sample drawn or taken greedily; several samples "
                           "and beam search give their outputs at the end")
-    if decoding.method == "beam" and num_samples != 1:
+    if search.ranked and num_samples != 1:
         raise TextnnError(f"num_samples (--num-samples) = {num_samples}: beam search finds one best output per "
                           f"prompt; ask for its n_best hypotheses (--n-best) instead")
     vocab = task.vocab
@@ -150,14 +145,13 @@ def generate_text(model: PromptDecoder, task, prompt: str, decoding: DecodingCon
         ids = [vocab.stoi[line_end]]
     if decoding.stop_at_eos and line_end is None:
         raise TextnnError("stop_at_eos: the vocabulary has no line-end token (<eos> or a newline)")
-    if decoding.method == "sample" and decoding.seed is None:
-        decoding = replace(decoding, seed=draw_seed())
+    decoding = decoding.with_seed()
     stop_ids = [vocab.stoi[line_end]] if line_end is not None else []
     banned_ids = [vocab.stoi[PAD]] if PAD in vocab.stoi else []  # padding is not text: never draw it
 
     model.eval()
     device = next(model.parameters()).device
-    rows = num_samples if decoding.method == "sample" else 1  # greedy: every sample is the same
+    rows = num_samples if search.seeded else 1  # greedy: every sample is the same
     prefix = torch.tensor([ids] * rows, dtype=torch.long, device=device)  # [N, T]
     on_step = None
     if on_text is not None:
@@ -170,12 +164,12 @@ def generate_text(model: PromptDecoder, task, prompt: str, decoding: DecodingCon
     if on_text is not None:
         stream.finish()
     hypotheses = [hypothesis for row in found for hypothesis in row]
-    if decoding.method == "greedy":
+    if not search.seeded and not search.ranked:  # greedy: its one output is every sample
         hypotheses = hypotheses * num_samples
     continuations = [task.decode(h.tokens) for h in hypotheses]
     samples = [prompt + _joiner(task, prompt, text) + text for text in continuations]
     return Generation(prompt=prompt, samples=samples, continuations=continuations,
-                      seed=decoding.seed if decoding.method == "sample" else None, prompt_tokens=prompt_tokens,
+                      seed=decoding.seed if search.seeded else None, prompt_tokens=prompt_tokens,
                       unknown_tokens=unknown, new_tokens=[len(h.tokens) for h in hypotheses],
                       scores=[h.score for h in hypotheses])
 

@@ -30,9 +30,11 @@ Where the two formats differ:
 from __future__ import annotations
 
 import json
+from functools import cached_property
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file
 
 from textnn.data.tokenizers import CLS, SEP, UNK, Tokenizer
@@ -44,22 +46,76 @@ FAMILIES = {"bert": "bert", "gpt2": "gpt"}  # Hugging Face model_type -> our fam
 _GELU_IN = {"gelu": "exact", "gelu_new": "tanh", "gelu_pytorch_tanh": "tanh", "gelu_fast": "tanh"}
 
 
-def read_config(path: str | Path) -> dict:
-    """config.json of a checkpoint directory of a supported architecture, or one clear error."""
-    path = Path(path)
-    file = path / "config.json"
-    if not file.is_file():
-        raise TextnnError(f"{path}: no config.json; a Hugging Face checkpoint directory holds config.json, "
-                          f"model.safetensors and its vocabulary")
-    try:
-        config = json.loads(file.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise TextnnError(f"{file}: not valid JSON ({err}); the checkpoint is damaged") from None
-    model_type = config.get("model_type") if isinstance(config, dict) else None
-    if model_type not in FAMILIES:
-        raise TextnnError(f"{file}: model_type {model_type!r} is not a supported Hugging Face architecture; supported: "
-                          f"{', '.join(f'{k} (as {v})' for k, v in FAMILIES.items())}")
-    return config
+class Checkpoint:
+    """A Hugging Face checkpoint directory, each of its files read at most once: config.json when first
+    asked (`config`), the tensors' names and shapes from the safetensors headers (`shapes`: what the
+    model section and the vocabulary check need), and the tensors themselves only for the weights
+    (`state`). A start is opened once (transfer.open_start), so one run reads each file once."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    @cached_property
+    def config(self) -> dict:
+        """config.json, of a supported architecture, or one clear error."""
+        file = self.path / "config.json"
+        if not file.is_file():
+            raise TextnnError(f"{self.path}: no config.json; a Hugging Face checkpoint directory holds config.json, "
+                              f"model.safetensors and its vocabulary")
+        try:
+            config = json.loads(file.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as err:
+            raise TextnnError(f"{file}: not valid JSON ({err}); the checkpoint is damaged") from None
+        model_type = config.get("model_type") if isinstance(config, dict) else None
+        if model_type not in FAMILIES:
+            raise TextnnError(f"{file}: model_type {model_type!r} is not a supported Hugging Face architecture; "
+                              f"supported: {', '.join(f'{k} (as {v})' for k, v in FAMILIES.items())}")
+        return config
+
+    @cached_property
+    def lowercase(self) -> bool:
+        """Whether its BERT vocabulary is uncased (`_bert_lowercase`)."""
+        return _bert_lowercase(self.path)
+
+    @cached_property
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        """Every tensor's shape, names as `state` gives them, from the files' headers (no tensor is read)."""
+        shapes: dict[str, tuple[int, ...]] = {}
+        for file in self._files():
+            try:
+                with safe_open(str(file), framework="pt") as opened:
+                    shapes.update({name: tuple(opened.get_slice(name).get_shape()) for name in opened.keys()})
+            except Exception as err:  # safetensors raises its own error types for a damaged file
+                raise TextnnError(f"{file}: not a readable safetensors file ({err}); the checkpoint is damaged") from None
+        return _renamed(shapes)
+
+    @cached_property
+    def state(self) -> dict[str, torch.Tensor]:
+        """Every tensor of the checkpoint, names as written (LayerNorm gamma/beta renamed weight/bias)."""
+        state: dict[str, torch.Tensor] = {}
+        for file in self._files():
+            try:
+                state.update(load_file(str(file)))
+            except Exception as err:  # safetensors raises its own error types for a damaged file
+                raise TextnnError(f"{file}: not a readable safetensors file ({err}); the checkpoint is damaged") from None
+        return _renamed(state)
+
+    def _files(self) -> list[Path]:
+        files = _weights_files(self.path)
+        for file in files:
+            if not file.is_file():
+                raise TextnnError(f"{file}: missing shard of the checkpoint; download it again")
+        return files
+
+
+def _renamed(tensors: dict) -> dict:
+    """Old TensorFlow conversions name LayerNorm parameters gamma/beta: weight/bias here."""
+    renamed = {}
+    for name, value in tensors.items():
+        if name.endswith(".gamma") or name.endswith(".beta"):
+            name = name.rsplit(".", 1)[0] + (".weight" if name.endswith(".gamma") else ".bias")
+        renamed[name] = value
+    return renamed
 
 
 def _weights_files(path: Path) -> list[Path]:
@@ -81,26 +137,9 @@ def _weights_files(path: Path) -> list[Path]:
                       f"model.safetensors and its vocabulary")
 
 
-def read_state(path: str | Path) -> dict[str, torch.Tensor]:
-    """Every tensor of the checkpoint, names as written (LayerNorm gamma/beta renamed weight/bias)."""
-    state: dict[str, torch.Tensor] = {}
-    for file in _weights_files(Path(path)):
-        if not file.is_file():
-            raise TextnnError(f"{file}: missing shard of the checkpoint; download it again")
-        try:
-            state.update(load_file(str(file)))
-        except Exception as err:  # safetensors raises its own error types for a damaged file
-            raise TextnnError(f"{file}: not a readable safetensors file ({err}); the checkpoint is damaged") from None
-    renamed = {}
-    for name, tensor in state.items():
-        if name.endswith(".gamma") or name.endswith(".beta"):
-            name = name.rsplit(".", 1)[0] + (".weight" if name.endswith(".gamma") else ".bias")
-        renamed[name] = tensor
-    return renamed
-
-
-def _strip_prefix(state: dict[str, torch.Tensor], prefix: str, anchor: str) -> dict[str, torch.Tensor]:
-    """Names relative to the base model: `prefix` removed when the checkpoint is a head model's."""
+def _strip_prefix(state: dict, prefix: str, anchor: str) -> dict:
+    """Names relative to the base model: `prefix` removed when the checkpoint is a head model's
+    (`state` maps names to tensors or to shapes)."""
     if anchor not in state and prefix + anchor in state:
         return {name[len(prefix):]: t for name, t in state.items() if name.startswith(prefix)}
     return state
@@ -108,15 +147,14 @@ def _strip_prefix(state: dict[str, torch.Tensor], prefix: str, anchor: str) -> d
 
 # ------------------------------------------------------------------------------------- model section
 
-def start_config(path: str | Path, origin: str) -> dict:
+def start_config(checkpoint: Checkpoint, origin: str) -> dict:
     """The raw config sections (model, data) a run starting from this checkpoint inherits."""
-    path = Path(path)
-    hf = {**read_config(path), "_file": str(path / "config.json")}
-    state = read_state(path)
+    path = checkpoint.path
+    hf = {**checkpoint.config, "_file": str(path / "config.json")}
     try:
         if hf["model_type"] == "bert":
-            model = _bert_section(hf, _strip_prefix(state, "bert.", "embeddings.word_embeddings.weight"))
-            data = {"tokenizer": "wordpiece", "lowercase": _bert_lowercase(path)}
+            model = _bert_section(hf, _strip_prefix(checkpoint.shapes, "bert.", "embeddings.word_embeddings.weight"))
+            data = {"tokenizer": "wordpiece", "lowercase": checkpoint.lowercase}
         else:
             model = _gpt2_section(hf)
             data = {"tokenizer": "bpe", "lowercase": False}
@@ -131,7 +169,7 @@ def _unsupported(hf: dict, key: str, value: object, supported: str) -> TextnnErr
                        f"(supported: {supported})")
 
 
-def _bert_section(hf: dict, state: dict) -> dict:
+def _bert_section(hf: dict, state: dict) -> dict:  # state: the tensors' names (and shapes)
     if hf.get("position_embedding_type", "absolute") != "absolute":
         raise _unsupported(hf, "position_embedding_type", hf["position_embedding_type"], "absolute")
     if hf.get("hidden_act", "gelu") not in _GELU_IN:
@@ -184,16 +222,15 @@ def _bert_lowercase(path: Path) -> bool:
 
 # ------------------------------------------------------------------------------------ tokenizer, vocab
 
-def text_pipeline(path: str | Path) -> tuple[Tokenizer, Vocab]:
+def text_pipeline(checkpoint: Checkpoint) -> tuple[Tokenizer, Vocab]:
     """The checkpoint's tokenizer and vocabulary (ids as its embedding rows), checked against the embedding size."""
-    path = Path(path)
-    hf = read_config(path)
+    path, hf = checkpoint.path, checkpoint.config
     if hf["model_type"] == "bert":
         source = path / "tokenizer.json" if (path / "tokenizer.json").is_file() else path / "vocab.txt"
         if not source.is_file():
             raise TextnnError(f"{path}: no vocab.txt or tokenizer.json; the checkpoint's vocabulary is needed to "
                               f"read text with it")
-        tokenizer = Tokenizer.load_wordpiece(source, _bert_lowercase(path))
+        tokenizer = Tokenizer.load_wordpiece(source, checkpoint.lowercase)
         vocab = Vocab(tokenizer.vocabulary(), unk=UNK if UNK in tokenizer.vocabulary() else None)
         rows_name, prefix = "embeddings.word_embeddings.weight", "bert."
     else:
@@ -201,10 +238,10 @@ def text_pipeline(path: str | Path) -> tuple[Tokenizer, Vocab]:
         tokenizer = _gpt2_tokenizer(path)
         vocab = Vocab(tokenizer.vocabulary(), unk=None)  # byte-level: no text is ever unknown
         rows_name, prefix = "wte.weight", "transformer."
-    state = _strip_prefix(read_state(path), prefix, rows_name)
-    if rows_name in state and state[rows_name].size(0) != len(vocab):
+    shapes = _strip_prefix(checkpoint.shapes, prefix, rows_name)
+    if rows_name in shapes and shapes[rows_name][0] != len(vocab):
         raise TextnnError(f"{source}: the vocabulary has {len(vocab):,} tokens but the checkpoint's embedding has "
-                          f"{state[rows_name].size(0):,} rows; the files do not belong together: use the vocabulary "
+                          f"{shapes[rows_name][0]:,} rows; the files do not belong together: use the vocabulary "
                           f"the model was trained with")
     return tokenizer, vocab
 
@@ -266,11 +303,9 @@ def _gpt2_names(n_layers: int) -> list[tuple[str, str, bool]]:
     return names
 
 
-def encoder_state(path: str | Path) -> dict[str, torch.Tensor]:
-    """The checkpoint's encoder weights under our names (`encoder.*`), as `transfer.read_start_weights` gives them."""
-    path = Path(path)
-    hf = read_config(path)
-    state = read_state(path)
+def encoder_state(checkpoint: Checkpoint) -> dict[str, torch.Tensor]:
+    """The checkpoint's encoder weights under our names (`encoder.*`), as a start's `weights` give them."""
+    hf, state = checkpoint.config, checkpoint.state
     ours: dict[str, torch.Tensor] = {}
     if hf["model_type"] == "bert":
         state = _strip_prefix(state, "bert.", "embeddings.word_embeddings.weight")

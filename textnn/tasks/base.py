@@ -25,9 +25,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Callable, ClassVar, Iterable, Iterator
+from typing import Callable, ClassVar, Iterable, Iterator, Protocol
 
 from textnn.config import Config, DataConfig, NoHeadOptions
+from textnn.data.batching import Batch, bucket_batches
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import Vocab, read_run_json
 from textnn.errors import TextnnError, short
@@ -249,17 +250,55 @@ class Task(ABC):
                 for key, value in metrics.items()]
 
 
-class BatchTask(Task):
-    """A task the generic trainer trains by gradient steps over its batches (training/trainer.py)."""
+class EncodedSplit(Protocol):
+    """A split as a task encoded it, which batches itself: what the batching below is written against."""
 
-    @abstractmethod
+    def lengths(self) -> list[int]:
+        """Each example's length, by which batches group examples of similar length."""
+
+    def collate(self, indices: list[int]) -> Batch:
+        """The examples at `indices` as one padded batch (its `index` the same indices)."""
+
+
+# Training batches are shuffled with a seed made of train.seed and the epoch alone: the same epoch
+# gives the same batches, which is what lets a resumed run skip exactly the ones it trained on.
+EPOCH_SEED_STRIDE = 100_003
+
+
+class BatchTask(Task):
+    """A task the generic trainer trains by gradient steps over its batches (training/trainer.py).
+
+    Its `splits` map names (train, validation, dev, test) to encoded splits (`EncodedSplit`): the order of
+    the training batches, the batches themselves and the evaluation batches are written here once, from
+    the splits' `lengths` and `collate`. A task whose training data is not such a split (a language
+    model's token stream) gives `train_batches` and `num_train_batches` itself."""
+
+    splits: dict
+
+    def has_split(self, split: str) -> bool:
+        return split in self.splits
+
+    def train_order(self, epoch: int) -> list[list[int]]:
+        """The epoch's training batches as lists of example indices: length-bucketed, then shuffled."""
+        seed = self.config.train.seed * EPOCH_SEED_STRIDE + epoch  # type: ignore[attr-defined]
+        return bucket_batches(self.splits["train"].lengths(), self.config.train.batch_size,  # type: ignore[attr-defined]
+                              shuffle=True, seed=seed)
+
     def train_batches(self, epoch: int) -> Iterable:
         """The epoch's training batches (`data.batching.Batch`): the same for the same epoch and seed, which is
         what makes a resume exact."""
+        train = self.splits["train"]
+        return [train.collate(index) for index in self.train_order(epoch)]
 
-    @abstractmethod
     def num_train_batches(self, epoch: int) -> int:
         """len(train_batches(epoch)) without building them (the trainer plans every epoch)."""
+        return len(self.train_order(epoch))
+
+    def eval_batches(self, split: EncodedSplit, batch_size: int = 0) -> list:
+        """The split in batches of similar length, sorted by it; results go back to file order by `index`.
+        `batch_size` 0: a command's --batch-size, else the task's rule (`pipeline.eval_batch_size`)."""
+        size = batch_size or pipeline.eval_batch_size(self.config, self.inference_batch_size)  # type: ignore[attr-defined]
+        return [split.collate(index) for index in bucket_batches(split.lengths(), size, shuffle=False)]
 
     @abstractmethod
     def loss(self, model, batch):

@@ -76,10 +76,8 @@ def pad_word_inputs(arrays: list[np.ndarray], length: int) -> torch.Tensor:
 
 def read_source(path: str) -> FeatureSource:
     """The encoder in `path`: a textnn run or a Hugging Face checkpoint directory of the BERT family."""
-    if not transfer.start_kind(path):
-        raise TextnnError(f"data.features_from={path}: no run (config.yaml) or Hugging Face checkpoint (config.json) "
-                          f"there; give the directory of a BERT-family or ELMo run, or of a BERT checkpoint")
-    section = dict(transfer.read_start_config(path, "data.features_from").get("model") or {})
+    start = transfer.open_start(path, "config", "data.features_from")  # a BERT-family or ELMo run, or a BERT checkpoint
+    section = dict(start.config.get("model") or {})
     name = str(section.pop("name", ""))
     for key in ("preset", "init_from"):
         section.pop(key, None)
@@ -88,8 +86,8 @@ def read_source(path: str) -> FeatureSource:
         raise TextnnError(f"data.features_from={path}: its encoder ({name}) does not give its layers; give a run or "
                           f"checkpoint of the BERT family, or an ELMo run")
     model = build_dataclass(encoder_cls.config_class, section, "model", f"{path} (data.features_from)")
-    tokenizer, vocab = transfer.read_start_pipeline(path)
-    state = {k: v for k, v in transfer.read_start_weights(path).items() if k.startswith("encoder.")}
+    tokenizer, vocab = start.pipeline
+    state = {k: v for k, v in start.weights.items() if k.startswith("encoder.")}
     return FeatureSource(name, model, tokenizer, vocab, state)
 
 

@@ -6,13 +6,14 @@ A task builds it in three steps, each decided here once for all tasks:
   2. `vocabulary(config, ...)`  the starting run's (grown by data.extend_vocab), the WordPiece's own, or
                                 one built from the training tokens; then data.vectors_vocab's words
   3. `pretrained_vectors(...)`  the embedding rows data.vectors gives the vocabulary
-`load(run_path)` reads a run's (or a Hugging Face checkpoint's) pipeline back, through `transfer` (the
-one module that reads a start). A task with a pipeline of another shape (a language model's token
+`load(run_path)` reads a run's own pipeline back; a start's (model.init_from) is `config.start.pipeline`,
+read by `transfer` (the one module that reads a start). A task with a pipeline of another shape (a language model's token
 stream, translation's two sides) uses the steps it shares.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -20,12 +21,12 @@ from typing import Callable, Iterable
 
 import torch
 
-from textnn import transfer
 from textnn.config import Config, DataConfig
 from textnn.data.cache import cached
 from textnn.data.tokenizers import CLS, MASK, SEP, UNK as WORDPIECE_UNK, WORDPIECE_CONVENTIONS, Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.errors import TextnnError
+from textnn.files import atomic_write_text
 
 # Evaluation batches hold at least this many examples: no gradients are kept, so a larger batch costs
 # little memory and reads a split in fewer, fuller steps; the training batch size rules when larger.
@@ -42,16 +43,14 @@ def eval_batch_size(config: Config, requested: int | None = None) -> int:
 
 def load(run_path: Path, saved: tuple[str, bool] | None = None, data: DataConfig | None = None
          ) -> tuple[Tokenizer, Vocab]:
-    """The tokenizer and vocabulary a run read its text with (tokenizer.json, vocab.json), or those of a
-    Hugging Face checkpoint directory (model.init_from, data.features_from).
+    """The tokenizer and vocabulary a run read its text with (tokenizer.json, vocab.json). A start's
+    (model.init_from) come from the start itself: `config.start.pipeline`.
 
     With `saved` = (kind, lowercase) of the tokenizer the run's own config says it saved (and `data`, the
     options that say so), any other tokenizer.json is refused: the config.yaml beside it was edited, or
     one of the two files comes from another run.
     """
-    tokenizer, vocab = transfer.read_start_pipeline(run_path)
-    if transfer.start_kind(run_path) == transfer.HUGGING_FACE:
-        return tokenizer, vocab
+    tokenizer, vocab = Tokenizer.load(run_path / "tokenizer.json"), Vocab.load(run_path / "vocab.json")
     if saved is not None and data is not None and (tokenizer.kind, tokenizer.lowercase) != saved:
         raise TextnnError(f"{run_path / 'tokenizer.json'}: holds a {tokenizer.kind} tokenizer with lowercase="
                           f"{tokenizer.lowercase}, but config.yaml (data.tokenizer={data.tokenizer}, "
@@ -59,6 +58,13 @@ def load(run_path: Path, saved: tuple[str, bool] | None = None, data: DataConfig
                           f"lowercase={saved[1]}; the files do not belong together: put back the run's own "
                           f"config.yaml or re-train")
     return tokenizer, vocab
+
+
+def save(run_path: Path, tokenizer: Tokenizer, vocab: Vocab, prefix: str = "") -> None:
+    """Write what `load` reads back: PREFIXtokenizer.json (a BPE or WordPiece model included) and
+    PREFIXvocab.json (prefix "target_" for a translation run's second side), each atomically."""
+    atomic_write_text(run_path / f"{prefix}tokenizer.json", json.dumps(tokenizer.to_dict(), ensure_ascii=False))
+    vocab.save(run_path / f"{prefix}vocab.json")
 
 
 def train_wordpiece(config: Config, texts: Callable[[], Iterable[str]], source: dict,
@@ -81,8 +87,8 @@ def tokenizer(config: Config, wordpiece_texts: Callable[[], Iterable[str]], word
     """(tokenizer, the starting run's vocabulary or None): model.init_from's pipeline, a WordPiece trained
     on `wordpiece_texts()` (data.tokenizer wordpiece), or the rule-based tokenizer data.tokenizer names."""
     data = config.data
-    if config.init_from:  # the starting run's: its encoder was trained on its pieces
-        return load(Path(config.init_from))
+    if config.start is not None:  # the starting run's: its encoder was trained on its pieces
+        return config.start.pipeline
     if data.tokenizer == "wordpiece":
         return train_wordpiece(config, wordpiece_texts, wordpiece_source), None
     return Tokenizer(data.tokenizer, data.lowercase), None
@@ -113,7 +119,7 @@ def extend_start_vocab(vocab: Vocab, counts: dict[str, int], min_count: int) -> 
     """The starting run's vocabulary with the training words it lacks that occur at least `min_count`
     times appended, most frequent first (existing ids unchanged). Howard & Ruder's (2018) ULMFiT code
     builds the target task's vocabulary this way and starts the new words' rows at the mean of the
-    pretrained rows (`transfer.load_start_weights(grown_rows=...)`)."""
+    pretrained rows (`Start.load_into(grown_rows=...)`)."""
     new = [word for word, count in counts.items() if count >= min_count and word not in vocab.stoi]
     return vocab.extend(sorted(new, key=lambda word: -counts[word]))  # stable: ties keep reading order
 

@@ -29,9 +29,9 @@ This package keeps three things apart: `data.py` reads files into examples and b
 puts the head on an encoder, `task.py` is the task's own logic (loss, metrics, predictions, report).
 """
 
-from textnn.tasks.classification.data import ClassificationBatch, ClassificationData, EncodedSplit
+from textnn.tasks.classification.data import ClassificationBatch, ClassificationData, EncodedTexts
 from textnn.tasks.classification.model import Classifier, ClassificationHeadConfig, classifier_head
 from textnn.tasks.classification.task import ClassificationTask
 
 __all__ = ["ClassificationBatch", "ClassificationData", "ClassificationHeadConfig", "ClassificationTask", "Classifier",
-           "EncodedSplit", "classifier_head"]
+           "EncodedTexts", "classifier_head"]

@@ -18,12 +18,12 @@ import numpy as np
 import torch
 
 from textnn.config import Config, WordVectorData, check_key, is_int, opt
-from textnn.data.batching import Batch
+from textnn.data.batching import Batch, pad
 from textnn.data.cache import cached
 from textnn.data.readers import Record, Records, class_files, line_list, quoted_rows, read_classification
 from textnn.data.tokenizers import Tokenizer
 from textnn.errors import TextnnError, where
-from textnn.tasks.features import FeatureData
+from textnn.tasks.features import FeatureData, pad_word_inputs
 from textnn.tasks.inputs import announce, field, json_records, reads_json_lines
 
 
@@ -84,7 +84,9 @@ class ClassificationBatch(Batch):
 
 
 @dataclass
-class EncodedSplit:
+class EncodedTexts:
+    """A split of texts (or text pairs) as ids: an encoded split (tasks/base.py) that batches itself."""
+
     records: list[Record]
     ids: list[list[int]]
     pair_ids: list[list[int]] | None
@@ -92,6 +94,27 @@ class EncodedSplit:
     segments: list[list[int]] | None = None  # packed inputs: segment id per token of `ids`
     word_inputs: list[np.ndarray] | None = None  # data.features_from: the feature encoder's input, [T, C] each
     pair_word_inputs: list[np.ndarray] | None = None
+    pad_id: int = 0  # the vocabulary's padding id
+    regression: bool = False  # labels are real values (float32), not class ids
+
+    def lengths(self) -> list[int]:
+        if self.pair_ids is None:
+            return [len(s) for s in self.ids]
+        return [len(a) + len(b) for a, b in zip(self.ids, self.pair_ids)]
+
+    def collate(self, index: list[int]) -> ClassificationBatch:
+        ids, mask = pad([self.ids[i] for i in index], self.pad_id)
+        pair_ids = pair_mask = None
+        if self.pair_ids is not None:
+            pair_ids, pair_mask = pad([self.pair_ids[i] for i in index], self.pad_id)
+        segments = pad([self.segments[i] for i in index], 0)[0] if self.segments is not None else None
+        labels = torch.tensor([self.labels[i] for i in index], dtype=torch.float32 if self.regression else torch.long)
+        batch = ClassificationBatch(ids, mask, labels, index, pair_ids, pair_mask, segments)
+        if self.word_inputs is not None:
+            batch.word_inputs = pad_word_inputs([self.word_inputs[i] for i in index], ids.size(1))  # [B, T, C]
+        if self.pair_word_inputs is not None:
+            batch.pair_word_inputs = pad_word_inputs([self.pair_word_inputs[i] for i in index], pair_ids.size(1))
+        return batch
 
 
 def real_label(record: Record) -> float:

@@ -15,7 +15,6 @@ import torch.nn.functional as F
 
 from textnn import registry
 from textnn.config import Config
-from textnn.data.batching import bucket_batches, pad
 from textnn.data.packing import pack
 from textnn.data.readers import Record, stratified_kfold_splits
 from textnn.data.subset import subset_indices, validation_indices
@@ -26,11 +25,10 @@ from textnn.metrics import CLASSIFICATION_METRICS, REGRESSION_METRICS, bootstrap
 from textnn.models.base import Encoder, InputSpec
 from textnn.tasks import pipeline
 from textnn.tasks.base import BatchTask, blank, empty_answer, line_chunks
-from textnn.tasks.classification.data import (ClassificationBatch, ClassificationData, EncodedSplit, label_order,
+from textnn.tasks.classification.data import (ClassificationBatch, ClassificationData, EncodedTexts, label_order,
                                               read_and_tokenize, read_split, real_label, table_texts)
 from textnn.tasks.classification.model import ClassificationHeadConfig, Classifier, classifier_head, scores
-from textnn.tasks.features import (FeatureSource, frozen_layers, pad_word_inputs, read_source, save_source,
-                                   source_from_run)
+from textnn.tasks.features import FeatureSource, frozen_layers, read_source, save_source, source_from_run
 
 
 TABLE_HEADER = "table_header.json"  # a run's file holding its training table's header line (JSON string)
@@ -51,14 +49,10 @@ def _reads_an_untrained_pooler(config: Config) -> bool:
     """Whether this classifier reads the encoder's sentence vector (BERT's pooler over [CLS]) from a textnn
     pre-training run that had no next-sentence prediction: masked-LM alone gives [CLS] and the pooler no
     training signal (RoBERTa-style pre-training, Liu et al. 2019)."""
-    if not config.init_from or config.head.sentence != "encoder" \
+    if config.start is None or not config.start.is_run or config.head.sentence != "encoder" \
             or not registry.encoder_class(config.model_name).gives_sentence:
         return False
-    from textnn import transfer
-
-    if transfer.start_kind(config.init_from) != transfer.RUN:
-        return False
-    start = transfer.read_start_config(config.init_from, "model.init_from")
+    start = config.start.config
     return start.get("task") == "pretraining" and (start.get("data") or {}).get("nsp") is False
 
 
@@ -119,7 +113,7 @@ class ClassificationTask(BatchTask):
         self.vocab = vocab
         self.labels = labels
         self.label_ids = {label: i for i, label in enumerate(labels)}
-        self.splits: dict[str, EncodedSplit] = {}
+        self.splits: dict[str, EncodedTexts] = {}
         self.pretrained: torch.Tensor | None = None
         self.vector_coverage: dict = {}
         self.features: FeatureSource | None = None  # data.features_from
@@ -235,8 +229,7 @@ class ClassificationTask(BatchTask):
         return task
 
     def save(self, run_path: Path) -> None:
-        (run_path / "tokenizer.json").write_text(json.dumps(self.tokenizer.to_dict()), encoding="utf-8")
-        self.vocab.save(run_path / "vocab.json")
+        pipeline.save(run_path, self.tokenizer, self.vocab)
         (run_path / "labels.json").write_text(json.dumps(self.labels, ensure_ascii=False), encoding="utf-8")
         if self.table_header is not None:
             (run_path / TABLE_HEADER).write_text(json.dumps(self.table_header, ensure_ascii=False), encoding="utf-8")
@@ -264,7 +257,7 @@ class ClassificationTask(BatchTask):
 
     # --- encoding ---------------------------------------------------------------------------------
     def encode(self, records: list[Record], tokens: list[tuple[list[str], list[str] | None]],
-               require_known_labels: bool = True) -> EncodedSplit:
+               require_known_labels: bool = True) -> EncodedTexts:
         max_len = self._max_length()
         segments = None
         if self.packs:  # one sequence per example, [CLS] a [SEP] (b [SEP]) cut longest-first to max_len in all
@@ -293,60 +286,17 @@ class ClassificationTask(BatchTask):
             if not text_tokens or (self.is_pair and not pair_tokens):  # by read_and_tokenize: predict input
                 raise TextnnError(f"{where(record.path, record.line)}: the text has no tokens after "
                                   f"tokenizing; remove the line or fix the text column")
-        encoded = EncodedSplit(records, ids, pair_ids, labels, segments)
+        encoded = EncodedTexts(records, ids, pair_ids, labels, segments, pad_id=self.vocab.pad_id,
+                               regression=self.config.data.regression)
         if self.features is not None:  # the words as the run's tokenizer cut them (and cut to max_len)
             encoded.word_inputs = [self.features.encode_words(a[:max_len]) for a, _ in tokens]
             if self.is_pair:
                 encoded.pair_word_inputs = [self.features.encode_words(b[:max_len]) for _, b in tokens]
         return encoded
 
-    def encode_file(self, path: str, require_labels: bool = True) -> EncodedSplit:
+    def encode_file(self, path: str, require_labels: bool = True) -> EncodedTexts:
         records, tokens = read_and_tokenize(self.config, self.tokenizer, path, require_labels=require_labels)
         return self.encode(records, tokens, require_known_labels=require_labels)
-
-    # --- batches ----------------------------------------------------------------------------------
-    def has_split(self, split: str) -> bool:
-        return split in self.splits
-
-    def _batches(self, split: EncodedSplit, order: list[list[int]]) -> list[ClassificationBatch]:
-        batches = []
-        for index in order:
-            ids, mask = pad([split.ids[i] for i in index], self.vocab.pad_id)
-            pair_ids = pair_mask = None
-            if split.pair_ids is not None:
-                pair_ids, pair_mask = pad([split.pair_ids[i] for i in index], self.vocab.pad_id)
-            segments = pad([split.segments[i] for i in index], 0)[0] if split.segments is not None else None
-            labels = torch.tensor([split.labels[i] for i in index],
-                                  dtype=torch.float32 if self.config.data.regression else torch.long)
-            batch = ClassificationBatch(ids, mask, labels, index, pair_ids, pair_mask, segments)
-            if split.word_inputs is not None:
-                batch.word_inputs = pad_word_inputs([split.word_inputs[i] for i in index], ids.size(1))  # [B, T, C]
-            if split.pair_word_inputs is not None:
-                batch.pair_word_inputs = pad_word_inputs([split.pair_word_inputs[i] for i in index], pair_ids.size(1))
-            batches.append(batch)
-        return batches
-
-    def _lengths(self, split: EncodedSplit) -> list[int]:
-        if split.pair_ids is None:
-            return [len(s) for s in split.ids]
-        return [len(a) + len(b) for a, b in zip(split.ids, split.pair_ids)]
-
-    def _train_order(self, epoch: int) -> list[list[int]]:
-        seed = self.config.train.seed * 100_003 + epoch  # a new, reproducible order every epoch
-        return bucket_batches(self._lengths(self.splits["train"]), self.config.train.batch_size, shuffle=True,
-                              seed=seed)
-
-    def train_batches(self, epoch: int) -> list[ClassificationBatch]:
-        return self._batches(self.splits["train"], self._train_order(epoch))
-
-    def num_train_batches(self, epoch: int) -> int:
-        """len(train_batches(epoch)) without padding a single batch (the trainer plans every epoch)."""
-        return len(self._train_order(epoch))
-
-    def eval_batches(self, split: EncodedSplit, batch_size: int = 0) -> list[ClassificationBatch]:
-        size = batch_size or pipeline.eval_batch_size(self.config, self.inference_batch_size)
-        order = bucket_batches(self._lengths(split), size, shuffle=False)
-        return self._batches(split, order)
 
     # --- loss, evaluation, prediction -------------------------------------------------------------
     def loss(self, model: torch.nn.Module, batch: ClassificationBatch) -> torch.Tensor:
@@ -356,7 +306,7 @@ class ClassificationTask(BatchTask):
         return F.cross_entropy(out.logits.float(), batch.labels, reduction="sum")
 
     @torch.no_grad()
-    def regression_values(self, model: torch.nn.Module, split: EncodedSplit) -> np.ndarray:
+    def regression_values(self, model: torch.nn.Module, split: EncodedTexts) -> np.ndarray:
         """Predicted values [N] in the split's original order (regression)."""
         model.eval()
         device = next(model.parameters()).device
@@ -367,7 +317,7 @@ class ClassificationTask(BatchTask):
             values[batch.index] = out.cpu().numpy()
         return values
 
-    def evaluate_regression(self, model: torch.nn.Module, data: EncodedSplit, bootstrap_samples: int) -> dict:
+    def evaluate_regression(self, model: torch.nn.Module, data: EncodedTexts, bootstrap_samples: int) -> dict:
         """Mean squared error (loss and mse), Pearson and Spearman, and (optionally) a 95% CI of the metric."""
         predicted = self.regression_values(model, data)
         gold = np.asarray(data.labels, dtype=np.float64)
@@ -385,7 +335,7 @@ class ClassificationTask(BatchTask):
         return results
 
     @torch.no_grad()
-    def probabilities(self, model: torch.nn.Module, split: EncodedSplit) -> np.ndarray:
+    def probabilities(self, model: torch.nn.Module, split: EncodedTexts) -> np.ndarray:
         """Class probabilities [N, C] in the split's original order."""
         model.eval()
         device = next(model.parameters()).device
@@ -396,7 +346,7 @@ class ClassificationTask(BatchTask):
             probs[batch.index] = torch.softmax(logits, dim=-1).cpu().numpy()
         return probs
 
-    def evaluate(self, model: torch.nn.Module, split: str | EncodedSplit, bootstrap_samples: int = 0) -> dict:
+    def evaluate(self, model: torch.nn.Module, split: str | EncodedTexts, bootstrap_samples: int = 0) -> dict:
         """Loss, every classification metric, a confusion matrix and (optionally) a 95% CI."""
         data = self.splits[split] if isinstance(split, str) else split
         if self.config.data.regression:

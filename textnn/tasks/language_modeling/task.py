@@ -6,7 +6,6 @@ the next-token loss, perplexity / bpc / word perplexity, and encoding and decodi
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from pathlib import Path
@@ -106,8 +105,8 @@ class LanguageModelingTask(BatchTask):
         holdout = data.holdout if not data.dev else 0.0
         vocab: Vocab | None = None
         lines: list[str] | None = None
-        if config.init_from:  # the starting run's tokenizer and vocabulary: its encoder was trained on them
-            tokenizer, vocab = pipeline.load(Path(config.init_from))
+        if config.start is not None:  # the starting run's tokenizer and vocabulary: its encoder was trained on them
+            tokenizer, vocab = config.start.pipeline
         elif data.tokenizer == "bpe":
             # The BPE must not see held-out text, and until it exists there are no tokens to count:
             # the held-out part is the final fraction of the LINES, and the stream is cut there too.
@@ -158,9 +157,7 @@ class LanguageModelingTask(BatchTask):
 
     def save(self, run_path: Path) -> None:
         """tokenizer.json (a BPE model included) and vocab.json: all a run needs to read text again."""
-        (run_path / "tokenizer.json").write_text(json.dumps(self.tokenizer.to_dict(), ensure_ascii=False),
-                                                 encoding="utf-8")
-        self.vocab.save(run_path / "vocab.json")
+        pipeline.save(run_path, self.tokenizer, self.vocab)
 
     def build_model(self) -> LanguageModel:
         return language_model(self.config.model_name, self.config.model, len(self.vocab), self.vocab.pad_id,
@@ -222,9 +219,6 @@ class LanguageModelingTask(BatchTask):
         return pieces[:-1]
 
     # --- batches ----------------------------------------------------------------------------------
-    def has_split(self, split: str) -> bool:
-        return split in self.splits
-
     def train_batches(self, epoch: int) -> StreamBatches | WindowBatches:
         """This epoch's windows: contiguous rows in order (stateful) or shuffled independent windows."""
         data, train = self.config.data, self.config.train

@@ -67,3 +67,6 @@ class PretrainingSplit:
     instances: list  # data/masking.Instance
     path: str
     masked: list | None = None  # (inputs, targets) per instance, when drawn once
+
+    def lengths(self) -> list[int]:
+        return [len(x.ids) for x in self.instances]

@@ -5,7 +5,6 @@ MLM + NSP loss per sequence, and the MLM/NSP metrics."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -97,8 +96,8 @@ class PretrainingTask(BatchTask):
     @classmethod
     def from_data(cls, config: Config) -> "PretrainingTask":
         data = config.data
-        if config.init_from:
-            tokenizer, vocab = pipeline.load(Path(config.init_from))
+        if config.start is not None:
+            tokenizer, vocab = config.start.pipeline
         else:  # a WordPiece trained on the sentences of data.train
             tokenizer = pipeline.train_wordpiece(
                 config, lambda: (s for d in read_documents(data.train, data.documents == "wikitext", data.encoding)
@@ -115,8 +114,7 @@ class PretrainingTask(BatchTask):
         return cls(config, *cls.load_text_pipeline(run_path))
 
     def save(self, run_path: Path) -> None:
-        (run_path / "tokenizer.json").write_text(json.dumps(self.tokenizer.to_dict()), encoding="utf-8")
-        self.vocab.save(run_path / "vocab.json")
+        pipeline.save(run_path, self.tokenizer, self.vocab)
 
     def build_model(self) -> Pretrainer:
         encoder = registry.encoder_class(self.config.model_name)(
@@ -170,8 +168,6 @@ class PretrainingTask(BatchTask):
         return split.masked
 
     # --- batches ----------------------------------------------------------------------------------
-    def has_split(self, split: str) -> bool:
-        return split in self.splits
 
     def _batch(self, split: PretrainingSplit, masked: list, index: list[int]) -> PretrainingBatch:
         ids, mask = pad([masked[i][0] for i in index], self.vocab.pad_id)
@@ -180,18 +176,11 @@ class PretrainingTask(BatchTask):
         is_next = torch.tensor([split.instances[i].is_next for i in index], dtype=torch.long)
         return PretrainingBatch(ids, mask, segments, targets, is_next)
 
-    def _order(self, epoch: int) -> list[list[int]]:
-        lengths = [len(x.ids) for x in self.splits["train"].instances]
-        return bucket_batches(lengths, self.config.train.batch_size, shuffle=True,
-                              seed=self.config.train.seed * 100_003 + epoch)
-
     def train_batches(self, epoch: int) -> list[PretrainingBatch]:
+        """The epoch's batches, masked afresh each epoch (data.dynamic_masking) or with epoch 0's masks."""
         split = self.splits["train"]
         masked = self._masked(split, epoch)
-        return [self._batch(split, masked, index) for index in self._order(epoch)]
-
-    def num_train_batches(self, epoch: int) -> int:
-        return len(self._order(epoch))
+        return [self._batch(split, masked, index) for index in self.train_order(epoch)]
 
     # --- loss, evaluation -------------------------------------------------------------------------
     def loss(self, model: torch.nn.Module, batch: PretrainingBatch) -> torch.Tensor:
@@ -208,7 +197,7 @@ class PretrainingTask(BatchTask):
         device = next(model.parameters()).device
         sums = {"mlm_nll": 0.0, "mlm_correct": 0, "positions": 0, "nsp_nll": 0.0, "nsp_correct": 0, "nsp_sequences": 0}
         size = pipeline.eval_batch_size(self.config, self.inference_batch_size)
-        for index in bucket_batches([len(x.ids) for x in data.instances], size, shuffle=False):
+        for index in bucket_batches(data.lengths(), size, shuffle=False):
             batch = self._batch(data, masked, index).to(device)
             predict = batch.targets != IGNORE
             out = model(batch.ids, batch.mask, batch.segments, predict)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from textnn.config import DataConfig, check_key, is_int, opt
-from textnn.data.batching import Batch
+from textnn.data.batching import Batch, pad
 from textnn.data.readers import parse_json, read_text
 from textnn.errors import TextnnError, short
 
@@ -143,15 +143,6 @@ class Window:
 
 
 @dataclass
-class QASplit:
-    questions: list[Question]
-    windows: list[Window]
-    offsets: dict[str, list[tuple[int, int]]]  # context -> character span of each of its pieces
-    answers_outside_context: int
-    path: str
-
-
-@dataclass
 class QABatch(Batch):
     ids: torch.Tensor  # [B, T]
     mask: torch.Tensor  # [B, T] bool
@@ -159,6 +150,33 @@ class QABatch(Batch):
     starts: torch.Tensor  # [B] gold start positions
     ends: torch.Tensor  # [B]
     index: list[int]  # windows of the split
+
+
+@dataclass
+class QASplit:
+    """Questions cut into context windows: an encoded split (tasks/base.py) whose examples are the windows."""
+
+    questions: list[Question]
+    windows: list[Window]
+    offsets: dict[str, list[tuple[int, int]]]  # context -> character span of each of its pieces
+    answers_outside_context: int
+    path: str
+    pad_id: int = 0
+
+    def lengths(self) -> list[int]:
+        return [len(w.ids) for w in self.windows]
+
+    def collate(self, index: list[int]) -> QABatch:
+        windows = [self.windows[i] for i in index]
+        ids, mask = pad([w.ids for w in windows], self.pad_id)
+        segments = pad([w.segments for w in windows], 0)[0]
+        starts = torch.tensor([w.start for w in windows], dtype=torch.long)
+        ends = torch.tensor([w.end for w in windows], dtype=torch.long)
+        return QABatch(ids, mask, segments, starts, ends, index)
+
+    def answerable(self) -> list[int]:
+        """The windows of questions with a gold answer (those training learns from)."""
+        return [i for i, w in enumerate(self.windows) if self.questions[w.question].answer_start >= 0]
 
 
 def answer_pieces(spans: list[tuple[int, int]], start: int, text: str) -> tuple[int, int] | None:

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 from textnn import registry
 from textnn.config import Config
-from textnn.data.batching import bucket_batches, pad
+from textnn.data.batching import bucket_batches
 from textnn.data.packing import pack
 from textnn.data.readers import parse_json
 from textnn.data.tokenizers import CLS, SEP, Tokenizer
@@ -26,7 +26,7 @@ from textnn.metrics.squad import squad_scores
 from textnn.models.base import InputSpec
 from textnn.modules.heads import SpanHead
 from textnn.tasks import pipeline
-from textnn.tasks.base import BatchTask, blank, empty_answer
+from textnn.tasks.base import EPOCH_SEED_STRIDE, BatchTask, blank, empty_answer
 from textnn.tasks.qa.data import (NotSquad, QABatch, QAData, QASplit, Question, Window, answer_pieces, read_squad,
                                   squad_field, window_starts)
 from textnn.tasks.qa.model import SpanModel
@@ -97,8 +97,8 @@ class QATask(BatchTask):
             dev = [q for q in questions if q.article in held]
             questions = [q for q in questions if q.article not in held]
             outside = sum(q.outside for q in questions)
-        if config.init_from:
-            tokenizer, vocab = pipeline.load(Path(config.init_from))
+        if config.start is not None:
+            tokenizer, vocab = config.start.pipeline
         else:  # a WordPiece trained on the training contexts (each once) and questions
             tokenizer = pipeline.train_wordpiece(
                 config, lambda: sorted({q.context for q in questions}) + [q.question for q in questions],
@@ -123,8 +123,7 @@ class QATask(BatchTask):
         return cls(config, *cls.load_text_pipeline(run_path))
 
     def save(self, run_path: Path) -> None:
-        (run_path / "tokenizer.json").write_text(json.dumps(self.tokenizer.to_dict()), encoding="utf-8")
-        self.vocab.save(run_path / "vocab.json")
+        pipeline.save(run_path, self.tokenizer, self.vocab)
 
     def build_model(self) -> SpanModel:
         encoder = registry.encoder_class(self.config.model_name)(
@@ -160,35 +159,16 @@ class QATask(BatchTask):
                 if gold is not None and first <= gold[0] and gold[1] < first + length:
                     start, end = at + gold[0] - first, at + gold[1] - first
                 windows.append(Window(qi, packed.ids, packed.segments, at, first, length, start, end))
-        return QASplit(questions, windows, offsets, outside, str(path))
+        return QASplit(questions, windows, offsets, outside, str(path), self.vocab.pad_id)
 
     # --- batches ----------------------------------------------------------------------------------
-    def has_split(self, split: str) -> bool:
-        return split in self.splits
-
-    def _batch(self, split: QASplit, index: list[int]) -> QABatch:
-        windows = [split.windows[i] for i in index]
-        ids, mask = pad([w.ids for w in windows], self.vocab.pad_id)
-        segments = pad([w.segments for w in windows], 0)[0]
-        starts = torch.tensor([w.start for w in windows], dtype=torch.long)
-        ends = torch.tensor([w.end for w in windows], dtype=torch.long)
-        return QABatch(ids, mask, segments, starts, ends, index)
-
-    def _trainable(self) -> list[int]:
+    def train_order(self, epoch: int) -> list[list[int]]:
+        """Length-bucketed, shuffled batches of the windows training learns from (`QASplit.answerable`)."""
         split = self.splits["train"]
-        return [i for i, w in enumerate(split.windows) if split.questions[w.question].answer_start >= 0]
-
-    def _order(self, epoch: int) -> list[list[int]]:
-        split, keep = self.splits["train"], self._trainable()
-        order = bucket_batches([len(split.windows[i].ids) for i in keep], self.config.train.batch_size, shuffle=True,
-                               seed=self.config.train.seed * 100_003 + epoch)
+        keep, lengths = split.answerable(), split.lengths()
+        order = bucket_batches([lengths[i] for i in keep], self.config.train.batch_size, shuffle=True,
+                               seed=self.config.train.seed * EPOCH_SEED_STRIDE + epoch)
         return [[keep[i] for i in batch] for batch in order]
-
-    def train_batches(self, epoch: int) -> list[QABatch]:
-        return [self._batch(self.splits["train"], index) for index in self._order(epoch)]
-
-    def num_train_batches(self, epoch: int) -> int:
-        return len(self._order(epoch))
 
     # --- loss, evaluation, prediction -------------------------------------------------------------
     def loss(self, model: torch.nn.Module, batch: QABatch) -> torch.Tensor:
@@ -207,8 +187,8 @@ class QATask(BatchTask):
         loss_sum = 0.0
         max_answer = self.config.data.max_answer_length
         size = self.inference_batch_size or max(32, self.config.train.batch_size)  # windows per batch
-        for index in bucket_batches([len(w.ids) for w in split.windows], size, shuffle=False):
-            batch = self._batch(split, index).to(device)
+        for index in bucket_batches(split.lengths(), size, shuffle=False):
+            batch = split.collate(index).to(device)
             out = model(batch.ids, batch.mask, batch.segments)
             loss_sum += float((F.cross_entropy(out.start.float(), batch.starts, reduction="sum")
                                + F.cross_entropy(out.end.float(), batch.ends, reduction="sum")) / 2)

@@ -11,10 +11,10 @@ import numpy as np
 import torch
 
 from textnn.config import Config, WordVectorData, check_key, opt
-from textnn.data.batching import Batch, OnDevice
+from textnn.data.batching import Batch, OnDevice, pad
 from textnn.data.cache import cached
 from textnn.data.conll import Sentence, read_conll
-from textnn.tasks.features import FeatureData
+from textnn.tasks.features import FeatureData, pad_word_inputs
 
 TAG_SCHEMES = ("iob1", "iob2", "bio", "bioes")
 
@@ -114,7 +114,36 @@ class EncodedSentences:
     pieces: list[np.ndarray] | None = None  # sub-word encoders: [P] ids of [CLS] pieces [SEP] each
     first: list[np.ndarray] | None = None  # [T] position of each word's first piece in `pieces`
     word_inputs: list[np.ndarray] | None = None  # a word-level feature encoder's input, [T, C] each
+    piece_pad_id: int = 0  # the padding id of the sub-word vocabulary `pieces` are ids of
     batches: list[TaggingBatch] | None = None  # evaluation batches, built once
+
+    def lengths(self) -> list[int]:
+        return [len(w) for w in self.words]
+
+    def collate(self, index: list[int]) -> TaggingBatch:
+        longest = max(len(self.words[i]) for i in index)
+        width = max(self.chars[i].shape[1] for i in index)
+        words = np.zeros((len(index), longest), dtype=np.int64)  # [B, T]
+        chars = np.zeros((len(index), longest, width), dtype=np.int64)  # [B, T, C]
+        casings = np.zeros((len(index), longest), dtype=np.int64)  # [B, T]
+        tags = np.zeros((len(index), longest), dtype=np.int64)  # [B, T]
+        mask = np.zeros((len(index), longest), dtype=bool)  # [B, T]
+        for row, i in enumerate(index):
+            n, c = self.chars[i].shape
+            words[row, :n], chars[row, :n, :c], casings[row, :n] = self.words[i], self.chars[i], self.casing[i]
+            mask[row, :n] = True
+            if self.tags is not None:
+                tags[row, :n] = self.tags[i]
+        batch = TaggingBatch(*(torch.from_numpy(a) for a in (words, chars, casings, mask, tags)), index=index)
+        if self.pieces is not None:
+            ids, piece_mask = pad([self.pieces[i].tolist() for i in index], self.piece_pad_id)
+            first = np.zeros((len(index), longest), dtype=np.int64)  # [B, T]
+            for row, i in enumerate(index):
+                first[row, :len(self.first[i])] = self.first[i]
+            batch.pieces = SubwordInput(ids, piece_mask, torch.from_numpy(first))
+        if self.word_inputs is not None:
+            batch.word_inputs = pad_word_inputs([self.word_inputs[i] for i in index], longest)  # [B, T, C]
+        return batch
 
 
 def read_sentences(config: Config, path: str, require_tags: bool = True) -> list[Sentence]:

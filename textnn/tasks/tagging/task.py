@@ -16,7 +16,6 @@ import torch
 
 from textnn import registry
 from textnn.config import Config
-from textnn.data.batching import bucket_batches, pad
 from textnn.data.conll import MAX_WORD_CHARS, Sentence, convert_tags, normalise_scheme, split_tag, tag_set
 from textnn.data.tokenizers import CLS, SEP, UNK as WORDPIECE_UNK, Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
@@ -28,10 +27,9 @@ from textnn.modules.heads import TaggerHead
 from textnn.tasks import pipeline
 from textnn.tasks.base import BatchTask, empty_answer, line_chunks
 from textnn.tasks.inputs import announce, field, json_records, reads_json_lines
-from textnn.tasks.features import (FeatureSource, frozen_layers, pad_word_inputs, read_source, save_source,
-                                   source_from_run)
-from textnn.tasks.tagging.data import (NUM_CASINGS, EncodedSentences, SubwordInput, TaggingBatch, TaggingData, casing,
-                                       extra_inputs, read_sentences, word_form)
+from textnn.tasks.features import FeatureSource, frozen_layers, read_source, save_source, source_from_run
+from textnn.tasks.tagging.data import (NUM_CASINGS, EncodedSentences, TaggingBatch, TaggingData, casing, extra_inputs,
+                                       read_sentences, word_form)
 from textnn.tasks.tagging.model import Tagger, TaggingHeadConfig
 
 # Lines `--input-format auto` looks at to tell CoNLL columns from raw text, before the rest is read.
@@ -98,8 +96,8 @@ class TaggingTask(BatchTask):
                                     packs="segments" in registry.encoder_class(config.model_name).reads)
         if data.tokenizer != "wordpiece":  # splits raw prediction input into words; a starting run's may lower-case
             tokenizer = Tokenizer(*cls.saved_tokenizer(data))
-        start_chars = Path(config.init_from) / "chars.json" if config.init_from else None
-        if start_chars is not None and start_chars.is_file():
+        start_chars = config.start.file("chars.json") if config.start is not None else None
+        if start_chars is not None:
             chars = Vocab.load(start_chars)
         else:
             chars = Vocab.build(([ch for ch in token] for s in train for token in s.tokens), specials=(PAD, UNK))
@@ -135,8 +133,7 @@ class TaggingTask(BatchTask):
         return task
 
     def save(self, run_path: Path) -> None:
-        (run_path / "tokenizer.json").write_text(json.dumps(self.tokenizer.to_dict()), encoding="utf-8")
-        self.vocab.save(run_path / "vocab.json")
+        pipeline.save(run_path, self.tokenizer, self.vocab)
         self.chars.save(run_path / "chars.json")
         (run_path / "tags.json").write_text(json.dumps({"scheme": self.scheme, "tags": self.tags}, ensure_ascii=False),
                                             encoding="utf-8")
@@ -185,6 +182,7 @@ class TaggingTask(BatchTask):
             encoded.word_inputs = [self.features.encode_words(s.tokens) for s in sentences]
         elif self.subwords or self.features is not None:
             encoded.pieces, encoded.first = self.encode_pieces(sentences)
+            encoded.piece_pad_id = self.features.vocab.pad_id if self.features is not None else self.vocab.pad_id
         return encoded
 
     def encode_pieces(self, sentences: list[Sentence]) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -228,54 +226,10 @@ class TaggingTask(BatchTask):
         return self.encode(read_sentences(self.config, path, require_tags=require_labels))
 
     # --- batches ----------------------------------------------------------------------------------
-    def has_split(self, split: str) -> bool:
-        return split in self.splits
-
-    def _batch(self, data: EncodedSentences, index: list[int]) -> TaggingBatch:
-        longest = max(len(data.words[i]) for i in index)
-        width = max(data.chars[i].shape[1] for i in index)
-        words = np.zeros((len(index), longest), dtype=np.int64)  # [B, T]
-        chars = np.zeros((len(index), longest, width), dtype=np.int64)  # [B, T, C]
-        casings = np.zeros((len(index), longest), dtype=np.int64)  # [B, T]
-        tags = np.zeros((len(index), longest), dtype=np.int64)  # [B, T]
-        mask = np.zeros((len(index), longest), dtype=bool)  # [B, T]
-        for row, i in enumerate(index):
-            n, c = data.chars[i].shape
-            words[row, :n], chars[row, :n, :c], casings[row, :n] = data.words[i], data.chars[i], data.casing[i]
-            mask[row, :n] = True
-            if data.tags is not None:
-                tags[row, :n] = data.tags[i]
-        batch = TaggingBatch(*(torch.from_numpy(a) for a in (words, chars, casings, mask, tags)), index=index)
-        if data.pieces is not None:
-            pad_id = self.features.vocab.pad_id if self.features is not None else self.vocab.pad_id
-            ids, piece_mask = pad([data.pieces[i].tolist() for i in index], pad_id)
-            first = np.zeros((len(index), longest), dtype=np.int64)  # [B, T]
-            for row, i in enumerate(index):
-                first[row, :len(data.first[i])] = data.first[i]
-            batch.pieces = SubwordInput(ids, piece_mask, torch.from_numpy(first))
-        if data.word_inputs is not None:
-            batch.word_inputs = pad_word_inputs([data.word_inputs[i] for i in index], longest)  # [B, T, C]
-        return batch
-
-    def _train_order(self, epoch: int) -> list[list[int]]:
-        seed = self.config.train.seed * 100_003 + epoch
-        return bucket_batches([len(w) for w in self.splits["train"].words], self.config.train.batch_size,
-                              shuffle=True, seed=seed)
-
-    def train_batches(self, epoch: int) -> list[TaggingBatch]:
-        """Length-bucketed, shuffled batches; the order depends only on (train.seed, epoch)."""
-        return [self._batch(self.splits["train"], index) for index in self._train_order(epoch)]
-
-    def num_train_batches(self, epoch: int) -> int:
-        """len(train_batches(epoch)) without building a single batch (the trainer plans every epoch)."""
-        return len(self._train_order(epoch))
-
-    def eval_batches(self, data: EncodedSentences) -> list[TaggingBatch]:
-        """Batches sorted by length (built once per split); results are put back in file order by index."""
+    def eval_batches(self, data: EncodedSentences, batch_size: int = 0) -> list[TaggingBatch]:
+        """Batches sorted by length, built once per split (a dev set is evaluated many times)."""
         if data.batches is None:
-            size = pipeline.eval_batch_size(self.config, self.inference_batch_size)
-            data.batches = [self._batch(data, index) for index in
-                            bucket_batches([len(w) for w in data.words], size, shuffle=False)]
+            data.batches = super().eval_batches(data, batch_size)
         return data.batches
 
     # --- loss, prediction, evaluation -------------------------------------------------------------

@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from textnn.config import DataConfig, check_key, opt
-from textnn.data.batching import Batch
+from textnn.data.batching import Batch, pad
 from textnn.data.parallel import find_side_file
 from textnn.data.vocab import PAD, UNK
 
@@ -85,3 +85,15 @@ class EncodedPairs:
     target: list[list[int]]
     references: list[str]
     origin: str
+    source_pad_id: int = 0
+    target_pad_id: int = 0
+
+    def lengths(self) -> list[int]:
+        """A pair's length: its source's, or its target's without <s> (what the decoder reads), the longer."""
+        return [max(len(s), len(t) - 1) for s, t in zip(self.source, self.target)]
+
+    def collate(self, index: list[int]) -> TranslationBatch:
+        src_ids, src_mask = pad([self.source[i] for i in index], self.source_pad_id)
+        tgt_in, tgt_mask = pad([self.target[i][:-1] for i in index], self.target_pad_id)  # <s> y1 ... yn
+        tgt_out, _ = pad([self.target[i][1:] for i in index], self.target_pad_id)  # y1 ... yn </s>
+        return TranslationBatch(src_ids, src_mask, tgt_in, tgt_out, tgt_mask, index)

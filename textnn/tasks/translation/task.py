@@ -6,7 +6,6 @@ greedy / sampling / beam search, BLEU, chrF and perplexity, translations, and th
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import sys
 from dataclasses import replace
@@ -28,7 +27,7 @@ from textnn.metrics.bleu import corpus_scores
 from textnn.models.base import EncoderDecoder, InputSpec
 from textnn.modules.heads import LMHead
 from textnn.tasks import pipeline
-from textnn.tasks.base import BatchTask, line_chunks
+from textnn.tasks.base import EPOCH_SEED_STRIDE, BatchTask, line_chunks
 from textnn.tasks.inputs import announce, field, json_records, reads_json_lines
 from textnn.tasks.translation.data import BOS, EOS, SPECIALS, EncodedPairs, TranslationBatch, TranslationData
 from textnn.tasks.translation.model import TranslationHeadConfig, Translator
@@ -159,9 +158,7 @@ class TranslationTask(BatchTask):
         if not self.joint:
             sides.append(("target_", self.target_tokenizer, self.target_vocab))
         for prefix, tokenizer, vocab in sides:
-            (run_path / f"{prefix}tokenizer.json").write_text(json.dumps(tokenizer.to_dict(), ensure_ascii=False),
-                                                              encoding="utf-8")
-            vocab.save(run_path / f"{prefix}vocab.json")
+            pipeline.save(run_path, tokenizer, vocab, prefix)
 
     def build_model(self) -> Translator:
         source = InputSpec(vocab_size=len(self.source_vocab), pad_id=self.source_vocab.pad_id)
@@ -229,7 +226,8 @@ class TranslationTask(BatchTask):
                       f"{limit} for scoring and translation", file=sys.stderr)
                 source = [s[:limit] + s[-1:] if len(s) - 1 > limit else s for s in source]
                 target = [t[:limit + 1] + t[-1:] if len(t) - 2 > limit else t for t in target]
-        return EncodedPairs(source, target, references, pairs.origin)
+        return EncodedPairs(source, target, references, pairs.origin, self.source_vocab.pad_id,
+                            self.target_vocab.pad_id)
 
     def encode_file(self, path: str, require_labels: bool = True) -> EncodedPairs:
         """A split read with the run's data settings; `path` is a prefix (parallel) or a TSV file
@@ -238,17 +236,10 @@ class TranslationTask(BatchTask):
         return self.encode(self._read(self.config, path, fmt))
 
     # --- batches ----------------------------------------------------------------------------------
-    def has_split(self, split: str) -> bool:
-        return split in self.splits
-
-    @staticmethod
-    def _lengths(data: EncodedPairs) -> list[int]:
-        return [max(len(s), len(t) - 1) for s, t in zip(data.source, data.target)]
-
     def _order(self, data: EncodedPairs, shuffle: bool, seed: int = 0) -> list[list[int]]:
         """Batches of pair indices: for training (`shuffle`) or for scoring; a command's --batch-size
         (`inference_batch_size`) sets the pairs of a scoring batch, whatever data.batch_tokens says."""
-        lengths = self._lengths(data)
+        lengths = data.lengths()
         if self.config.data.batch_tokens and (shuffle or not self.inference_batch_size):
             return token_budget_batches(lengths, self.config.data.batch_tokens, shuffle, seed)
         if shuffle:
@@ -257,23 +248,9 @@ class TranslationTask(BatchTask):
             size = pipeline.eval_batch_size(self.config, self.inference_batch_size)
         return bucket_batches(lengths, size, shuffle, seed)
 
-    def _batches(self, data: EncodedPairs, order: list[list[int]]) -> list[TranslationBatch]:
-        batches = []
-        for index in order:
-            src_ids, src_mask = pad([data.source[i] for i in index], self.source_vocab.pad_id)
-            tgt_in, tgt_mask = pad([data.target[i][:-1] for i in index], self.target_vocab.pad_id)
-            tgt_out, _ = pad([data.target[i][1:] for i in index], self.target_vocab.pad_id)
-            batches.append(TranslationBatch(src_ids, src_mask, tgt_in, tgt_out, tgt_mask, index))
-        return batches
-
-    def _train_order(self, epoch: int) -> list[list[int]]:
-        return self._order(self.splits["train"], shuffle=True, seed=self.config.train.seed * 100_003 + epoch)
-
-    def train_batches(self, epoch: int) -> list[TranslationBatch]:
-        return self._batches(self.splits["train"], self._train_order(epoch))
-
-    def num_train_batches(self, epoch: int) -> int:
-        return len(self._train_order(epoch))
+    def train_order(self, epoch: int) -> list[list[int]]:
+        """Length-bucketed batches, of data.batch_tokens tokens when set, else of train.batch_size pairs."""
+        return self._order(self.splits["train"], shuffle=True, seed=self.config.train.seed * EPOCH_SEED_STRIDE + epoch)
 
     # --- loss and evaluation ----------------------------------------------------------------------
     def loss(self, model: torch.nn.Module, batch: TranslationBatch) -> torch.Tensor:
@@ -303,7 +280,8 @@ class TranslationTask(BatchTask):
         `progress`, a bar counts the sentences (a dev set under beam search takes minutes)."""
         model.eval()
         device = next(model.parameters()).device
-        size = self.inference_batch_size or (BEAM_SENTENCES if decoding.method == "beam" else GREEDY_SENTENCES)
+        size = self.inference_batch_size or (BEAM_SENTENCES if decoding.search.rows_per_input(decoding) > 1
+                                             else GREEDY_SENTENCES)
         order = bucket_batches([len(s) for s in sources], size, shuffle=False)
         bos, eos = self.target_vocab.stoi[BOS], self.target_vocab.stoi[EOS]
         banned = [self.target_vocab.pad_id, bos]
@@ -347,7 +325,7 @@ class TranslationTask(BatchTask):
         model.eval()
         device = next(model.parameters()).device
         total, count = torch.zeros((), dtype=torch.float64, device=device), 0
-        for batch in self._batches(data, self._order(data, shuffle=False)):
+        for batch in (data.collate(index) for index in self._order(data, shuffle=False)):
             batch = batch.to(device)
             logits = model(batch.src_ids, batch.src_mask, batch.tgt_in, batch.tgt_mask).logits
             total += label_smoothed_nll(logits, batch.tgt_out, batch.tgt_mask, 0.0)[1].double()
@@ -359,8 +337,7 @@ class TranslationTask(BatchTask):
         if decoding is not None:
             hypotheses = self.translate_ids(model, data.source, decoding, progress=self.config.train.progress)
             results.update(corpus_scores([self.detokenize(h[0].tokens) for h in hypotheses], data.references))
-            results["decoding"] = "greedy" if decoding.method == "greedy" else \
-                f"beam {decoding.beam_size}, length penalty {decoding.length_penalty:g}"
+            results["decoding"] = decoding.search.describe(decoding)
         results.update(tokens=count, sentences=len(data.source))
         return results
 

@@ -2,8 +2,8 @@
 
 Writing (the script's last step): every file under OUT with its sha256 and size; for each run directory
 (a folder with a run.json) its status, steps, time, precision, device and dev metrics, read from the
-run's own run.json and metrics.jsonl; each stage's exact command, exit status and seconds (from
-OUT/stages.tsv, which the script appends to) and the seconds of the whole script; the speeds that sized
+run's own run.json and metrics.jsonl; each stage's exact command, exit status and seconds of wall clock
+and of CPU (from OUT/stages.tsv, which the script appends to) and the seconds of the whole script; the speeds that sized
 the runs (OUT/sizing.jsonl); the machine (GPU or CPU, torch, CUDA, Python); the code (git commit, and a
 sha256 over textnn/ and recipes/, which names the code where there is no git checkout); the data files
 read, with their sha256.
@@ -71,13 +71,15 @@ def run_summary(run: Path, out: Path) -> dict:
 
 
 def stages(out: Path) -> list[dict]:
-    """OUT/stages.tsv: one line a stage, NAME<TAB>SECONDS<TAB>EXIT STATUS<TAB>COMMAND (shell-quoted)."""
+    """OUT/stages.tsv: one line a stage, NAME, SECONDS, CPU SECONDS (user and system, the command's processes
+    together), EXIT STATUS and COMMAND (shell-quoted), tab-separated. CPU seconds below the seconds of the wall
+    clock mean the command waited for a CPU (other processes ran) or for the GPU."""
     table = out / "stages.tsv"
     found = []
     for line in table.read_text(encoding="utf-8").splitlines() if table.is_file() else []:
-        name, seconds, status, command = line.split("\t", 3)
-        found.append({"name": name, "seconds": round(float(seconds), 1), "exit_status": int(status),
-                      "command": shlex.split(command)})
+        name, seconds, cpu_seconds, status, command = line.split("\t", 4)
+        found.append({"name": name, "seconds": round(float(seconds), 1), "cpu_seconds": round(float(cpu_seconds), 1),
+                      "exit_status": int(status), "command": shlex.split(command)})
     return found
 
 

@@ -23,11 +23,12 @@
 # budget, so its learning-rate schedule ends in time (the rest is for its evaluations), with
 # train.max_minutes at 110% as a stop. Budgets: A_SECONDS (default 200) for each (a) run, B_SECONDS (60)
 # for each (b) run. Both models in bf16 autocast (train.precision=auto), as the earlier H100 run;
-# LSTM_PRECISION=fp32 pins the language models to float32. THREADS (default 4) CPU threads a run. DEVICE=cpu
-# runs this time-sized path on the CPU instead (a check of its every stage on the real data, with small
-# budgets: A_SECONDS=60 B_SECONDS=30 PROBE_SECONDS=15 THREADS=1). The
-# budgets, probes and start-ups add up to about 7 minutes, inside one 10-minute call on one H100; the
-# script has not been run on a GPU yet (docs/RESULTS.md).
+# LSTM_PRECISION=fp32 pins the language models to float32. THREADS (default 4) CPU threads a run.
+# Planned time on one H100: about 7 minutes (200 + 60 s of training, two rounds of 20-second probes,
+# the first tokenization, start-ups), inside one 10-minute call; the script has not been run on a GPU
+# yet (docs/RESULTS.md, "Pre-training in one call"). DEVICE=cpu runs this time-sized path on the CPU
+# instead, as a check of every stage on the real data (there with larger budgets and one thread:
+# A_SECONDS=120 B_SECONDS=60 PROBE_SECONDS=100 THREADS=1).
 #
 # --cpu: the CPU path. No probes: each run trains the steps of the earlier H100 run (docs/RESULTS.md):
 # 19,051 (AWD-LSTM, its schedule spanning them), 6,194 (BERT-Mini), 1,087 (stage (b), as many as the
@@ -35,20 +36,22 @@
 # the same fractions. BERT-Mini in bf16 where the CPU multiplies bf16 natively (train.precision=auto);
 # the AWD-LSTM pinned to float32 (LSTM_PRECISION, default fp32 here), where it is measurably better
 # (docs/RESULTS.md, "Machines and precision"). THREADS (default 1) a run, two runs at a time.
-# Expected wall time, extrapolated from about a minute of each stage on a 2-core AMD EPYC with
-# AVX512-BF16, one thread a run (the measurement and its command are in docs/RESULTS.md, "Pre-training
-# in one call"): about 3.3 days. STAGE_MINUTES=N stops each run after N minutes of training (the
-# measurement used STAGE_MINUTES=1).
+# Expected time on a 2-core AMD EPYC with AVX512-BF16 and nothing else running: about 34 hours, most of
+# it the AWD-LSTM's 19,051 steps of 6.0 CPU seconds each. That is an extrapolation from 16 steps of each
+# run and one evaluation (docs/RESULTS.md, "Pre-training in one call", has the commands). STAGE_MINUTES=N
+# stops each run after N minutes of training.
 #
-# --smoke: every stage of the GPU path (probes and sizing included) on the CPU, on the first lines of
-# each data file (copied into OUT/smoke_data) with tiny batches and 2-3 steps a run: a check of the whole
-# script, with its manifest, in under a minute (tests/e2e/test_gpu_pretrain.py).
+# --smoke: every stage of the GPU path (probes and sizing included, the one-step runs before the probes
+# left out) on the CPU, on the first lines of each data file (copied into OUT/smoke_data) with tiny
+# batches and 2-3 steps a run: a check of the whole script and its manifest, about 45 seconds of CPU
+# (tests/e2e/test_gpu_pretrain.py).
 #
-#   usage: bash recipes/gpu/pretrain.sh [--cpu | --smoke] OUT
+#   usage: bash recipes/gpu/pretrain.sh [--cpu | --smoke] OUT [section.key=value ...]
+#   (the overrides go to every textnn run, the probes' too, after the script's own: train.seed=2, say)
 #   environment: PYTHON (default python3), DATA (default ../shared/data, from the repository root),
 #                THREADS, LSTM_PRECISION, A_SECONDS, B_SECONDS, PROBE_SECONDS, DEVICE (GPU), STAGE_MINUTES (CPU)
 set -euo pipefail
-usage="usage: bash recipes/gpu/pretrain.sh [--cpu | --smoke] OUT"
+usage="usage: bash recipes/gpu/pretrain.sh [--cpu | --smoke] OUT [section.key=value ...]"
 now_ms() { date +%s%3N; }
 script_started=$(now_ms)
 seconds_since() { local ms=$(($(now_ms) - $1)); printf '%d.%03d' $((ms / 1000)) $((ms % 1000)); }
@@ -61,7 +64,11 @@ case ${1:-} in
   --smoke) mode=smoke; shift ;;
   -*) fail "unknown option '$1'; $usage" ;;
 esac
-[[ $# -eq 1 ]] || fail "give one OUT folder; $usage"
+[[ $# -ge 1 && $1 != *=* ]] || fail "give one OUT folder; $usage"
+for override in "${@:2}"; do
+  [[ $override == *=* ]] || fail "'$override' is not a section.key=value override; $usage"
+done
+extra=("${@:2}")
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 out=$(realpath -m --relative-base="$repo" "$1")  # relative to the repository root where it lies inside it
 data=$(realpath -m --relative-base="$repo" "${DATA:-$repo/../shared/data}")
@@ -78,7 +85,8 @@ device=cpu
 if [[ $device == cuda* ]]; then
   "$python" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" \
     || fail "torch sees no CUDA device here ($("$python" -c "import torch; print('torch', torch.__version__)")); \
-run on a machine with a GPU, or take the CPU path: bash recipes/gpu/pretrain.sh --cpu OUT (about 3.3 days)"
+run on a machine with a GPU, or take the CPU path: bash recipes/gpu/pretrain.sh --cpu OUT (about 34 hours \
+of a 2-core CPU)"
 fi
 
 case $mode in
@@ -96,14 +104,18 @@ if [[ $mode == smoke ]]; then  # the first lines of each file: enough text for e
   data=$out/smoke_data
 fi
 
-record() {  # record NAME COMMAND...: run it into OUT/logs/NAME.log; its seconds, exit status and command go
-            # to OUT/stages.tsv (one line a stage, read by manifest.py)
-  local name=$1 started status=0 quoted
+TIMEFORMAT='%3R %3U %3S'  # what bash's `time` prints: seconds of wall clock, of user CPU and of system CPU
+record() {  # record NAME COMMAND...: run it into OUT/logs/NAME.log; its wall and CPU seconds, exit status and
+            # command go to OUT/stages.tsv (one line a stage, read by manifest.py)
+  local name=$1 status=0 timing quoted wall user system
   shift
-  started=$(now_ms)
-  "$@" > "$out/logs/$name.log" 2>&1 || status=$?
+  timing=$(mktemp)
+  { time "$@" > "$out/logs/$name.log" 2>&1; } 2> "$timing" || status=$?
+  read -r wall user system < "$timing"
+  rm -f "$timing"
   printf -v quoted '%q ' "$@"
-  printf '%s\t%s\t%s\t%s\n' "$name" "$(seconds_since "$started")" "$status" "${quoted% }" >> "$out/stages.tsv"
+  printf '%s\t%s\t%s\t%s\t%s\n' "$name" "$wall" "$(awk -v u="$user" -v s="$system" 'BEGIN { printf "%.3f", u + s }')" \
+    "$status" "${quoted% }" >> "$out/stages.tsv"
   return "$status"
 }
 
@@ -128,7 +140,7 @@ bert_b=(wikitext2_bert_mini_pretrain data.train="$text/train.txt" data.dev="$tex
 train() {  # train NAME RUN_DIR RECIPE [section.key=value ...]
   local name=$1 run=$2 recipe=$3
   shift 3
-  record "$name" "$python" -m textnn train "recipes/$recipe.yaml" --run-dir "$run" "${common[@]}" "$@"
+  record "$name" "$python" -m textnn train "recipes/$recipe.yaml" --run-dir "$run" "${common[@]}" "$@" "${extra[@]}"
 }
 
 jobs_started=() names_started=()
@@ -168,14 +180,14 @@ if [[ $mode == cpu ]]; then
   minutes=${STAGE_MINUTES:-0}
   declare -A steps=([lm_a]=19051 [bert_a]=6194 [lm_b]=1087 [bert_b]=1920)
 else
-  # probes: no dev set (nothing but training is timed), a training record every few steps
+  # probes: no dev set (nothing but training is timed), a training record every step
   probes=$out/probes
   if [[ $mode == smoke ]]; then
     probe=(data.dev= train.max_steps=4 train.log_every=1)
-    a_seconds=5 b_seconds=5 at_most=(--at-most 3) minutes=0
+    a_seconds=5 b_seconds=5 at_most=(--at-most 3)
   else
     probe=(data.dev= train.max_steps=0 train.max_minutes="$(awk -v s="$probe_seconds" 'BEGIN { print s / 60 }')"
-           train.log_every=10)
+           train.log_every=1)
     at_most=()
   fi
   if [[ $mode == gpu ]]; then  # tokenize and cache the data first, so that both probes start training together

@@ -41,7 +41,8 @@ def main() -> None:
     as_substring = sum(row in train_text for row in heldout)
     inside_heldout = sum(f" {row} " in heldout_text for row in train)
     print(f"held-out rows inside a training row: as whole words {share(as_words, len(heldout))}; "
-          f"as an identical line {share(identical, len(heldout))}; as any substring {share(as_substring, len(heldout))}")
+          f"as an identical line {share(identical, len(heldout))}; "
+          f"as any substring {share(as_substring, len(heldout))}")
     print(f"training rows inside a held-out row, as whole words: {share(inside_heldout, len(train))}")
 
 

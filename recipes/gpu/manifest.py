@@ -2,11 +2,11 @@
 
 Writing (the script's last step): every file under OUT with its sha256 and size; for each run directory
 (a folder with a run.json) its status, steps, time, precision, device and dev metrics, read from the
-run's own run.json and metrics.jsonl; each stage's exact command, exit status and seconds of wall clock
-and of CPU (from OUT/stages.tsv, which the script appends to) and the seconds of the whole script; the speeds that sized
-the runs (OUT/sizing.jsonl); the machine (GPU or CPU, torch, CUDA, Python); the code (git commit, and a
-sha256 over textnn/ and recipes/, which names the code where there is no git checkout); the data files
-read, with their sha256.
+run's own run.json and metrics.jsonl; each stage's exact command, exit status and seconds of wall
+clock and of CPU (from OUT/stages.tsv, which the script appends to) and the seconds of the whole script;
+the speeds that sized the runs (OUT/sizing.jsonl); the machine (GPU or CPU, torch, CUDA, Python); the
+code (git commit, and a sha256 over textnn/ and recipes/, which names the code where there is no git
+checkout); the data files read, with their sha256.
 
 Checking (`--verify OUT`, for anyone who copied or downloaded OUT): every file is hashed again and each
 one that is missing, has another size or sha256, or is not in the manifest is named; exit status 1 if
@@ -92,8 +92,9 @@ def git(*args: str) -> str | None:
 
 
 def code() -> dict:
-    """The commit of the code (None outside a git checkout), whether tracked files differ from it, and a
-    sha256 over every file of textnn/ and recipes/ (paths and bytes) that names the code either way."""
+    """The commit of the code (None outside a git checkout), whether textnn/ or recipes/ differ from it
+    (changed or new files), and a sha256 over every file of both (paths and bytes) that names the code
+    either way."""
     digest = hashlib.sha256()
     files = sorted(path for folder in ("textnn", "recipes") for path in (REPO / folder).rglob("*")
                    if path.is_file() and "__pycache__" not in path.parts)
@@ -143,8 +144,8 @@ def write(out: Path, mode: str, seconds: float, data: Path) -> Path:
     return path
 
 
-def verify(out: Path) -> list[str]:
-    """One line for each file that does not match the manifest; none when all do."""
+def verify(out: Path) -> tuple[int, list[str]]:
+    """How many files the manifest lists, and one line for each file that does not match it (none when all do)."""
     listed = json.loads((out / NAME).read_text(encoding="utf-8"))["files"]
     found = listed_files(out)
     problems = [f"missing: {name}" for name in listed if name not in found]
@@ -154,7 +155,7 @@ def verify(out: Path) -> list[str]:
         elif entry != listed[name]:
             problems.append(f"changed: {name} (size {entry['size']}, sha256 {entry['sha256']}; the manifest has "
                             f"size {listed[name]['size']}, sha256 {listed[name]['sha256']})")
-    return problems
+    return len(listed), problems
 
 
 def main() -> None:
@@ -168,10 +169,9 @@ def main() -> None:
     if args.verify:
         if not (args.out / NAME).is_file():
             raise SystemExit(f"{args.out / NAME}: no such file; give the folder recipes/gpu/pretrain.sh wrote")
-        problems = verify(args.out)
+        count, problems = verify(args.out)
         for problem in problems:
             print(problem)
-        count = len(json.loads((args.out / NAME).read_text(encoding="utf-8"))["files"])
         print(f"{args.out / NAME}: {count} files listed; "
               + (f"{len(problems)} differences" if problems else "every file matches"))
         sys.exit(1 if problems else 0)

@@ -30,7 +30,8 @@ def steps_per_second(run: Path) -> float:
                 records.append((record["seconds"], record["step"]))
     if len(records) < 2:
         raise SystemExit(f"{metrics}: {len(records)} training records, at least 2 are needed to measure the speed: "
-                         f"the probe trained too few steps (give it more time: PROBE_SECONDS of recipes/gpu/pretrain.sh)")
+                         f"the probe trained too few steps (give it more time: PROBE_SECONDS of "
+                         f"recipes/gpu/pretrain.sh)")
     half = [record for record in records if record[0] >= records[-1][0] / 2]
     (first_seconds, first_step), (last_seconds, last_step) = half[0], half[-1]
     if len(half) < 2:  # one record in the second half: measure from the first record instead

@@ -66,7 +66,8 @@ def test_smoke_mode_runs_every_stage_and_its_manifest_lists_and_verifies_every_f
         command = stages[run]["command"]
         assert command[:4] == [sys.executable, "-m", "textnn", "train"]
         assert Path(command[command.index("--run-dir") + 1]) == out / run
-    assert stages["sst2_text"]["command"][1:3] == ["recipes/tsv_to_text.py", str(out / "smoke_data" / "sst2" / "train.tsv")]
+    smoke_sst2 = str(out / "smoke_data" / "sst2" / "train.tsv")
+    assert stages["sst2_text"]["command"][1:3] == ["recipes/tsv_to_text.py", smoke_sst2]
 
     # each run as its own files say: finished, its dev metrics, the steps its probe sized it to
     sized = {entry["stage"]: entry["steps"] for entry in manifest["sizing"]}
@@ -138,8 +139,8 @@ def test_sizing_reads_the_speed_of_a_probes_second_half(tmp_path):
 
     done = size("30")
     assert done.returncode == 0 and done.stdout.strip() == "1200", done.stderr
-    assert json.loads(record.read_text(encoding="utf-8")) == {"stage": "lm_a", "probe": "probe", "steps_per_second": 40.0,
-                                                               "budget_seconds": 30.0, "steps": 1200}
+    assert json.loads(record.read_text(encoding="utf-8")) == {
+        "stage": "lm_a", "probe": "probe", "steps_per_second": 40.0, "budget_seconds": 30.0, "steps": 1200}
     assert size("30", "--at-most", "3").stdout.strip() == "3"
     (probe / "metrics.jsonl").write_text(json.dumps(records[0]) + "\n", encoding="utf-8")
     done = size("30")

@@ -20,7 +20,8 @@ import pytest
 from conftest import REPO, shared_data
 from textnn.config import Config, load_config
 
-SCRIPTS_TESTED = {"recipes/run_ulmfit.sh", "recipes/run_transfer_curves.sh"}
+SCRIPTS_TESTED = {"recipes/run_ulmfit.sh", "recipes/run_transfer_curves.sh",
+                  "recipes/gpu/pretrain.sh"}  # the last in test_gpu_pretrain.py
 
 
 def script(name: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -75,7 +76,7 @@ def at_repo(monkeypatch):
 
 def test_every_script_readme_names_is_tested_here():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    assert set(re.findall(r"recipes/[\w.-]+\.sh", readme)) == SCRIPTS_TESTED
+    assert set(re.findall(r"recipes/[\w./-]+\.sh", readme)) == SCRIPTS_TESTED
 
 
 @pytest.mark.parametrize("task", ["sst2", "cola"])
@@ -241,3 +242,38 @@ def test_tsv_to_text_writes_a_column_with_a_seeded_heldout_share(tmp_path):
     missing = subprocess.run([sys.executable, str(REPO / "recipes" / "tsv_to_text.py"), str(tsv), str(tmp_path / "d"),
                               "--column", "text"], capture_output=True, text=True, timeout=60)
     assert missing.returncode != 0 and "no column 'text'" in missing.stderr and not (tmp_path / "d").exists()
+
+
+def test_tsv_to_text_holds_out_whole_rows_that_the_training_share_does_not_hold(tmp_path):
+    """As in SST-2, most rows are phrases of longer rows: a row drawn at random would mostly be readable, word
+    for word, inside a training row. The held-out rows are rows no other row contains, and the rows inside them
+    (their phrases) are left out of training."""
+    sentences = ["a gorgeous , witty , seductive movie .", "the plot is a tired retread of better films .",
+                 "it is a charming and often affecting journey .", "the acting is flat and the story dull .",
+                 "an engrossing portrait of a family in crisis .", "nothing here is as funny as it thinks ."]
+    rows = []
+    for sentence in sentences:
+        words = sentence.split()
+        rows += [sentence, " ".join(words[1:4]), " ".join(words[:-1]), " ".join(words[2:])]
+    rows += ["Gorgeous ,  WITTY", "the acting is flat", "the acting is flat"]  # another case and spacing; a row twice
+    tsv = tmp_path / "task.tsv"
+    tsv.write_text("sentence\tlabel\n" + "".join(f"{row} \t1\n" for row in rows), encoding="utf-8")
+
+    def split(out: str, count: int) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, str(REPO / "recipes" / "tsv_to_text.py"), str(tsv), str(tmp_path / out),
+                               "--heldout", str(count), "--seed", "0"], capture_output=True, text=True, timeout=60)
+
+    def inside(row: str, other: str) -> bool:  # as whole words, lower-cased, spaces normalised
+        return f" {' '.join(row.lower().split())} " in f" {' '.join(other.lower().split())} "
+
+    done = split("text", 3)
+    assert done.returncode == 0, done.stderr
+    train = (tmp_path / "text" / "train.txt").read_text(encoding="utf-8").splitlines()
+    dev = (tmp_path / "text" / "dev.txt").read_text(encoding="utf-8").splitlines()
+    assert len(dev) == 3 and {row.strip() for row in dev} <= set(sentences)
+    assert not [(d, t) for d in dev for t in train if inside(d, t) or inside(t, d)]
+    # the training share: every other row in file order, less the phrases of the held-out sentences
+    assert train == [row + " " for row in rows if row + " " not in dev and not any(inside(row, d) for d in dev)]
+    assert f"wrote {len(train)} lines" in done.stdout and f"{len(rows) - 3 - len(train)} rows" in done.stdout
+    too_many = split("more", 7)  # six sentences lie in no other row
+    assert too_many.returncode != 0 and "only 6 of the 27 rows" in too_many.stderr and not (tmp_path / "more").exists()

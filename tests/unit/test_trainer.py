@@ -9,6 +9,7 @@ import os
 import signal
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Callable
 
 import pytest
@@ -25,6 +26,7 @@ from textnn.tasks.classification import ClassificationTask, EncodedTexts
 from textnn.training.checkpoint import read_trainer_state
 from textnn.training.budget import planned_steps
 from textnn.training import precision as torch_precision
+from textnn.training import trainer as trainer_module
 from textnn.training.trainer import Trainer, TrainingInterrupted, finished_status, is_better
 
 
@@ -235,6 +237,32 @@ def test_skipped_steps_are_counted_and_reported_and_training_goes_on(task, tmp_p
     err = capsys.readouterr().err
     assert "step 3: training loss is nan; update skipped (1 in a row, 1 in all)" in err
     assert "step 4: training loss is nan; update skipped (2 in a row, 2 in all)" in err
+
+
+def test_train_records_say_how_much_of_their_seconds_went_to_evaluations(task, tmp_path, monkeypatch):
+    """On a clock that a training step moves by 1 and a dev evaluation by 100, each train record's
+    `seconds` counts both and its `eval_seconds` the evaluations before it, so their difference is the
+    step count; the checkpoint keeps the total, the last evaluation included."""
+    clock = [0.0]
+    monkeypatch.setattr(trainer_module, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+    trainer = trainer_for(task, new_model(task), tmp_path, max_steps=6, eval_every=2, epochs=5, log_every=1)
+    real_step, real_evaluate = trainer._train_step, task.evaluate
+
+    def step(*args, **kwargs):
+        clock[0] += 1.0
+        return real_step(*args, **kwargs)
+
+    def evaluate(*args, **kwargs):
+        clock[0] += 100.0
+        return real_evaluate(*args, **kwargs)
+
+    monkeypatch.setattr(trainer, "_train_step", step)
+    monkeypatch.setattr(task, "evaluate", evaluate)
+    trainer.fit()
+    rows = [r for r in trainer.run.read_metrics() if r["split"] == "train"]
+    assert [(r["step"], r["seconds"], r["eval_seconds"]) for r in rows] == [
+        (1, 1.0, 0.0), (2, 2.0, 0.0), (3, 103.0, 100.0), (4, 104.0, 100.0), (5, 205.0, 200.0), (6, 206.0, 200.0)]
+    assert read_trainer_state(trainer.run.checkpoint_file)["eval_seconds"] == 300.0
 
 
 def test_training_stops_after_max_bad_steps_in_a_row_and_keeps_the_last_good_weights(task, tmp_path):

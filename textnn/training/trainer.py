@@ -277,10 +277,11 @@ class Trainer:
     def _fit(self, resume: bool) -> TrainResult:
         cfg, run = self.cfg, self.run
         state = {"step": 0, "epoch": 0, "batch_in_epoch": 0, "best": None, "best_step": None,
-                 "bad_evals": 0, "seconds": 0.0, "step_seconds": 0.0, "examples": 0, "tokens": 0,
+                 "bad_evals": 0, "seconds": 0.0, "step_seconds": 0.0, "eval_seconds": 0.0, "examples": 0, "tokens": 0,
                  "skipped_steps": 0, "bad_in_a_row": 0, "processes": distributed.world()}
         if resume:
             state = self.session.resume()
+            state.setdefault("eval_seconds", 0.0)  # checkpoints written before evaluations were timed
             self._logged_frozen = tuple(group["frozen"] for group in self.optimizer.param_groups)
             self.task.restore_carried_state(load_carried_state(run.checkpoint_file, distributed.rank(), self.device))
         distributed.reseed(cfg.seed, state["step"])
@@ -330,7 +331,8 @@ class Trainer:
                     if state["step"] % cfg.log_every == 0 and math.isfinite(loss):
                         run.append_metrics({"split": "train", "step": state["step"], "epoch": state["epoch"],
                                             "loss": loss, "lr": self.base_lr,
-                                            "tokens_per_s": speed, "seconds": round(state["seconds"], 2)})
+                                            "tokens_per_s": speed, "seconds": round(state["seconds"], 2),
+                                            "eval_seconds": round(state["eval_seconds"], 2)})
                     evaluated = bool(cfg.eval_every and state["step"] % cfg.eval_every == 0 and has_dev)
                     if evaluated:
                         self._scheduled_evaluation(state)
@@ -388,11 +390,18 @@ class Trainer:
         return result
 
     def _scheduled_evaluation(self, state: dict) -> None:
-        """A dev evaluation the schedule asks for; one that Ctrl-C cuts short is owed by the resumed run."""
+        """A dev evaluation the schedule asks for; one that Ctrl-C cuts short is owed by the resumed run.
+
+        Its wall time (the evaluation, the selection and the saving of new best weights) is added to
+        `eval_seconds`, which the train records carry next to `seconds` (since training began, these
+        evaluations included): `seconds - eval_seconds` is the time spent training.
+        """
+        started = time.perf_counter()
         try:
             self._eval_and_select(state)
         except EvaluationInterrupted:
             state["pending_evaluation"] = True
+        state["eval_seconds"] += time.perf_counter() - started
 
     def _eval_and_select(self, state: dict) -> None:
         """Evaluate on the split the run selects on (validation or dev) and keep the best weights

@@ -31,10 +31,10 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from textnn import experiment
 from textnn.data.conll import DOCSTART, Sentence, format_conll, looks_like_conll
 from textnn.data.readers import quoted_rows
 from textnn.errors import TextnnError
-from textnn.experiment import evaluate_loaded, in_run_precision, load_run
 from textnn.files import json_text
 from textnn.generation.decoding import PromptDecoder
 from textnn.tasks import base as task_base
@@ -186,7 +186,7 @@ def predicted(task, model, examples: Iterable, options) -> Iterator[tuple[object
 def _predicted(task, model, examples: Iterable, options) -> Iterator[tuple[object, object]]:
     for _, chunk in line_chunks(examples, task.predict_chunk_size()):
         given = [example for example in chunk if example is not None]
-        with in_run_precision(task.config, model):
+        with experiment.in_run_precision(task.config, model):
             found = iter(task.predict(model, given, options) if given else [])
         for example in chunk:
             yield example, None if example is None else next(found)
@@ -252,7 +252,7 @@ def predict_run(run_dir: str | Path, lines: Iterable[str], source: str = "<stdin
                 input_format: str | None = None, output_format: str | None = None) -> Iterator[str]:
     """The lines `textnn predict` prints for the input lines (see the module docstring). `batch_size`:
     inputs (lines, sentences) per forward pass; None = the run's own rule."""
-    _, task, model = load_run(run_dir, device, batch_size, precision_asked)
+    _, task, model = experiment.load_run(run_dir, device, batch_size, precision_asked)
     options = options_for(task, input_format=input_format, output_format=output_format)
     examples = read_examples(task, lines, source, input_format or "auto")
     return _answered(output_lines(task, predicted(task, model, examples, options), options,
@@ -265,7 +265,7 @@ def translate_run(run_dir: str | Path, lines: Iterable[str], source: str = "<std
     """`predict_run` for `textnn translate`, decoded as `decoding` says (None: greedy): a run whose task does
     not translate is refused, with the command that reads text with it. `batch_size`: sentences decoded
     side by side (None: 128 greedy, 32 under beam search)."""
-    config, task, model = load_run(run_dir, device, batch_size, precision_asked)
+    config, task, model = experiment.load_run(run_dir, device, batch_size, precision_asked)
     if "translate_lines" not in task.capabilities:
         command = ("generate" if isinstance(model, PromptDecoder)
                    else "neighbors" if "word_vectors" in task.capabilities else "predict")
@@ -290,6 +290,6 @@ def evaluate_run(run_dir: str | Path, data_path: str, bootstrap_samples: int = 1
                  batch_size: int | None = None, precision_asked: str | None = None, **flags) -> dict:
     """Metrics of a trained run on a labelled file read with the run's own data settings
     (`experiment.evaluate_loaded`), the task's options from `flags` (`options_for`: streams, top_n, decoding)."""
-    config, task, model = load_run(run_dir, device, batch_size, precision_asked)
-    return evaluate_loaded(config, task, model, data_path, bootstrap_samples, options_for(task, **flags),
-                           name=Path(run_dir).name)
+    config, task, model = experiment.load_run(run_dir, device, batch_size, precision_asked)
+    return experiment.evaluate_loaded(config, task, model, data_path, bootstrap_samples, options_for(task, **flags),
+                                      name=Path(run_dir).name)

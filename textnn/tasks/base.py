@@ -1,8 +1,10 @@
 """What every task is: the protocol the trainer and the commands rely on, declared as abstract classes.
 
 A task turns data into batches, puts its head on an encoder, computes the loss and the metrics,
-writes predictions and the task's part of the report. The trainer and the commands call only the
-methods declared here, so `experiment.py` and `cli.py` never ask which task a run is.
+predictions (typed `Example`s in, typed `Prediction`s out: the front layer, textnn/front.py, reads the
+input into examples and prints the predictions) and the task's part of the report. The trainer and the
+commands call only the methods declared here, so `experiment.py` and `cli.py` never ask which task a run
+is.
 
 `Task` is what every task gives: building (`from_data`, `from_run`, `save`, `build_model`), its
 splits, its trainer, the commands' methods. `BatchTask` adds what the generic trainer
@@ -19,6 +21,8 @@ Class attributes:
                        (word2vec's own loop is float32 whatever the setting)
     capabilities       what the task offers beyond the protocol, by name (CAPABILITIES): the commands
                        read this set instead of probing for methods
+    Example, Prediction, Options
+                       the dataclasses `predict` takes and gives, and its options (None: no predict)
 """
 
 from __future__ import annotations

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -25,17 +24,12 @@ from textnn.errors import TextnnError
 from textnn.models.base import detach_state
 from textnn.tasks import pipeline
 from textnn.tasks.base import BatchTask
-from textnn.tasks.language_modeling.data import (SPECIALS, EncodedStream, LanguageModelingData, kept_lines, read_stream,
-                                                 text_lines, train_bpe)
+from textnn.tasks.language_modeling.data import (SPECIALS, EncodedStream, LanguageModelingData, LanguageModelingOptions,
+                                                 kept_lines, read_stream, text_lines, train_bpe)
 from textnn.tasks.language_modeling.model import LanguageModel, LanguageModelingHead, language_model
 from textnn.training import distributed
 
 DIRECTIONS = ("forward", "backward")  # a bidirectional LM reports each one's loss and perplexity
-
-
-@dataclass(frozen=True)
-class LanguageModelingOptions:
-    streams: int = 0  # `evaluate --streams N`: rows of the file read side by side (0: the task's own reading)
 
 
 class LanguageModelingTask(BatchTask):

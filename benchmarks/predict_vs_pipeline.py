@@ -1,7 +1,7 @@
 """Speed: `textnn predict` against a transformers text-classification pipeline, same weights, same sentences.
 
 What a user who has a fine-tuned classifier and a file of sentences would compare. Ours: the run's
-`predict` (experiment.predict_run, what `textnn predict RUN < file` calls after loading), over the
+`predict` (front.predict_run, what `textnn predict RUN < file` calls after loading), over the
 SST-2 dev sentences. Theirs: the run exported as a Hugging Face BertForSequenceClassification
 checkpoint (`textnn export`), loaded by `transformers.pipeline("text-classification")` as its
 documentation shows, on the CPU, at the batch sizes 1 (the pipeline's default) and 32; the faster is
@@ -29,7 +29,8 @@ from pathlib import Path
 import torch
 from machine import device_info  # benchmarks/machine.py
 
-from textnn.experiment import export_run, predict_run
+from textnn.experiment import export_run
+from textnn.front import predict_run
 
 SST2_DEV = Path("../shared/data/sst2/dev.tsv")
 

@@ -4,16 +4,17 @@
 
     run = textnn.load("runs/sst2_cnn_rand")
     run.predict(["a gorgeous , witty , seductive movie ."])
-    # [{"text": "a gorgeous , witty , seductive movie .", "label": "1", "probabilities": {"0": 0.03, "1": 0.97}}]
+    # [ClassificationPrediction(text='a gorgeous , witty , seductive movie .', text_pair=None, label='1',
+    #                           probabilities={'0': 0.03, '1': 0.97})]
     run.evaluate("../shared/data/sst2/dev.tsv")["accuracy"]
     textnn.load("runs/tinyshakespeare_gpt").generate("ROMEO:", max_tokens=50, seed=1)
-    textnn.load("runs/multi30k_transformer").translate(["Ein Hund rennt ."], beam_size=5)
+    textnn.load("runs/multi30k_transformer").translate(["Ein Hund rennt ."], beam_size=5)[0].translation
 
 The run is loaded once (weights, tokenizer, vocabulary) and each call computes in the run's own
-precision, as the commands do, with the commands' defaults (textnn/defaults.py): `predict` gives what
-`textnn predict` prints, one value per input (a dict per line for classification, tagging and QA, its
-numbers unrounded), `evaluate` the metrics `textnn evaluate --json` prints, `generate` the text
-`textnn generate` prints, `translate` the translations `textnn translate` prints.
+precision, as the commands do, with the commands' defaults (textnn/defaults.py): `predict` and
+`translate` give the task's typed predictions (textnn/front.py: what `textnn predict` and `textnn
+translate` print, unrounded), one per input, None for a blank text; `evaluate` the metrics `textnn
+evaluate --json` prints, `generate` the text `textnn generate` prints.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-from textnn import defaults
+from textnn import defaults, front
 from textnn.errors import TextnnError, short
-from textnn.experiment import each_in_run_precision, evaluate_loaded, generate_each, generate_in_batches, load_run
+from textnn.experiment import evaluate_loaded, generate_each, generate_in_batches, load_run
 from textnn.generation.decoding import DecodingConfig, PromptDecoder
 
 
@@ -38,31 +39,42 @@ class Run:
     def __repr__(self) -> str:
         return f"textnn.Run({str(self.path)!r}: task {self.config.task}, model {self.config.model_name})"
 
-    def _answers(self, inputs: Iterable[str], options: dict) -> list:
-        if isinstance(inputs, str):  # one string would be read character by character
-            inputs = [inputs]
-        inputs = list(inputs)
+    @property
+    def Example(self) -> type | None:
+        """The run's task's typed input (`predict` takes these as well as texts): ClassificationExample(text,
+        text_pair), TaggingExample(tokens), TranslationExample(source), QAExample(question, context)."""
+        return self.task.Example
+
+    def _predictions(self, inputs, options) -> list:
+        """The prediction of each input, a text or an Example (None for a blank text). A text is read as one
+        line of `textnn predict` plain-text input is (`text<TAB>pair` for a pair classifier, a JSON object
+        or `question<TAB>context` for QA), never as a table's header, JSON lines or CoNLL."""
+        if isinstance(inputs, str) or (self.task.Example is not None and isinstance(inputs, self.task.Example)):
+            inputs = [inputs]  # one input, not its characters or fields
+        examples = []
         for number, item in enumerate(inputs):
-            if not isinstance(item, str):
+            if isinstance(item, str):
+                examples.append(front.text_example(self.task, item, f"{self.path}:{number + 1}"))
+            elif self.task.Example is not None and isinstance(item, self.task.Example):
+                examples.append(item)
+            else:
                 raise TextnnError(f"{self.path}: input {number} is {type(item).__name__} {short(item, 40)}, not a "
                                   f"string; give each text as a str")
-        # the texts are texts: no first one is taken for a table's header (`table_header: False`)
-        outputs = self.task.predict(self.model, [line.rstrip("\n") for line in inputs], str(self.path),
-                                    {**options, "table_header": False})
-        return list(each_in_run_precision(self.config, self.model, outputs))
+        return [prediction for _, prediction in front.predicted(self.task, self.model, examples, options)]
 
-    def predict(self, texts: Iterable[str] | str) -> list:
-        """One answer per text: the dict `textnn predict` prints as a JSON line (label and probabilities,
-        tags and spans, an answer) with its numbers at full precision, or the line itself where the task
-        writes plain text."""
-        return self._answers(texts, {})
+    def predict(self, inputs: Iterable[str] | str) -> list:
+        """One prediction per text (or `Example`): a ClassificationPrediction (label and probabilities; a
+        RegressionPrediction's value), a TaggingPrediction (tokens, tags, spans), a QAPrediction (answer, start,
+        score) or a TranslationPrediction, its numbers at full precision; None for a blank text."""
+        return self._predictions(inputs, front.options_for(self.task))
 
     def evaluate(self, path: str | Path, bootstrap_samples: int = defaults.BOOTSTRAP_SAMPLES, streams: int = 0,
                  top_n: int = 0) -> dict:
         """The metrics of the run on a labelled file in its training format (gzip is fine), with the 95%
         bootstrap interval of `bootstrap_samples` resamples (0 = none); `streams` and `top_n` as the
         command's --streams and --top-n."""
-        return evaluate_loaded(self.config, self.task, self.model, str(path), bootstrap_samples, streams, top_n,
+        options = front.options_for(self.task, streams=streams, top_n=top_n)
+        return evaluate_loaded(self.config, self.task, self.model, str(path), bootstrap_samples, options,
                                name=self.path.name)
 
     def generate(self, prompts: str | Iterable[str], num_samples: int = 1, **decoding) -> str | list:
@@ -82,14 +94,15 @@ class Run:
         return [_texts(found) for found in generate_each(self.config, self.task, self.model, prompts, decoding,
                                                          num_samples, batch_size)]
 
-    def translate(self, sentences: Iterable[str] | str, beam_size: int = 1, length_penalty: float | None = None) -> list[str]:
-        """One translation per sentence (greedy, or beam search with `beam_size` > 1), by a translation run."""
+    def translate(self, sentences: Iterable[str] | str, beam_size: int = 1, length_penalty: float | None = None) -> list:
+        """One TranslationPrediction per sentence (its `translation`, the best of its `hypotheses`, by greedy search,
+        or beam search with `beam_size` > 1), by a translation run; None for a blank sentence."""
         if self.config.task != "translation":
             raise TextnnError(f"{self.path}: translate needs a translation run; this is a {self.config.task} run "
                               f"(use predict or generate)")
         # beam_size 1 is greedy search; any other value is checked as --beam is (0 or -5 is refused)
         decoding = DecodingConfig.from_flags(beam=None if beam_size == 1 else beam_size, length_penalty=length_penalty)
-        return self._answers(sentences, {"decoding": decoding})
+        return self._predictions(sentences, front.options_for(self.task, decoding=decoding))
 
 
 def _texts(found) -> str | list[str]:

@@ -326,28 +326,29 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from textnn.experiment import evaluate_run, metric_lines
+    from textnn.experiment import metric_lines
+    from textnn.front import evaluate_run
 
     if not hasattr(args, "data"):
         raise TextnnError("evaluate needs a labelled file: textnn evaluate RUN FILE")
     given = args.beam is not None or args.length_penalty is not None  # else the task's own (translation: greedy)
-    metrics = evaluate_run(args.run, args.data, bootstrap_samples=args.bootstrap, streams=args.streams,
-                           top_n=args.top_n, decoding=_decoding(args, "greedy") if given else None,
-                           device=args.device, batch_size=args.batch_size, precision_asked=args.precision)
+    metrics = evaluate_run(args.run, args.data, bootstrap_samples=args.bootstrap, device=args.device,
+                           batch_size=args.batch_size, precision_asked=args.precision, streams=args.streams,
+                           top_n=args.top_n, decoding=_decoding(args, "greedy") if given else None)
     print(json_text(metrics) if args.json else "\n".join(metric_lines(args.run, metrics)))
     return 0
 
 
 def _predict(args: argparse.Namespace) -> int:
-    from textnn.experiment import predict_run
+    from textnn.front import predict_run
 
     return _write_predictions(args, lambda run, lines, source: predict_run(
-        run, lines, source, {"input_format": args.input_format, "output_format": args.output_format},
-        device=args.device, batch_size=args.batch_size, precision_asked=args.precision))
+        run, lines, source, device=args.device, batch_size=args.batch_size, precision_asked=args.precision,
+        input_format=args.input_format, output_format=args.output_format))
 
 
 def _translate(args: argparse.Namespace) -> int:
-    from textnn.experiment import translate_run
+    from textnn.front import translate_run
 
     decoding = _decoding(args, "greedy")
     return _write_predictions(args, lambda run, lines, source: translate_run(

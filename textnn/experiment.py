@@ -1,4 +1,5 @@
-"""What the commands do, as library functions: train, load a run, evaluate, predict, compare.
+"""What the commands do, as library functions: train, load a run, evaluate, generate, compare (predict and
+translate read and write through the front layer, textnn/front.py).
 
 `cli.py` only parses arguments and calls these; notebooks and scripts can call them directly.
 """
@@ -22,7 +23,7 @@ from textnn import limits, registry
 from textnn.config import Config, load_config, starts_with_head
 from textnn.errors import TextnnError
 from textnn.files import atomic_link, atomic_write_text, check_output_place, json_text, unwritable
-from textnn.generation.decoding import Decoder, DecodingConfig, PromptDecoder
+from textnn.generation.decoding import DecodingConfig, PromptDecoder
 from textnn.limits import check_training_memory
 from textnn.runs import FollowerRunDir, RunDir, human_size
 from textnn.training import distributed, precision
@@ -326,45 +327,12 @@ def in_run_precision(config: Config, model: torch.nn.Module):
     return precision.autocast(chosen, device)
 
 
-def each_in_run_precision(config: Config, model: torch.nn.Module, outputs: Iterator[str]) -> Iterator[str]:
-    """The outputs of a lazy command, each computed inside `in_run_precision` (entered afresh for every
-    item, so the autocast state never leaks to the caller between two of them)."""
-    while True:
-        with in_run_precision(config, model):
-            try:
-                item = next(outputs)
-            except StopIteration:
-                return
-        yield item
-
-
-def evaluate_run(run_dir: str | Path, data_path: str, bootstrap_samples: int = 1000, streams: int = 0,
-                 top_n: int = 0, decoding: DecodingConfig | None = None, device: str = "cpu",
-                 batch_size: int | None = None, precision_asked: str | None = None) -> dict:
-    """Metrics of a trained run on a labelled file read with the run's own data settings.
-
-    `streams` (language models only): how many contiguous parts of the file are read side by side,
-    each from a zero state; 0 = the task's default (one sequential stream; GPT: overlapping windows).
-    `top_n` (word embeddings only): analogy candidates are the N most frequent words (0 = the run's default).
-    `decoding` (runs that decode to be scored: translation): the search behind BLEU/chrF instead of greedy.
-    `device`: where the model runs (cpu, cuda, cuda:N, auto), as for every command that runs a trained model.
-    `batch_size`: examples (sentences, pairs, windows) per forward pass; None = the run's own rule.
-    """
-    config, task, model = load_run(run_dir, device, batch_size, precision_asked)
-    return evaluate_loaded(config, task, model, data_path, bootstrap_samples, streams, top_n, decoding,
-                           name=Path(run_dir).name)
-
-
 def evaluate_loaded(config: Config, task, model: torch.nn.Module, data_path: str, bootstrap_samples: int,
-                    streams: int = 0, top_n: int = 0, decoding: DecodingConfig | None = None, name: str = "") -> dict:
-    """`evaluate_run` of a run already loaded (`load_run`), as the Python API keeps one; `name` is the run's
-    in the progress line."""
+                    options=None, name: str = "") -> dict:
+    """Metrics of a loaded run (`load_run`) on a labelled file read with the run's own data settings, as
+    `textnn evaluate` and the Python API give them: `options` are the task's (`Task.Options`, built from the
+    command's flags by `front.options_for`; None: the defaults), `name` is the run's in the progress line."""
     limits.check_count(bootstrap_samples, "bootstrap", "bootstrap_samples")  # before the data is read
-    if decoding is not None and (not isinstance(model, Decoder) or isinstance(model, PromptDecoder)):
-        raise TextnnError(f"--beam and --length-penalty choose how a translation run decodes to be scored; this "
-                          f"is a {config.task} run, scored without decoding")
-    options = {**({"streams": streams} if streams else {}), **({"top_n": top_n} if top_n else {}),
-               **({"decoding": decoding} if decoding is not None else {})}
     with torch.no_grad(), in_run_precision(config, model), \
             counting_batches(model, f"evaluate {name}", enabled=config.train.progress):
         return task.evaluate_file(model, data_path, bootstrap_samples=bootstrap_samples, options=options)
@@ -394,43 +362,6 @@ def metric_lines(run_dir: str | Path, metrics: dict) -> list[str]:
     """The lines `textnn evaluate` prints for a run's metrics (the task lays them out)."""
     config = RunDir(run_dir).load_config()
     return registry.task_class(config.task).from_run(Path(run_dir), config).format_metrics(metrics)
-
-
-def predict_run(run_dir: str | Path, lines: Iterable[str], source: str = "<stdin>",
-                options: dict | None = None, device: str = "cpu", batch_size: int | None = None,
-                precision_asked: str | None = None) -> Iterator[str]:
-    """Output lines for the input lines, in the run's task's format (JSONL labels, tags, ...): the task's
-    answers as `output_line` prints them.
-
-    `options` are the task's own prediction options (tagging: input_format, output_format).
-    `batch_size`: inputs (lines, sentences) per forward pass; None = the run's own rule.
-    """
-    config, task, model = load_run(run_dir, device, batch_size, precision_asked)
-    return _printed(task, each_in_run_precision(config, model, task.predict(model, lines, source, options or {})))
-
-
-def translate_run(run_dir: str | Path, lines: Iterable[str], source: str = "<stdin>",
-                  decoding: DecodingConfig | None = None, device: str = "cpu",
-                  batch_size: int | None = None, precision_asked: str | None = None) -> Iterator[str]:
-    """`predict_run` for `textnn translate`, decoded as `decoding` says (None: greedy): a run whose task
-    does not translate is refused, with the command that reads text with it, instead of labelling the
-    text and ignoring the decoding options. `batch_size`: sentences decoded side by side (None: 128
-    greedy, 32 under beam search)."""
-    config, task, model = load_run(run_dir, device, batch_size, precision_asked)
-    if "translate_lines" not in task.capabilities:
-        command = ("generate" if isinstance(model, PromptDecoder)
-                   else "neighbors" if "word_vectors" in task.capabilities else "predict")
-        raise TextnnError(f"{run_dir}: `translate` needs a translation run; this run is a {config.task} run "
-                          f"(model {config.model_name}): use `textnn {command} {run_dir}`")
-    options = {"decoding": decoding} if decoding is not None else {}
-    return _printed(task, each_in_run_precision(config, model, task.predict(model, lines, source, options)))
-
-
-def _printed(task, answers: Iterator[dict | str]) -> Iterator[str]:
-    """The lines a command prints for a task's answers (`tasks.base.output_line`), one as each comes."""
-    from textnn.tasks.base import output_line
-
-    return (output_line(answer, task.printed_digits) for answer in answers)
 
 
 def export_run(run_dir: str | Path, out_dir: str | Path) -> list[Path]:

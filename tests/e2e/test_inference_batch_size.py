@@ -177,7 +177,7 @@ def count_forward_passes(monkeypatch) -> list[int]:
 def test_the_batch_size_is_the_number_of_examples_in_one_forward_pass(root, monkeypatch, size, passes):
     """37 lines to predict and 37 labelled examples to evaluate: batch size 1 makes 37 forward passes, 10
     makes 4, and the run's own rule (max(64, train.batch_size)) one."""
-    from textnn.experiment import evaluate_run, predict_run
+    from textnn.front import evaluate_run, predict_run
 
     sizes = count_forward_passes(monkeypatch)
     lines = (root / "dev.tsv").read_text(encoding="utf-8").splitlines()[1:]
@@ -191,7 +191,7 @@ def test_the_batch_size_is_the_number_of_examples_in_one_forward_pass(root, monk
 
 def test_a_batch_size_from_python_is_checked_as_on_the_command_line(root):
     from textnn.errors import TextnnError
-    from textnn.experiment import predict_run
+    from textnn.front import predict_run
 
     for bad in (0, -1, 2.5, True, limits.MAX_BATCH + 1):
         with pytest.raises(TextnnError, match="--batch-size"):

@@ -175,7 +175,7 @@ def test_only_the_training_tables_whole_header_line_is_taken_for_a_header(classi
         assert "header" not in said and [json.loads(x)["text"] for x in read] == [first, "good film"]
     # the Python API reads texts: not even the header line itself is taken for one
     run = textnn_api.load(classifier / "run")
-    assert [a["text"] for a in run.predict(["sentence\tlabel", "good film"])] == ["sentence\tlabel", "good film"]
+    assert [a.text for a in run.predict(["sentence\tlabel", "good film"])] == ["sentence\tlabel", "good film"]
 
 
 def test_json_lines_commit_at_the_first_line(classifier, translator):
@@ -189,7 +189,7 @@ def test_a_long_first_line_or_one_with_a_bare_cr_is_one_text(classifier, first):
     read, _ = answers(classifier, "predict", first + "\nawful plot\n")
     assert len(read) == 2 and json.loads(read[0])["text"] == first
     run = textnn_api.load(classifier / "run")
-    assert [a["text"] for a in run.predict(["good\nfilm", "bad\rplot"])] == ["good\nfilm", "bad\rplot"]
+    assert [a.text for a in run.predict(["good\nfilm", "bad\rplot"])] == ["good\nfilm", "bad\rplot"]
 
 
 @pytest.mark.parametrize("command", ["predict", "translate"])

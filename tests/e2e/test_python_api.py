@@ -1,4 +1,5 @@
-"""textnn.load(run): the run's commands from Python, returning Python values equal to what the commands give."""
+"""textnn.load(run): the run's commands from Python, returning Python values equal to what the commands give
+(predict and translate: the task's typed predictions, whose fields are what the commands print)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import asdict
 
 import pytest
 
@@ -44,6 +46,11 @@ def same_values(ours, printed) -> bool:
     return ours == printed
 
 
+def printed_fields(prediction) -> dict:
+    """A prediction's fields as the command prints them: those that are None (a single text's text_pair) left out."""
+    return {key: value for key, value in asdict(prediction).items() if value is not None}
+
+
 def test_a_classifier_predicts_and_evaluates_as_its_commands_do(tmp_path):
     write_sentiment_tsv(tmp_path / "train.tsv", 120, seed=1)
     write_sentiment_tsv(tmp_path / "dev.tsv", 30, seed=2)
@@ -53,12 +60,15 @@ def test_a_classifier_predicts_and_evaluates_as_its_commands_do(tmp_path):
     texts = ["good great film", "awful dull plot"]
     answers = run.predict(texts)
     printed = [json.loads(line) for line in cli(tmp_path, "predict", "run", stdin="\n".join(texts)).splitlines()]
-    assert same_values(answers, printed)
-    assert all(isinstance(a, dict) and a["label"] in ("0", "1") for a in answers)
-    probabilities = [p for answer in answers for p in answer["probabilities"].values()]
+    assert same_values([printed_fields(a) for a in answers], printed)
+    assert all(isinstance(a, run.task.Prediction) and a.label in ("0", "1") for a in answers)
+    probabilities = [p for answer in answers for p in answer.probabilities.values()]
     assert all(isinstance(p, float) for p in probabilities)
     assert any(p != round(p, 6) for p in probabilities)  # not rounded as the printed JSON is
-    assert sum(answers[0]["probabilities"].values()) == pytest.approx(1.0, abs=1e-6)
+    assert sum(answers[0].probabilities.values()) == pytest.approx(1.0, abs=1e-6)
+    # a blank text has no prediction; a typed example is read as its text is
+    assert run.predict(["good great film", "  "]) == [answers[0], None]
+    assert run.predict([run.Example(text="good great film")]) == answers[:1]
     # one string is one text, not its characters (compared with a list of that one text: the same batch shape,
     # so the same sums; a batch of two may differ in the last float32 digits)
     assert run.predict("good great film") == run.predict(["good great film"])
@@ -71,8 +81,8 @@ def test_a_classifier_predicts_and_evaluates_as_its_commands_do(tmp_path):
         run.translate(["good"])
     one_at_a_time = textnn.load(run_dir, batch_size=1)  # the commands' --batch-size: same answers
     for alone, together in zip(one_at_a_time.predict(texts), answers):
-        assert alone["label"] == together["label"]
-        assert alone["probabilities"] == pytest.approx(together["probabilities"], abs=1e-5)
+        assert alone.label == together.label
+        assert alone.probabilities == pytest.approx(together.probabilities, abs=1e-5)
     assert one_at_a_time.evaluate(tmp_path / "dev.tsv", bootstrap_samples=0)["accuracy"] == metrics["accuracy"]
     with pytest.raises(TextnnError, match="batch-size"):
         textnn.load(run_dir, batch_size=0)
@@ -127,5 +137,7 @@ def test_a_translation_run_translates_as_textnn_translate_does(tmp_path):
     for beam in (1, 3):
         translated = run.translate(sentences, beam_size=beam)
         args = ["--beam", str(beam)] if beam > 1 else []
-        assert translated == cli(tmp_path, "translate", "run", "-", *args, stdin="\n".join(sentences)).splitlines()
-        assert len(translated) == 3 and all(isinstance(t, str) for t in translated)
+        assert [t.translation for t in translated] == cli(tmp_path, "translate", "run", "-", *args,
+                                                           stdin="\n".join(sentences)).splitlines()
+        assert len(translated) == 3 and all(t.source == s and isinstance(t.translation, str)
+                                            for t, s in zip(translated, sentences))

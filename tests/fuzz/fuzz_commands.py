@@ -1,7 +1,7 @@
 """Fuzz targets for the inputs of the commands that read text a user types or pipes (predict, translate,
 generate) and for the QA reader, on the quick path: the options as the command line parses and checks
 them (argparse, `DecodingConfig.from_flags`) and the input lines as the commands read them
-(`iter_input_lines`, the QA task's line parsing), without running a model. fuzz_inputs.py runs them
+(`iter_input_lines`, the front layer's reading into the tasks' examples), without running a model. fuzz_inputs.py runs them
 beside the readers and counts the outcomes the same way (error / accepted / other).
 
     qa          a SQuAD JSON file, spoiled in its structure (null, numbers, lists where text goes, deep
@@ -13,7 +13,7 @@ beside the readers and counts the outcomes the same way (error / accepted / othe
                 and prompt lines
     predict.csv    `predict` input to a classifier trained on a quoted CSV table: its header, then rows with
                    quotes, delimiters and line breaks inside fields, bare CRs, huge lines; read as the
-                   classifier reads it (`table_texts`)
+                   classifier reads it (`front.read_examples`)
     predict.jsonl  JSON-lines `predict` input: objects without the text field, null or list texts, deep
                    nesting, integers of thousands of digits, plain text after JSON; read the same way
 """
@@ -25,6 +25,7 @@ import io
 import json
 import random
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Callable
 
 from textnn import limits
@@ -143,22 +144,20 @@ def json_lines_input(rng: random.Random, mutate: Callable) -> bytes:
     return mutate(data, rng, [data]) if rng.random() < 0.3 else data
 
 
-class _Answers:
-    """The QA task's model half, replaced by one that answers every question with nothing: the fuzz reaches
-    the line parsing and the checks of what is asked, not a model."""
-
-    def encode(self, questions, outside, source):
-        return questions
-
-    def answers(self, model, questions):
-        return [("", 0, 0.0)] * len(questions), 0.0
+def _unbuilt(task_class, **attributes):
+    """A task of `task_class` with only the `attributes` its reading looks at (no vocabulary, no model): the
+    fuzz reaches the reading of the input into examples, not a model."""
+    task = task_class.__new__(task_class)
+    task.__dict__.update(attributes)
+    return task
 
 
 def command_targets(path: Path) -> dict[str, Callable[[bytes], object]]:
     """The targets above; `path` is where file inputs are written."""
     from textnn import cli
     from textnn.data.readers import iter_input_lines
-    from textnn.tasks.classification.data import ClassificationData, table_texts
+    from textnn.front import read_examples
+    from textnn.tasks.classification import ClassificationData, ClassificationTask
     from textnn.tasks.qa import QATask, read_squad
 
     parser = cli._parser()  # built once: building it for every input would cost more than the checks
@@ -182,14 +181,15 @@ def command_targets(path: Path) -> dict[str, Callable[[bytes], object]]:
 
     def qa_predict(data: bytes) -> object:
         lines = iter_input_lines(io.BytesIO(data), "<stdin>")
-        return list(QATask.predict(_Answers(), None, lines, "<stdin>", {}))
+        return list(read_examples(_unbuilt(QATask), lines, "<stdin>"))
 
-    data = ClassificationData(format="csv", quoting=True)
+    classifier = _unbuilt(ClassificationTask, config=SimpleNamespace(data=ClassificationData(format="csv", quoting=True)),
+                          table_header="sentence,label")
 
     def classifier_input(bytes_in: bytes) -> object:
         lines = iter_input_lines(io.BytesIO(bytes_in), "<stdin>")
         with contextlib.redirect_stderr(io.StringIO()):  # the line saying how the input is read
-            return list(table_texts(lines, "<stdin>", data, "sentence,label"))
+            return list(read_examples(classifier, lines, "<stdin>"))
 
     def command(name: str) -> Callable[[bytes], object]:
         def run(data: bytes) -> object:

@@ -143,7 +143,8 @@ def test_loss_is_a_sum_over_count_targets(tmp_path):
 
 
 def test_an_adaptive_softmax_run_trains_saves_and_evaluates_as_it_trained(tmp_path):
-    from textnn.experiment import evaluate_run, load_run, train
+    from textnn.experiment import load_run, train
+    from textnn.front import evaluate_run
 
     adaptive = {"softmax": "adaptive", "cutoffs": [8, 20], "div_value": 2.0}
     config = make_config(tmp_path, head=adaptive, max_steps=4, eval_every=2)
@@ -186,7 +187,8 @@ def test_bad_format_and_too_short_text_raise(tmp_path):
 
 
 def test_train_save_load_and_evaluate_through_the_experiment(tmp_path):
-    from textnn.experiment import evaluate_run, load_run, train
+    from textnn.experiment import load_run, train
+    from textnn.front import evaluate_run
 
     config = make_config(tmp_path, max_steps=6, eval_every=3, log_every=1)
     run, result = train(config, tmp_path / "run")

@@ -60,7 +60,8 @@ def test_perplexity_equals_the_hand_computed_nll_over_the_whole_stream(tmp_path,
 
 
 def test_evaluate_run_reads_a_new_file_with_the_runs_vocabulary(tmp_path):
-    from textnn.experiment import evaluate_run, train
+    from textnn.experiment import train
+    from textnn.front import evaluate_run
 
     task = word_task(tmp_path, "rnn_lm", 5)
     config = task.config

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from tests.conftest import write_sentiment_tsv
-from textnn import experiment
+from textnn import experiment, front
 from textnn.config import config_from_dict
 from textnn.errors import TextnnError
 from textnn.generation import DecodingConfig, beam_search, greedy
@@ -239,10 +239,10 @@ def test_training_evaluate_and_predict_run_in_the_runs_precision(tmp_path, monke
             assert result.precision == ("bf16" if expected else "fp32")
             assert seen and all(flag == expected for flag in seen)
             seen.clear()
-            experiment.evaluate_run(run.path, str(tmp_path / "dev.tsv"), bootstrap_samples=0)
+            front.evaluate_run(run.path, str(tmp_path / "dev.tsv"), bootstrap_samples=0)
             assert seen and all(flag == expected for flag in seen)
             seen.clear()
-            lines = list(experiment.predict_run(run.path, ["good great film", "awful dull plot"]))
+            lines = list(front.predict_run(run.path, ["good great film", "awful dull plot"]))
             assert len(lines) == 2 and seen and all(flag == expected for flag in seen)
             # between two predictions the caller is back in float32
             assert not torch.is_autocast_enabled("cpu")

@@ -18,7 +18,8 @@ from textnn.config import config_from_dict
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import Vocab
 from textnn.errors import TextnnError
-from textnn.experiment import evaluate_run, load_run, predict_run, train
+from textnn.experiment import load_run, train
+from textnn.front import evaluate_run, predict_run, read_examples
 from textnn.registry import task_class
 
 TRAIN = """\
@@ -65,7 +66,7 @@ def test_a_lower_casing_tagger_run_is_used_after_training(tmp_path):
     looked_up = []
     encode = task.encode
     task.encode = lambda sentences: looked_up.append(encode(sentences)) or looked_up[-1]
-    list(task.predict(model, ["PETER Visited oslo ."], "<test>", {}))
+    task.predict(model, list(read_examples(task, ["PETER Visited oslo ."], "<test>")), task.Options())
     words = ["peter", "visited", "oslo", "."]
     assert all(word in task.vocab.stoi for word in words)  # known lower-cased, unknown as written
     assert looked_up[0].words[0].tolist() == [task.vocab.stoi[word] for word in words]

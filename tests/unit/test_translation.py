@@ -16,6 +16,7 @@ from textnn.config import TrainConfig, config_from_dict
 from textnn.data.batching import token_budget_batches
 from textnn.data.parallel import detokenize_words, read_parallel
 from textnn.errors import TextnnError
+from textnn.front import options_for
 from textnn.generation.decoding import DecodingConfig, greedy
 from textnn.metrics.bleu import corpus_scores
 from textnn.tasks.translation import BOS, TranslationTask, label_smoothed_nll
@@ -223,8 +224,8 @@ def test_decoding_options_beam_length_penalty_and_nbest(tmp_path):
     assert (beam.max_len_a, beam.max_len_b) == (task.config.head.max_len_a, task.config.head.max_len_b)
     with pytest.raises(TextnnError, match="add --beam K"):
         DecodingConfig.from_flags(n_best=2)
-    with pytest.raises(TextnnError, match="--streams: not an option of translation"):
-        task.evaluate_file(None, "unused", options={"streams": 4})
+    with pytest.raises(TextnnError, match="--streams: does not apply to task translation"):
+        options_for(task, streams=4)
 
 
 def test_tied_output_layer_shares_the_target_embedding(tmp_path):

@@ -50,7 +50,8 @@ class Sentence:
     tokens: never empty. tags: one tag per token as written in the file, or None when the input
     has no tag column (prediction input). document: 0-based index of the document (a new one at
     every `-DOCSTART-` line). doc_start: True for the first sentence after a `-DOCSTART-` line, so
-    a writer can put the marker back. line: 1-based line of the first token, for error messages.
+    a writer can put the marker back. line: 1-based line of the first token, for error messages (None
+    where `path` names the place itself: a sentence given to `predict`).
     """
 
     tokens: tuple[str, ...]
@@ -58,7 +59,7 @@ class Sentence:
     document: int = 0
     doc_start: bool = False
     path: str = ""
-    line: int = 0
+    line: int | None = 0
 
 
 # --------------------------------------------------------------------------------------------------

@@ -59,15 +59,16 @@ class Record:
     """One example as read from a file.
 
     `label` is None only for unlabelled input (prediction). `path` and `line` (1-based; 0 when the
-    record did not come from a file) travel with the record so that errors found later in the
-    pipeline, such as a label never seen in training, can still point at the line that caused them.
+    record did not come from a file; None where `path` names the place itself: an example given to
+    `predict`) travel with the record so that errors found later in the pipeline, such as a label
+    never seen in training, can still point at the line that caused them.
     """
 
     text: str
     label: str | None
     text_pair: str | None = None
     path: str = ""
-    line: int = 0
+    line: int | None = 0
 
 
 class Records(list):

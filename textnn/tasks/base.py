@@ -1,8 +1,10 @@
 """What every task is: the protocol the trainer and the commands rely on, declared as abstract classes.
 
 A task turns data into batches, puts its head on an encoder, computes the loss and the metrics,
-writes predictions and the task's part of the report. The trainer and the commands call only the
-methods declared here, so `experiment.py` and `cli.py` never ask which task a run is.
+predictions (typed `Example`s in, typed `Prediction`s out: the front layer, textnn/front.py, reads the
+input into examples and prints the predictions) and the task's part of the report. The trainer and the
+commands call only the methods declared here, so `experiment.py` and `cli.py` never ask which task a run
+is.
 
 `Task` is what every task gives: building (`from_data`, `from_run`, `save`, `build_model`), its
 splits, its trainer, the commands' methods. `BatchTask` adds what the generic trainer
@@ -19,11 +21,14 @@ Class attributes:
                        (word2vec's own loop is float32 whatever the setting)
     capabilities       what the task offers beyond the protocol, by name (CAPABILITIES): the commands
                        read this set instead of probing for methods
+    Example, Prediction, Options
+                       the dataclasses `predict` takes and gives, and its options (None: no predict)
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, ClassVar, Iterable, Iterator, Protocol
 
@@ -32,23 +37,23 @@ from textnn.data.batching import Batch, bucket_batches
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import Vocab, read_run_json
 from textnn.errors import TextnnError, short
-from textnn.files import json_text
 from textnn.tasks import pipeline
 
 
-# Input lines `predict` reads, encodes and answers at a time: memory stays constant however long the input,
-# and the first answers come out while the rest is still being read (a pipe into `head` ends at once).
+# Examples `predict` is given at a time (the front layer, textnn/front.py, reads and answers the input in parts
+# of this many lines): memory stays constant however long the input, and the first answers come out while
+# the rest is still being read (a pipe into `head` ends at once).
 PREDICT_CHUNK_LINES = 256
 
 
-def line_chunks(lines: Iterable[str], size: int = PREDICT_CHUNK_LINES,
-                ends_chunk: Callable[[str, str], bool] | None = None) -> Iterator[tuple[int, list[str]]]:
-    """(number of its first line, lines) for consecutive parts of `lines`, read lazily.
+def line_chunks(lines: Iterable, size: int = PREDICT_CHUNK_LINES,
+                ends_chunk: Callable[[str, str], bool] | None = None) -> Iterator[tuple[int, list]]:
+    """(number of its first item, items) for consecutive parts of `lines` (lines, or any items), read lazily.
 
-    A part holds `size` lines, or with `ends_chunk(previous, line)` it goes on until that says a part
+    A part holds `size` items, or with `ends_chunk(previous, line)` it goes on until that says a part
     may end before `line` (a CoNLL sentence is never cut in two).
     """
-    chunk: list[str] = []
+    chunk: list = []
     first = 1
     for line in lines:
         if ends_chunk is not None and len(chunk) >= size and ends_chunk(chunk[-1], line):
@@ -62,38 +67,25 @@ def line_chunks(lines: Iterable[str], size: int = PREDICT_CHUNK_LINES,
         yield first, chunk
 
 
-def blank(line: str) -> bool:
-    """Whether a `predict` input line holds nothing to answer (empty, or white space only). It still gets its
-    answer (`empty_answer`): output line N answers input line N, whatever the input holds."""
-    return not line.strip()
+@dataclass(frozen=True)
+class NoOptions:
+    """The options of a task that takes none of its own: the front layer refuses any flag given for it."""
 
 
-def empty_answer(keys: dict) -> dict:
-    """The answer to a line with nothing to answer: the task's keys as `keys` gives them empty (None, or
-    [] for lists), and `"empty": True`."""
-    return {**keys, "empty": True}
+@dataclass(frozen=True)
+class Table:
+    """A run's training table given as `predict` input (`Task.table`): each row after the header line is split
+    at `delimiter` (by standard CSV quoting with `quoting`), and the fields at `columns` make its example."""
 
-
-def output_line(answer: dict | str, digits: int = 6) -> str:
-    """The line a command prints for one answer of `Task.predict`: text as it is, a dict as one JSON line
-    with every float rounded to `digits` (a reader of the output needs no more; the Python API gives the
-    answers themselves, unrounded)."""
-    if isinstance(answer, str):
-        return answer
-
-    def rounded(value):
-        if isinstance(value, float):
-            return round(value, digits)
-        if isinstance(value, dict):
-            return {key: rounded(item) for key, item in value.items()}
-        return [rounded(item) for item in value] if isinstance(value, list) else value
-
-    return json_text(rounded(answer), ensure_ascii=False)  # NaN and infinities as null
+    columns: list[int]
+    delimiter: str = "\t"
+    quoting: bool = False
+    reading: str = ""  # what the line said on stderr says is read: "predicting on its 'sentence' column"
 
 
 # Capabilities a task may declare (Task.capabilities), each with the method it then has:
 #   word_vectors     word_vectors(model) -> WordVectors            (`neighbors`, `analogy`)
-#   translate_lines  translate_lines(model, lines, decoding)        (`translate`)
+#   translate_lines  translate_lines(model, lines, decoding)        (`translate` takes such runs only)
 #   write_views      write_views(model, text, output, title) -> paths  (`visualize`: the task's own view)
 CAPABILITIES = frozenset({"word_vectors", "translate_lines", "write_views"})
 
@@ -109,7 +101,13 @@ class Task(ABC):
     # instead of evaluating dev once more at the end.
     intervals: ClassVar[bool] = True
     mixed_precision: ClassVar[bool] = True
-    printed_digits: ClassVar[int] = 6  # digits of the floats in the lines `predict` prints (`output_line`)
+    # What `predict` takes and gives, and the options of the task's own that the commands' flags set (the front
+    # layer, textnn/front.py, builds them once: `options_for`). A task with no Example does not predict.
+    Example: ClassVar[type | None] = None
+    Prediction: ClassVar[type | None] = None
+    Options: ClassVar[type] = NoOptions
+    printed_digits: ClassVar[int] = 6  # digits of the floats in the JSON lines `predict` prints
+    reads_conll: ClassVar[bool] = False  # predict input may be CoNLL columns, and output CoNLL (--input/output-format)
     metric_note: ClassVar[str] = ""  # what `textnn explain TASK` says about its metrics (train.metric), if anything
     # A run started (model.init_from) from a run of the same task takes that run's head and head options
     # too, when the head depends only on what it inherits (a language model's output layer, BERT's MLM head:
@@ -227,18 +225,47 @@ class Task(ABC):
 
     # --- commands -----------------------------------------------------------------------------------
     @abstractmethod
-    def evaluate_file(self, model, path: str, bootstrap_samples: int = 0, options: dict | None = None) -> dict:
-        """Metrics on a labelled file (`textnn evaluate`); `options` are the task's own evaluation options."""
+    def evaluate_file(self, model, path: str, bootstrap_samples: int = 0, options=None) -> dict:
+        """Metrics on a labelled file (`textnn evaluate`); `options`: the task's `Options` (None: the defaults)."""
 
-    def predict(self, model, lines: Iterable[str], source: str, options: dict) -> Iterator[dict | str]:
-        """The answers to input lines (`textnn predict`), as Python values: a dict (printed as a JSON line)
-        or text (printed as it is), see `output_line`; `options` are the command's task options."""
+    def predict(self, model, examples: list, options) -> list:
+        """One `Prediction` per `Example` (`textnn predict`, the Python API), computed and nothing else: the
+        front layer (textnn/front.py) reads the input into examples and prints the predictions."""
         raise TextnnError(f"`textnn predict` does not apply to task {self.config.task}")  # type: ignore[attr-defined]
 
-    def predict_chunk_lines(self) -> int:
-        """Input lines `predict` reads and answers at a time: PREDICT_CHUNK_LINES, or more when a larger
-        --batch-size asks for fuller batches than that many lines make."""
+    def predict_chunk_size(self) -> int:
+        """Examples `predict` is given at a time: PREDICT_CHUNK_LINES, or more when a larger --batch-size asks
+        for fuller batches than that many make."""
         return max(PREDICT_CHUNK_LINES, self.inference_batch_size or 0)
+
+    # --- reading predict input: the task's part of it (the front layer calls these; it answers a blank line
+    # itself, and never calls a method for an input format the task does not declare) ---------------------
+    def example_from_text(self, line: str, place: str):
+        """The Example a line of plain text holds (its line ending removed; never blank), or None when it holds
+        nothing to answer; `place` (`file:line`) names it in errors."""
+        raise TextnnError(f"`textnn predict` does not apply to task {self.config.task}")  # type: ignore[attr-defined]
+
+    def json_fields(self) -> tuple[str, ...]:
+        """The fields a JSON-lines input holds the text in (said on stderr); none: the task reads no JSON lines,
+        and a JSON object is for `example_from_text` to read."""
+        return ()
+
+    def example_from_json(self, record: dict, place: str):
+        """The Example a JSON-lines object holds, or None when it holds nothing to answer."""
+        raise NotImplementedError
+
+    def table(self, header: str) -> Table | None:
+        """The run's training table when an input's first line (`header`, its line ending removed) is its header
+        line; None otherwise, or when the task reads no table."""
+        return None
+
+    def example_from_row(self, fields: list[str], place: str):
+        """The Example of a table row, from its fields at `table(...).columns`; None when it holds nothing."""
+        raise NotImplementedError
+
+    def conll_examples(self, lines: list[str], source: str, first: int) -> list:
+        """The Examples (sentences) of CoNLL lines whose first is line `first` of `source` (reads_conll only)."""
+        raise NotImplementedError
 
     def report_sections(self, metrics: dict, split: str, run_path: Path) -> list[str]:
         """Markdown lines (and plots written into run_path) the task adds to report.md for a split."""
@@ -319,8 +346,5 @@ class BatchTask(Task):
 
         return Trainer(self, model, cfg, run)
 
-    def evaluate_file(self, model, path: str, bootstrap_samples: int = 0, options: dict | None = None) -> dict:
-        if options:
-            raise TextnnError(f"{', '.join('--' + key for key in options)}: does not apply to task "
-                              f"{self.config.task}")  # type: ignore[attr-defined]
+    def evaluate_file(self, model, path: str, bootstrap_samples: int = 0, options=None) -> dict:
         return self.evaluate(model, self.encode_file(path), bootstrap_samples=bootstrap_samples)

@@ -66,7 +66,13 @@ class EmbeddingsData(DataConfig):
             raise TextnnError(f"config key data.analogy_top_n: got {short(self.analogy_top_n)}, expected an integer >= 1")
 
 
+@dataclass(frozen=True)
+class EmbeddingsOptions:
+    top_n: int = 0  # `evaluate --top-n N`: analogy candidates are the N most frequent words (0: data.analogy_top_n)
+
+
 class EmbeddingsTask(Task):
+    Options = EmbeddingsOptions
     capabilities: ClassVar[frozenset[str]] = frozenset({"word_vectors"})
     mixed_precision: ClassVar[bool] = False  # word2vec trains in float32; so do the commands that read it
     data_config: ClassVar[type] = EmbeddingsData
@@ -231,12 +237,10 @@ class EmbeddingsTask(Task):
         path = getattr(self.config.data, split)
         return self.evaluate_file(model, path) if path else {}
 
-    def evaluate_file(self, model, path: str, bootstrap_samples: int = 0, options: dict | None = None) -> dict:
+    def evaluate_file(self, model, path: str, bootstrap_samples: int = 0, options: EmbeddingsOptions | None = None
+                      ) -> dict:
         """Analogy accuracy or similarity correlation, by the file's content (see the module docstring)."""
-        options = dict(options or {})
-        top_n = options.pop("top_n", None) or self.config.data.analogy_top_n
-        if options:
-            raise TextnnError(f"{', '.join('--' + key for key in options)}: does not apply to task embeddings")
+        top_n = (options.top_n if options is not None else 0) or self.config.data.analogy_top_n
         if self.inference_batch_size:
             print(f"note: --batch-size {self.inference_batch_size} does not apply here: a word-embeddings run is "
                   f"scored from its word vectors, with no forward pass", file=sys.stderr)

@@ -25,13 +25,16 @@ Regression (`data.regression: true`, STS-B's similarity scores): the label colum
 numbers; a `RegressionHead` gives one value per input, trained with the squared error and scored
 by Pearson's and Spearman's correlation (GLUE's STS-B metrics) and the mean squared error.
 
-This package keeps three things apart: `data.py` reads files into examples and batches, `model.py`
-puts the head on an encoder, `task.py` is the task's own logic (loss, metrics, predictions, report).
+This package keeps four things apart: `data.py` reads files into examples and batches, `io.py` is what
+`predict` takes and gives (typed) and how its input reads, `model.py` puts the head on an encoder,
+`task.py` is the task's own logic (loss, metrics, predictions, report).
 """
 
 from textnn.tasks.classification.data import ClassificationBatch, ClassificationData, EncodedTexts
+from textnn.tasks.classification.io import ClassificationExample, ClassificationPrediction, RegressionPrediction
 from textnn.tasks.classification.model import Classifier, ClassificationHeadConfig, classifier_head
 from textnn.tasks.classification.task import ClassificationTask
 
-__all__ = ["ClassificationBatch", "ClassificationData", "ClassificationHeadConfig", "ClassificationTask", "Classifier",
-           "EncodedTexts", "classifier_head"]
+__all__ = ["ClassificationBatch", "ClassificationData", "ClassificationExample", "ClassificationHeadConfig",
+           "ClassificationPrediction", "ClassificationTask", "Classifier", "EncodedTexts", "RegressionPrediction",
+           "classifier_head"]

@@ -1,18 +1,14 @@
 """Classification data: the `data:` options, reading a file into records and tokens (cached), an encoded
-split and its batch, and the lines `predict` reads out of a table in the run's training format."""
+split and its batch."""
 
 # B batch, T tokens, C characters (feature encoder input)
 
 from __future__ import annotations
 
-import csv
-import itertools
 import os
-import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import numpy as np
 import torch
@@ -20,11 +16,10 @@ import torch
 from textnn.config import Config, WordVectorData, check_key, is_int, opt
 from textnn.data.batching import Batch, pad
 from textnn.data.cache import cached
-from textnn.data.readers import Record, Records, class_files, line_list, quoted_rows, read_classification
+from textnn.data.readers import Record, Records, class_files, line_list, read_classification
 from textnn.data.tokenizers import Tokenizer
 from textnn.errors import TextnnError, where
 from textnn.tasks.features import FeatureData, pad_word_inputs
-from textnn.tasks.inputs import announce, field, json_records, reads_json_lines
 
 
 @dataclass
@@ -131,94 +126,6 @@ def label_order(labels: set[str]) -> list[str]:
     if all(label.lstrip("-").isdigit() for label in labels):
         return sorted(labels, key=int)
     return sorted(labels)
-
-
-def table_texts(lines: Iterable[str], source: str, data: ClassificationData, header: str | None) -> Iterator[str]:
-    """The input lines as `predict` reads them. An input whose first line is the whole header line of the
-    run's training table (`header`: tsv/csv with data.header; None: no header is looked for) is such a
-    table: each row after it gives its text column(s), as `text` or `text<TAB>pair`, one per row, and it
-    says so on stderr, so the header is not classified and the gold label does not end up inside the
-    text. Rows are read as the training reader reads them: split at data.delimiter, or with data.quoting
-    by standard CSV quoting, where a quoted field may hold the delimiter, a line break or a carriage return.
-    JSON lines (tasks/inputs.py) give the text field(s) of each object, the run's column names or `text` /
-    `text_pair`. Anything else passes unchanged: its lines are never parsed as a table's."""
-    lines = iter(lines)
-    first = next(lines, None)
-    if first is None:
-        return
-    text_fields, pair_fields = json_fields(data)
-    if reads_json_lines([first], source):
-        print(announce(source, text_fields), file=sys.stderr)
-        for number, record in json_records(itertools.chain([first], lines), source):
-            if record is None:
-                yield ""
-                continue
-            text = field(record, text_fields, source, number).replace("\t", " ")
-            pair = field(record, pair_fields, source, number).replace("\t", " ") if pair_fields else ""
-            yield text + ("\t" + pair if pair_fields else "")
-        return
-    # a line ends at a line feed, or in a table (read as `open(newline="")` reads a file) at a bare carriage
-    # return too: old Mac files end every line so
-    head = _cr_lines([first])
-    if header is None or next(head).rstrip("\r\n") != header:
-        yield first
-        yield from lines
-        return
-    named = " and ".join(repr(c) for c in (data.text_column, data.text_pair_column) if c)
-    print(f"{source}: its first line is the header of the run's training table; predicting on its {named} "
-          f"column{'s' if data.text_pair_column else ''}, one output line per row after the header", file=sys.stderr)
-    names = [name.strip() for name in next(_table_rows([header], data, source))[1]]
-    columns = [_column(data.text_column, names)] + ([_column(data.text_pair_column, names)]
-                                                    if data.text_pair_column else [])
-    for number, fields in _table_rows(itertools.chain(head, _cr_lines(lines)), data, source, first=2):
-        if fields is None:
-            yield ""
-        elif max(columns) >= len(fields):
-            raise TextnnError(f"{source}:{number}: the row has {len(fields)} field(s), fewer than the header's; "
-                              f"fix the row")
-        else:
-            yield "\t".join(fields[i].strip().replace("\t", " ") for i in columns)
-
-
-def _column(spec: str, names: list[str]) -> int:
-    """The index of a column option in the training header (a name, or a 0-based index: training checked it)."""
-    return names.index(spec) if spec in names else int(spec)
-
-
-def _cr_lines(lines: Iterable[str]) -> Iterator[str]:
-    """`lines` cut after each carriage return that no line feed follows as well."""
-    return (piece for line in lines for piece in re.split(r"(?<=\r)(?!\n)", line) if piece)
-
-
-def _table_rows(lines: Iterable[str], data: ClassificationData, source: str, first: int = 1
-                ) -> Iterator[tuple[int, list[str] | None]]:
-    """(number of its first line, fields) of each row of a table in the run's training format; None for a
-    blank row, which still gets its output line."""
-    delimiter = data.delimiter or ("\t" if data.format == "tsv" else ",")
-    if not data.quoting:
-        for number, line in enumerate(lines, start=first):
-            line = line.rstrip("\r\n")
-            yield number, line.split(delimiter) if line.strip() else None
-        return
-    reader = quoted_rows(lines, delimiter)
-    while True:
-        number = first + reader.line_num
-        try:
-            row = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as err:
-            raise TextnnError(f"{source}:{number}: cannot read this row with CSV quoting ({err}); fix its "
-                              f"quotes") from None
-        yield number, row if any(value.strip() for value in row) else None
-
-
-def json_fields(data: ClassificationData) -> tuple[list[str], list[str]]:
-    """The fields a JSON-lines input gives the text (and, for a pair model, the second text) in: the run's
-    column names, then `text` / `text_pair`."""
-    named = lambda column, default: list(dict.fromkeys(  # noqa: E731
-        ([column] if column and not column.isdigit() else []) + [default]))
-    return named(data.text_column, "text"), named(data.text_pair_column, "text_pair") if data.text_pair_column else []
 
 
 def read_and_tokenize(config: Config, tokenizer: Tokenizer, path: str, require_labels: bool = True

@@ -1,5 +1,6 @@
 """The classification task: building its text pipeline, splits and model, the loss, the metrics,
-predictions and its part of the report (reading is in data.py, the model in model.py)."""
+predictions and its part of the report (reading is in data.py, predict's inputs and outputs in io.py,
+the model in model.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import hashlib
 import json
 import sys
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import numpy as np
 import torch
@@ -24,9 +24,11 @@ from textnn.errors import TextnnError, where
 from textnn.metrics import CLASSIFICATION_METRICS, REGRESSION_METRICS, bootstrap_ci, confusion_matrix
 from textnn.models.base import Encoder, InputSpec
 from textnn.tasks import pipeline
-from textnn.tasks.base import BatchTask, blank, empty_answer, line_chunks
+from textnn.tasks.base import BatchTask, NoOptions
 from textnn.tasks.classification.data import (ClassificationBatch, ClassificationData, EncodedTexts, label_order,
-                                              read_and_tokenize, read_split, real_label, table_texts)
+                                              read_and_tokenize, read_split, real_label)
+from textnn.tasks.classification.io import (ClassificationExample, ClassificationIO, ClassificationPrediction,
+                                            RegressionPrediction)
 from textnn.tasks.classification.model import ClassificationHeadConfig, Classifier, classifier_head, scores
 from textnn.tasks.features import FeatureSource, frozen_layers, read_source, save_source, source_from_run
 
@@ -56,7 +58,9 @@ def _reads_an_untrained_pooler(config: Config) -> bool:
     return start.get("task") == "pretraining" and (start.get("data") or {}).get("nsp") is False
 
 
-class ClassificationTask(BatchTask):
+class ClassificationTask(ClassificationIO, BatchTask):
+    Example = ClassificationExample
+    Prediction = ClassificationPrediction  # a regression run's: RegressionPrediction (set in __init__)
     data_config = ClassificationData
     head_config = ClassificationHeadConfig
     metric_directions = {"loss": False, **{name: True for name in CLASSIFICATION_METRICS},
@@ -112,13 +116,15 @@ class ClassificationTask(BatchTask):
         self.tokenizer = tokenizer
         self.vocab = vocab
         self.labels = labels
+        if config.data.regression:
+            self.Prediction = RegressionPrediction
         self.label_ids = {label: i for i, label in enumerate(labels)}
         self.splits: dict[str, EncodedTexts] = {}
         self.pretrained: torch.Tensor | None = None
         self.vector_coverage: dict = {}
         self.features: FeatureSource | None = None  # data.features_from
         # the header line of the training table (tsv/csv with data.header): a predict input whose first line
-        # is this whole line is that table (table_texts); None for other formats and runs trained before it
+        # is this whole line is that table (`table`); None for other formats and runs trained before it
         self.table_header: str | None = None
         self.validation_lines: list = []  # data.validation_split: the lines of data.train held out (VALIDATION_LINES)
 
@@ -371,47 +377,19 @@ class ClassificationTask(BatchTask):
         results["confusion_matrix"] = confusion_matrix(gold, pred, len(self.labels)).tolist()
         return results
 
-
     # --- commands ---------------------------------------------------------------------------------
-    def predict(self, model: torch.nn.Module, lines: Iterable[str], source: str, options: dict) -> Iterator[dict]:
-        """One answer per input line (`text`, or `text<TAB>pair` for a pair model): label and probabilities."""
-        if options.get("input_format") or options.get("output_format"):
-            raise TextnnError("--input-format and --output-format apply to tagging runs only; a classifier "
-                              "reads one text per line and writes JSONL, so drop them")
-        empty = {"text": None, **({"value": None} if self.config.data.regression else
-                                   {"label": None, "probabilities": None})}
-        answered = False
-        header = self.table_header if options.get("table_header", True) else None
-        for first, chunk in line_chunks(table_texts(lines, source, self.config.data, header),
-                                        self.predict_chunk_lines()):
-            answered = True
-            records = []
-            for number, line in enumerate(chunk, start=first):
-                line = line.rstrip("\n")
-                if blank(line):
-                    continue
-                text, _, pair = line.partition("\t") if self.is_pair else (line, "", "")
-                if self.is_pair and not pair:
-                    raise TextnnError(f"{source}:{number}: this model classifies sentence pairs; give "
-                                      f"`first sentence<TAB>second sentence` on each line")
-                records.append(Record(text=text, label=None, text_pair=pair or None, path=source, line=number))
-            answers = iter(self._answers(model, records) if records else [])
-            for line in chunk:
-                yield empty_answer(empty) if blank(line) else next(answers)
-        if not answered:
-            raise TextnnError(f"{source}: no input lines to predict")
-
-    def _answers(self, model: torch.nn.Module, records: list[Record]) -> list[dict]:
-        """The answer to each record to predict: its text, and its label and probabilities (or value)."""
+    def predict(self, model: torch.nn.Module, examples: list[ClassificationExample], options: NoOptions) -> list:
+        """A label and its probabilities (a regression run: a value) for each example."""
+        records = [Record(e.text, None, e.text_pair, e.place or "<input>", None) for e in examples]
         tokens = [(self.tokenizer(r.text), self.tokenizer(r.text_pair) if r.text_pair is not None else None)
                   for r in records]
         encoded = self.encode(records, tokens, require_known_labels=False)
-        texts = [{"text": r.text, **({"text_pair": r.text_pair} if r.text_pair else {})} for r in records]
         if self.config.data.regression:
-            return [{**text, "value": float(value)} for text, value in zip(texts, self.regression_values(model, encoded))]
-        return [{**text, "label": self.labels[int(row.argmax())],
-                 "probabilities": {label: float(p) for label, p in zip(self.labels, row)}}
-                for text, row in zip(texts, self.probabilities(model, encoded))]
+            return [RegressionPrediction(text=e.text, text_pair=e.text_pair, value=float(value))
+                    for e, value in zip(examples, self.regression_values(model, encoded))]
+        return [ClassificationPrediction(text=e.text, text_pair=e.text_pair, label=self.labels[int(row.argmax())],
+                                         probabilities={label: float(p) for label, p in zip(self.labels, row)})
+                for e, row in zip(examples, self.probabilities(model, encoded))]
 
     def report_sections(self, metrics: dict, split: str, run_path: Path) -> list[str]:
         """The confusion matrix of the split, as a plot."""

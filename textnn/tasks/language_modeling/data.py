@@ -1,5 +1,6 @@
 """Language-modelling data: the `data:` options, a file's lines or table column as a token stream
-(cached), the held-out part of the training file, and the byte-level BPE trained on it."""
+(cached), the held-out part of the training file, the byte-level BPE trained on it, and the options of
+`evaluate`."""
 
 # N stream length
 
@@ -18,6 +19,12 @@ from textnn.data.vocab import PAD, UNK
 from textnn.errors import TextnnError
 
 SPECIALS = (PAD, UNK, EOS)
+
+
+@dataclass(frozen=True)
+class LanguageModelingOptions:
+    """The task's `Options`, set by `evaluate`'s flags (the front layer, textnn/front.py)."""
+    streams: int = 0  # --streams N: rows of the file read side by side (0: the task's own reading)
 
 
 @dataclass

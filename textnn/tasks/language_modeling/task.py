@@ -23,8 +23,8 @@ from textnn.errors import TextnnError
 from textnn.models.base import detach_state
 from textnn.tasks import pipeline
 from textnn.tasks.base import BatchTask
-from textnn.tasks.language_modeling.data import (SPECIALS, EncodedStream, LanguageModelingData, kept_lines, read_stream,
-                                                 text_lines, train_bpe)
+from textnn.tasks.language_modeling.data import (SPECIALS, EncodedStream, LanguageModelingData, LanguageModelingOptions,
+                                                 kept_lines, read_stream, text_lines, train_bpe)
 from textnn.tasks.language_modeling.model import LanguageModel, LanguageModelingHead, language_model
 from textnn.training import distributed
 
@@ -34,6 +34,7 @@ DIRECTIONS = ("forward", "backward")  # a bidirectional LM reports each one's lo
 class LanguageModelingTask(BatchTask):
     """Next-token prediction on plain-text streams, in the trainer's task protocol (see the module doc)."""
 
+    Options = LanguageModelingOptions
     intervals = False  # perplexity has no bootstrap interval here
 
     data_config = LanguageModelingData
@@ -279,12 +280,9 @@ class LanguageModelingTask(BatchTask):
         self._state = state
 
     def evaluate_file(self, model: torch.nn.Module, path: str, bootstrap_samples: int = 0,
-                      options: dict | None = None) -> dict:
-        """`textnn evaluate` on a text file; options["streams"]: rows read side by side (0 = the default reading)."""
-        options = dict(options or {})
-        streams = options.pop("streams", 0)
-        if options:
-            raise TextnnError(f"{', '.join('--' + key for key in options)}: not an option of language modelling")
+                      options: LanguageModelingOptions | None = None) -> dict:
+        """`textnn evaluate` on a text file, its rows read as options.streams says."""
+        streams = options.streams if options is not None else 0
         if self.inference_batch_size and not self._reads_windows(streams):
             print(f"note: --batch-size {self.inference_batch_size} does not apply here: model "
                   f"{self.config.model_name} carries its state from window to window, so the file is read as "

@@ -1,14 +1,13 @@
 """The QA task: building its pipeline, windows and model, the span loss, the best span of each question
-over its windows, SQuAD EM/F1, and predictions."""
+over its windows, SQuAD EM/F1, and predictions (what they take and give, and how their input reads, are in
+io.py)."""
 
 # B batch (windows), T window length, Q questions
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import numpy as np
 import torch
@@ -18,7 +17,6 @@ from textnn import registry
 from textnn.config import Config
 from textnn.data.batching import bucket_batches
 from textnn.data.packing import pack
-from textnn.data.readers import parse_json
 from textnn.data.tokenizers import CLS, SEP, Tokenizer
 from textnn.data.vocab import Vocab
 from textnn.errors import TextnnError
@@ -26,9 +24,9 @@ from textnn.metrics.squad import squad_scores
 from textnn.models.base import InputSpec
 from textnn.modules.heads import SpanHead
 from textnn.tasks import pipeline
-from textnn.tasks.base import EPOCH_SEED_STRIDE, BatchTask, blank, empty_answer
-from textnn.tasks.qa.data import (NotSquad, QABatch, QAData, QASplit, Question, Window, answer_pieces, read_squad,
-                                  squad_field, window_starts)
+from textnn.tasks.base import EPOCH_SEED_STRIDE, BatchTask, NoOptions
+from textnn.tasks.qa.data import QABatch, QAData, QASplit, Question, Window, answer_pieces, read_squad, window_starts
+from textnn.tasks.qa.io import QAExample, QAIO, QAPrediction
 from textnn.tasks.qa.model import SpanModel
 
 
@@ -43,7 +41,9 @@ def best_span(start: np.ndarray, end: np.ndarray, lo: int, hi: int, max_answer: 
     return lo + s, lo + e, float(scores[s, e])
 
 
-class QATask(BatchTask):
+class QATask(QAIO, BatchTask):
+    Example = QAExample
+    Prediction = QAPrediction
     data_config = QAData
     formats = ("squad",)
     intervals = False  # EM/F1 have no bootstrap interval: a second pass over dev (minutes for SQuAD) adds nothing
@@ -214,42 +214,9 @@ class QATask(BatchTask):
         return {"loss": loss, **scores, "questions": len(scored), "windows": len(data.windows),
                 "answers_outside_context": data.answers_outside_context}
 
-    def predict(self, model: torch.nn.Module, lines: Iterable[str], source: str, options: dict) -> Iterator[dict]:
-        """One answer per input line: `{"question": ..., "context": ...}` or `question<TAB>context`;
-        out come the question, the answer text, its character start in the context and its score."""
-        if options.get("input_format") or options.get("output_format"):
-            raise TextnnError("--input-format and --output-format apply to tagging runs only; a qa run reads "
-                              "JSON lines {\"question\", \"context\"} (or question<TAB>context) and writes JSONL")
-        asked: list[Question | None] = []  # None for a blank line, which is answered as empty
-        for number, line in enumerate(lines, start=1):
-            if blank(line):
-                asked.append(None)
-                continue
-            if line.lstrip().startswith("{"):
-                try:
-                    item = parse_json(line, f"{source}:{number}", "fix the line")
-                except json.JSONDecodeError:
-                    item = None
-                if not isinstance(item, dict):
-                    raise TextnnError(f"{source}:{number}: expected a JSON object with \"question\" and \"context\"")
-                try:
-                    question, context = (squad_field(item, key, str, "the line") for key in ("question", "context"))
-                except NotSquad as err:  # a null context would otherwise be answered from the text "None"
-                    raise TextnnError(f"{source}:{number}: {err}; give \"question\" and \"context\" "
-                                      f"as strings") from None
-            else:
-                question, _, context = line.rstrip("\n").partition("\t")
-                if not context:
-                    raise TextnnError(f"{source}:{number}: give `question<TAB>context` or a JSON object with "
-                                      f"\"question\" and \"context\"")
-            asked.append(Question(str(number), question, context, [], -1, "", 0))
-        if not asked:
-            raise TextnnError(f"{source}: no input lines to answer")
-        questions = [q for q in asked if q is not None]
-        best = iter(self.answers(model, self.encode(questions, 0, source))[0] if questions else [])
-        for q in asked:
-            if q is None:
-                yield empty_answer({"question": None, "answer": None, "start": None, "score": None})
-                continue
-            text, start, score = next(best)
-            yield {"question": q.question, "answer": text, "start": start, "score": float(score)}
+    def predict(self, model: torch.nn.Module, examples: list[QAExample], options: NoOptions) -> list[QAPrediction]:
+        """The best span of each question's context: its text, its first character and its score."""
+        questions = [Question(str(i), e.question, e.context, [], -1, "", 0) for i, e in enumerate(examples)]
+        best = self.answers(model, self.encode(questions, 0, "predict input"))[0]
+        return [QAPrediction(question=e.question, answer=text, start=start, score=float(score))
+                for e, (text, start, score) in zip(examples, best)]

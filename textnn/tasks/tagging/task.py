@@ -1,22 +1,21 @@
 """The tagging task: building its pipeline, splits and model, the loss, decoding tags, span metrics,
-predictions (CoNLL or raw text in, CoNLL or JSON out) and its part of the report."""
+predictions (what they take and give, and how their input reads, are in io.py) and its part of the report."""
 
 # B batch (sentences), T tokens per sentence, C characters per token, P pieces, K tags
 
 from __future__ import annotations
 
-import itertools
 import json
 import sys
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import numpy as np
 import torch
 
 from textnn import registry
 from textnn.config import Config
-from textnn.data.conll import MAX_WORD_CHARS, Sentence, convert_tags, normalise_scheme, split_tag, tag_set
+from textnn.data.conll import (MAX_WORD_CHARS, Sentence, convert_tags, normalise_scheme, span_records, split_tag,
+                               tag_set)
 from textnn.data.tokenizers import CLS, SEP, UNK as WORDPIECE_UNK, Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.errors import TextnnError, where
@@ -25,20 +24,20 @@ from textnn.metrics.spans import SPAN_METRICS, sentence_counts, span_bootstrap_c
 from textnn.models.base import InputSpec
 from textnn.modules.heads import TaggerHead
 from textnn.tasks import pipeline
-from textnn.tasks.base import BatchTask, empty_answer, line_chunks
-from textnn.tasks.inputs import announce, field, json_records, reads_json_lines
+from textnn.tasks.base import BatchTask, NoOptions
 from textnn.tasks.features import FeatureSource, frozen_layers, read_source, save_source, source_from_run
 from textnn.tasks.tagging.data import (NUM_CASINGS, EncodedSentences, TaggingBatch, TaggingData, casing, extra_inputs,
                                        read_sentences, word_form)
+from textnn.tasks.tagging.io import TaggingExample, TaggingIO, TaggingPrediction
 from textnn.tasks.tagging.model import Tagger, TaggingHeadConfig
 
-# Lines `--input-format auto` looks at to tell CoNLL columns from raw text, before the rest is read.
-AUTO_DETECT_LINES = 200
 
-
-class TaggingTask(BatchTask):
+class TaggingTask(TaggingIO, BatchTask):
     """Sequence labelling in the trainer's task protocol (see the module doc)."""
 
+    Example = TaggingExample
+    Prediction = TaggingPrediction
+    reads_conll = True
     data_config = TaggingData
     head_config = TaggingHeadConfig
     metric_directions = {"loss": False, **{name: True for name in SPAN_METRICS}}
@@ -277,80 +276,15 @@ class TaggingTask(BatchTask):
         results["per_type"] = scores["per_type"]
         return results
 
-
     # --- commands ---------------------------------------------------------------------------------
-    def predict(self, model: torch.nn.Module, lines: Iterable[str], source: str, options: dict) -> Iterator[dict | str]:
-        """Tags for raw text or CoNLL input: a dict per sentence (a JSON line), or CoNLL blocks of text.
-
-        options["input_format"]: text (one sentence per line, split by the run's data.tokenizer), conll
-        (columns read with the run's data.token_column / data.tag_column; a tag column, if present, is the
-        gold and is written beside the prediction), jsonl (one object per line: `tokens`, a list of words,
-        or `text`, split as raw text; `tags` beside `tokens` is the gold), or auto (default: JSON lines when
-        the first non-blank line is such an object, else `conll.looks_like_conll` decides).
-        options["output_format"]: conll (`token [gold] predicted` per line) or jsonl (default; one object
-        per sentence: tokens, tags, spans [{type, start, end (exclusive), text}], and gold when the input
-        has it). Predicted tags are in the run's data.tag_scheme.
-        """
-        from textnn.data.conll import (DOCSTART, format_conll, looks_like_conll, parse_conll, sentences_from_text,
-                                       span_records)
-
-        input_format = options.get("input_format") or "auto"
-        output_format = options.get("output_format") or "jsonl"
-        if input_format not in ("auto", "text", "conll", "jsonl"):
-            raise TextnnError(f"--input-format {input_format!r}: choose auto, text, conll or jsonl")
-        if output_format not in ("conll", "jsonl"):
-            raise TextnnError(f"--output-format {output_format!r}: choose conll or jsonl")
-        data = self.config.data
-        lines = iter(lines)
-        head = list(itertools.islice(lines, AUTO_DETECT_LINES))  # auto decides on the first lines alone
-        lines = itertools.chain(head, lines)
-        jsonl = input_format == "jsonl" or (input_format == "auto" and reads_json_lines(head, source))
-        conll = input_format == "conll" or (input_format == "auto" and not jsonl and looks_like_conll(head))
-        if jsonl:
-            print(announce(source, JSON_FIELDS), file=sys.stderr)
-        # a CoNLL part ends at a blank line after a token line, so no sentence (nor its -DOCSTART-) is cut
-        ends_sentence = (lambda previous, line: not line.split() and bool(previous.split())
-                         and previous.split()[0] != DOCSTART) if conll else None
-        # A WordPiece splits words into pieces; raw text is split into words by the word rules
-        split = Tokenizer("word") if self.tokenizer.kind == "wordpiece" else self.tokenizer
-        answered = False
-        for first, chunk in line_chunks(lines, self.predict_chunk_lines(), ends_chunk=ends_sentence):
-            if conll:
-                if not any(line.split() and line.split()[0] != DOCSTART for line in chunk):
-                    continue  # blank or -DOCSTART- lines only (the end of the input)
-                sentences = parse_conll(chunk, source, token_column=data.token_column, tag_column=data.tag_column,
-                                        scheme=data.tag_scheme, require_tags=False, first=first)
-            elif jsonl:
-                sentences = json_sentences(chunk, split, source, first)
-            else:  # a line with no token is left out here and answered as empty below
-                sentences = sentences_from_text(chunk, split, source, first=first) \
-                    if any(split(line) for line in chunk) else []
-            predicted = self.decode_tags(model, self.encode(sentences))[0] if sentences else []
-            if output_format == "conll":  # one block per sentence: CoNLL has no way to write an empty one
-                if not sentences:
-                    continue
-                if answered:
-                    yield ""  # the blank line that ends the previous part's last sentence
-                answered = True
-                yield format_conll(sentences, predicted).rstrip("\n")
-                continue
-            answered = True
-            rows = {}
-            for sentence, tags in zip(sentences, predicted):
-                row = {"tokens": list(sentence.tokens), "tags": tags,
-                       "spans": span_records(sentence.tokens, tags, data.tag_scheme)}
-                if sentence.tags is not None:
-                    row["gold"] = list(sentence.tags)
-                rows[sentence.line] = row
-            if conll:  # a sentence per block of lines
-                yield from rows.values()
-            else:  # a sentence per line, and an answer for every line
-                empty = empty_answer({"tokens": [], "tags": [], "spans": []})
-                yield from (rows.get(number, empty) for number in range(first, first + len(chunk)))
-        if not answered:
-            if conll:  # the errors each reader gives for input with no text
-                parse_conll([], source, scheme=data.tag_scheme, require_tags=False)
-            sentences_from_text([], split, source)
+    def predict(self, model: torch.nn.Module, examples: list[TaggingExample], options: NoOptions
+                ) -> list[TaggingPrediction]:
+        """The tags of each sentence, in the run's data.tag_scheme, and the chunks they make."""
+        sentences = [Sentence(e.tokens, e.gold, 0, False, e.place or "<input>", None) for e in examples]
+        predicted = self.decode_tags(model, self.encode(sentences))[0]
+        scheme = self.config.data.tag_scheme
+        return [TaggingPrediction(tokens=e.tokens, tags=tags, spans=span_records(e.tokens, tags, scheme), gold=e.gold)
+                for e, tags in zip(examples, predicted)]
 
     def report_sections(self, metrics: dict, split: str, run_path: Path) -> list[str]:
         """conlleval's per-type breakdown."""
@@ -365,31 +299,3 @@ class TaggingTask(BatchTask):
         if "per_type" in metrics:
             lines += ["per type:", *("  " + line for line in per_type_table(metrics["per_type"]).splitlines())]
         return lines
-
-
-JSON_FIELDS = ("tokens", "text")  # where a JSON-lines input to a tagger holds its sentence
-
-
-def json_sentences(chunk: list[str], split, source: str, first: int) -> list:
-    """The sentences of a part of JSON-lines input, one per object with at least one token (the others are
-    answered as empty): `tokens` as given (with `tags`, when present, as the gold), or `text` split into
-    words as raw text is."""
-    sentences = []
-    for number, record in json_records(chunk, source, first):
-        if record is None:
-            continue
-        if "tokens" in record:
-            tokens = field(record, ["tokens"], source, number, list)
-            if not all(isinstance(token, str) and token and not token.isspace() for token in tokens):
-                raise TextnnError(f"{source}:{number}: 'tokens' must be a list of non-empty strings")
-            tags = record.get("tags")
-            if tags is not None and (not isinstance(tags, list) or len(tags) != len(tokens)
-                                     or not all(isinstance(tag, str) for tag in tags)):
-                raise TextnnError(f"{source}:{number}: 'tags' must be a list of strings, one per token "
-                                  f"({len(tokens)}), or left out")
-        else:
-            tokens, tags = split(field(record, JSON_FIELDS, source, number)), None
-        if tokens:
-            sentences.append(Sentence(tuple(tokens), tuple(tags) if tags is not None else None, 0, False,
-                                      source, number))
-    return sentences

@@ -1,16 +1,15 @@
 """The translation task: building its pipelines and splits, the label-smoothed loss, decoding with
-greedy / sampling / beam search, BLEU, chrF and perplexity, translations, and the attention view."""
+greedy / sampling / beam search, BLEU, chrF and perplexity, translations (what they take and give, and how
+their input reads, are in io.py), and the attention view."""
 
 # B batch (sentence pairs), S source length, T target length, V target vocabulary, D decoder state size
 
 from __future__ import annotations
 
-import itertools
 import math
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import torch
 
@@ -27,9 +26,9 @@ from textnn.metrics.bleu import corpus_scores
 from textnn.models.base import EncoderDecoder, InputSpec
 from textnn.modules.heads import LMHead
 from textnn.tasks import pipeline
-from textnn.tasks.base import EPOCH_SEED_STRIDE, BatchTask, line_chunks
-from textnn.tasks.inputs import announce, field, json_records, reads_json_lines
+from textnn.tasks.base import EPOCH_SEED_STRIDE, BatchTask
 from textnn.tasks.translation.data import BOS, EOS, SPECIALS, EncodedPairs, TranslationBatch, TranslationData
+from textnn.tasks.translation.io import TranslationExample, TranslationIO, TranslationOptions, TranslationPrediction
 from textnn.tasks.translation.model import TranslationHeadConfig, Translator
 from textnn.training.progress import progress_bar
 
@@ -57,9 +56,13 @@ def label_smoothed_nll(logits: torch.Tensor, targets: torch.Tensor, mask: torch.
     return ((1.0 - epsilon) * nll + epsilon * uniform).sum(), nll.sum()
 
 
-class TranslationTask(BatchTask):
-    capabilities = frozenset({"translate_lines", "write_views"})
+class TranslationTask(TranslationIO, BatchTask):
     """Sentence-pair translation in the trainer's task protocol (see the module docstring)."""
+
+    capabilities = frozenset({"translate_lines", "write_views"})
+    Example = TranslationExample
+    Prediction = TranslationPrediction
+    Options = TranslationOptions
 
     data_config = TranslationData
     head_config = TranslationHeadConfig
@@ -265,14 +268,6 @@ class TranslationTask(BatchTask):
         return replace(requested or DecodingConfig(), max_tokens=MAX_OUTPUT_TOKENS, max_len_a=float(head.max_len_a),
                        max_len_b=head.max_len_b)
 
-    def _requested_decoding(self, options: dict) -> DecodingConfig:
-        """options["decoding"] (a DecodingConfig, or absent: greedy) under the head's length rule; any other
-        option but table_header (the Python API's: no header is looked for) is not one of translation."""
-        unknown = [key for key in options if key not in ("decoding", "table_header")]
-        if unknown:
-            raise TextnnError(f"{', '.join('--' + k.replace('_', '-') for k in unknown)}: not an option of translation")
-        return self.decoding_config(options.get("decoding"))
-
     @torch.no_grad()
     def translate_ids(self, model: Translator, sources: list[list[int]], decoding: DecodingConfig,
                       progress: bool = False) -> list[list[Hypothesis]]:
@@ -342,66 +337,23 @@ class TranslationTask(BatchTask):
         return results
 
     def evaluate_file(self, model: torch.nn.Module, path: str, bootstrap_samples: int = 0,
-                      options: dict | None = None) -> dict:
-        """`textnn evaluate`: always decodes (greedy, or the DecodingConfig in options["decoding"])."""
-        decoding = self._requested_decoding(options or {})
+                      options: TranslationOptions | None = None) -> dict:
+        """`textnn evaluate`: always decodes (greedy, or as options.decoding says)."""
+        decoding = self.decoding_config(options.decoding if options is not None else None)
         return self.evaluate(model, self.encode_file(path), bootstrap_samples=bootstrap_samples, decoding=decoding)
 
     # --- commands -----------------------------------------------------------------------------------
-    def predict(self, model: torch.nn.Module, lines: Iterable[str], source: str, options: dict) -> Iterator[dict | str]:
-        """One translation per input line (`textnn translate`, `textnn predict`), written as the input
-        arrives, a batch of lines at a time, decoded as options["decoding"] says (default greedy). With
-        n_best N > 1: one dict per input (a JSON line), {"source", "hypotheses" (N, best first), "scores"}, as
-        `generate` writes its n-best lists."""
-        options = {k: v for k, v in options.items() if v is not None}
-        for key in ("input_format", "output_format"):
-            if key in options:
-                raise TextnnError(f"--{key.replace('_', '-')} applies to tagging runs only; a translation run reads "
-                                  f"one sentence per line and writes one per line")
-        decoding = self._requested_decoding(options)
-        chunk_lines = max(GREEDY_SENTENCES, self.inference_batch_size or 0)  # a chunk fills at least one batch
-        for _, chunk in line_chunks(self._source_lines(lines, source, options.get("table_header", True)), chunk_lines):
-            yield from self._predict_chunk(model, chunk, decoding)
+    def predict(self, model: Translator, examples: list[TranslationExample], options: TranslationOptions
+                ) -> list[TranslationPrediction]:
+        """The hypotheses of each source (best first) and their scores, decoded as options.decoding says
+        (default greedy): the best alone, or its n-best list (n_best > 1)."""
+        found = self.translate_lines(model, [e.source for e in examples], self.decoding_config(options.decoding))
+        return [TranslationPrediction(source=e.source, hypotheses=[text for text, _ in hypotheses],
+                                      scores=[float(score) for _, score in hypotheses])
+                for e, hypotheses in zip(examples, found)]
 
-    def _source_lines(self, lines: Iterable[str], source: str, table_header: bool = True) -> Iterator[str]:
-        """The sentences to translate, one per input line: the line itself; or, when the input is JSON lines
-        (tasks/inputs.py), the source field of each object (the source side's name, `source` or `text`);
-        or, when it is a table in the run's training format (data.format tsv, its header naming the source
-        column; not looked for when `table_header` is False, as the Python API's texts are texts), that column
-        of each row after the header, saying so on stderr."""
-        data = self.config.data
-        lines = (line.rstrip("\n") for line in lines)
-        first = next(lines, None)
-        if first is None:
-            return
-        fields = list(dict.fromkeys(([data.source] if not data.source.isdigit() else []) + ["source", "text"]))
-        if reads_json_lines([first], source):
-            print(announce(source, fields), file=sys.stderr)
-            for number, record in json_records(itertools.chain([first], lines), source):
-                yield "" if record is None else field(record, fields, source, number)
-            return
-        names = first.split("\t")
-        if table_header and data.format == "tsv" and data.header and not data.source.isdigit() and data.source in names:
-            column = names.index(data.source)
-            print(f"{source}: its first line is the header of the run's training table; translating its "
-                  f"{data.source!r} column, one output line per row after the header", file=sys.stderr)
-            for number, row in enumerate(lines, start=2):
-                fields_of_row = row.split("\t")
-                if row.strip() and column >= len(fields_of_row):
-                    raise TextnnError(f"{source}:{number}: the row has {len(fields_of_row)} field(s), fewer than "
-                                      f"the header's; fix the row")
-                yield fields_of_row[column] if row.strip() else ""
-            return
-        yield first
-        yield from lines
-
-    def _predict_chunk(self, model, chunk: list[str], decoding: DecodingConfig) -> Iterator[dict | str]:
-        for line, hypotheses in zip(chunk, self.translate_lines(model, chunk, decoding)):
-            if decoding.n_best == 1:
-                yield hypotheses[0][0]
-            else:
-                yield {"source": line, "hypotheses": [text for text, _ in hypotheses],
-                       "scores": [float(score) for _, score in hypotheses]}
+    def predict_chunk_size(self) -> int:
+        return max(GREEDY_SENTENCES, self.inference_batch_size or 0)  # a part fills at least one batch
 
     def report_sections(self, metrics: dict, split: str, run_path: Path) -> list[str]:
         """The sacreBLEU signatures behind the split's BLEU and chrF."""

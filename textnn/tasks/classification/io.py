@@ -1,0 +1,84 @@
+"""What a classifier predicts from and gives (typed, as `predict` takes and returns them), and how the
+front layer's input becomes its examples: a line (`text`, or `text<TAB>pair` for a pair model), a JSON
+object (the run's column names, or `text` / `text_pair`) or a row of the run's training table."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from textnn.data.readers import quoted_rows
+from textnn.errors import TextnnError
+from textnn.tasks.base import Table
+from textnn.tasks.inputs import field as json_field
+
+
+@dataclass(frozen=True)
+class ClassificationExample:
+    text: str
+    text_pair: str | None = None  # the second text, for a pair model
+    place: str = field(default="", compare=False)  # where it was read (file:line), named by errors about it
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClassificationPrediction:
+    text: str
+    text_pair: str | None = None  # None for a single-text model
+    label: str
+    probabilities: dict[str, float]  # label -> probability, in the run's label order
+
+
+@dataclass(frozen=True, kw_only=True)
+class RegressionPrediction:
+    """What a regression run (data.regression) predicts: a value."""
+    text: str
+    text_pair: str | None = None
+    value: float
+
+
+class ClassificationIO:
+    """The front layer's hooks of `ClassificationTask` (tasks/base.py: `example_from_text` and the rest)."""
+
+    def example(self, text: str, pair: str | None, place: str) -> ClassificationExample | None:
+        if not (text + (pair or "")).strip():
+            return None
+        if self.is_pair and not pair:
+            raise TextnnError(f"{place}: this model classifies sentence pairs; give `first sentence<TAB>second "
+                              f"sentence` on each line")
+        return ClassificationExample(text, pair or None, place)
+
+    def example_from_text(self, line: str, place: str) -> ClassificationExample | None:
+        text, _, pair = line.partition("\t") if self.is_pair else (line, "", "")
+        return self.example(text, pair, place)
+
+    def json_fields(self) -> tuple[str, ...]:
+        return self._json_fields(self.config.data.text_column, "text")
+
+    def example_from_json(self, record: dict, place: str) -> ClassificationExample | None:
+        text = json_field(record, self.json_fields(), place).replace("\t", " ")
+        pair_fields = self._json_fields(self.config.data.text_pair_column, "text_pair")
+        pair = json_field(record, pair_fields, place).replace("\t", " ") if self.is_pair else None
+        return self.example(text, pair, place)
+
+    @staticmethod
+    def _json_fields(column: str, default: str) -> tuple[str, ...]:
+        """A column option's JSON fields: its name (not an index), then `default`."""
+        return tuple(dict.fromkeys(([column] if column and not column.isdigit() else []) + [default]))
+
+    def table(self, header: str) -> Table | None:
+        """The training table (tsv/csv with data.header) when `header` is its whole header line as training
+        read it (`table_header`); its rows are then read as training reads them: split at data.delimiter,
+        or with data.quoting by standard CSV quoting."""
+        data = self.config.data
+        if self.table_header is None or header != self.table_header:
+            return None
+        delimiter = data.delimiter or ("\t" if data.format == "tsv" else ",")
+        names = [name.strip() for name in (next(quoted_rows([header], delimiter)) if data.quoting
+                                           else header.split(delimiter))]
+        specs = [data.text_column] + ([data.text_pair_column] if self.is_pair else [])
+        named = " and ".join(repr(spec) for spec in specs)
+        return Table([names.index(spec) if spec in names else int(spec) for spec in specs], delimiter, data.quoting,
+                     f"predicting on its {named} column{'s' if self.is_pair else ''}")
+
+    def example_from_row(self, fields: list[str], place: str) -> ClassificationExample | None:
+        text, *pair = (value.strip().replace("\t", " ") for value in fields)
+        return self.example(text, pair[0] if pair else None, place)

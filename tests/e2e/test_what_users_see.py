@@ -202,6 +202,29 @@ def test_the_loss_plot_draws_dev_once_and_translation_bleu(ws):
     assert "dev bleu" in labels and "dev chrf" in labels, labels
 
 
+def test_a_run_shorter_than_log_every_draws_a_training_curve(ws):
+    """train.log_every is 50, and a run of 40 steps still has a training curve: the loss is logged at the
+    powers of two before the first 50 (1, 2, ..., 32) and at the run's last step (marked `last`), and the
+    report's plot draws the train line through those points, a dot on each."""
+    from textnn.viz.plots import plot_loss_curve
+
+    ws.ok("train", "clf.yaml", "--run-dir", "runs/forty", "train.batch_size=5", "train.eval_every=0")
+    run = ws.root / "runs" / "forty"
+    assert json.loads((run / "run.json").read_text())["steps"] == 40  # 200 examples, 5 a batch, one epoch
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    train = [record for record in records if record["split"] == "train"]
+    assert [record["step"] for record in train] == [1, 2, 4, 8, 16, 32, 40]
+    assert [record.get("last", False) for record in train] == [False] * 6 + [True]
+    assert all(isinstance(record["loss"], float) for record in train)
+    assert "![loss curve](loss.png)" in (run / "report.md").read_text() and (run / "loss.png").is_file()
+
+    figure = plot_loss_curve(records, ws.root / "plots" / "forty.png")  # what the report drew
+    [line] = [line for line in figure.axes[0].get_lines() if line.get_label() == "train loss"]
+    assert list(line.get_xdata()) == [record["step"] for record in train]
+    assert list(line.get_ydata()) == [record["loss"] for record in train]
+    assert line.get_marker() == "o"
+
+
 def test_evaluate_heads_the_confusion_matrix_with_the_class_labels(ws):
     lines = ws.ok("evaluate", "runs/clf", "dev.tsv", "--bootstrap", "0").stdout.splitlines()
     at = lines.index("confusion matrix (rows = gold, columns = predicted):")

@@ -5,21 +5,16 @@ standard input, and what `runs` and `report.md` say of a run."""
 
 from __future__ import annotations
 
-import fcntl
 import gzip
 import json
-import os
-import pty
 import re
-import struct
 import subprocess
 import sys
-import termios
-from pathlib import Path
 
 import pytest
 
 from tests.conftest import write_sentiment_tsv
+from tests.e2e import terminal
 from tests.e2e.test_first_hour import Workspace
 
 CLASSIFIER = """\
@@ -32,24 +27,10 @@ train: {epochs: 1, batch_size: 16, threads: 1, bootstrap_samples: 0, eval_every:
 
 def on_a_terminal(ws: Workspace, *args: str) -> tuple[str, str]:
     """(stdout, stderr) of the CLI with stderr a 120-column terminal (where bars are drawn) and stdout a pipe."""
-    leader, follower = pty.openpty()
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    proc = subprocess.Popen([sys.executable, "-m", "textnn", *map(str, args)], cwd=ws.root, env=ws.env,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=follower)
-    os.close(follower)
-    err = bytearray()
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # the process closed the terminal: it is done
-            break
-        if not chunk:
-            break
-        err += chunk
-    out = proc.stdout.read().decode()
-    assert proc.wait(timeout=300) == 0, err.decode(errors="replace")[-3000:]
-    os.close(leader)
-    return out, err.decode(errors="replace")
+    code, out, shown = terminal.on_a_terminal([sys.executable, "-m", "textnn", *map(str, args)], cwd=ws.root,
+                                              env=ws.env)
+    assert code == 0, shown[-3000:]
+    return out, shown
 
 
 @pytest.fixture(scope="module")

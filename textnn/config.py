@@ -143,7 +143,7 @@ class TrainConfig:
     device: str = opt("auto", "auto (cuda when available), cpu, or cuda[:N]")
     precision: str = opt("auto", "auto (bf16 autocast where the hardware multiplies bf16 natively: a CUDA GPU with bf16, a CPU with AVX512-BF16 or AMX; float32 elsewhere), fp32, or bf16 (refused where not native); weights and optimizer state stay float32. Also what evaluate, predict and generate use")
     compile: bool = opt(False, "torch.compile the model")
-    log_every: int = opt(50, "write a training-loss record to metrics.jsonl every N steps")
+    log_every: int = opt(50, "write a training-loss record to metrics.jsonl every N steps, and before that at steps 1, 2, 4, 8, ... and at the last step")
     bootstrap_samples: int = opt(1000, "bootstrap resamples for the dev metric's 95% confidence interval; 0 = off")
     threads: int = opt(0, "CPU threads for torch; 0 = torch's default")
     progress: bool = opt(True, "show a progress bar")

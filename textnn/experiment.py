@@ -676,7 +676,7 @@ def write_report(run: RunDir, config: Config, result: TrainResult, task) -> None
     from textnn.viz.plots import plot_loss_curve
 
     records = run.read_metrics()
-    # A run shorter than train.log_every with no dev set has logged no loss yet: nothing to plot.
+    # A run with no dev set whose every step's loss was not finite has logged no loss: nothing to plot.
     has_losses = any(isinstance(r.get("loss"), (int, float)) for r in records)
     if has_losses:
         plot_loss_curve(records, run.path / "loss.png")

@@ -403,9 +403,10 @@ class RunDir:
 
     def truncate_metrics(self, after_step: int) -> None:
         """On resume: forget records written after the checkpoint, since they will be produced again,
-        and the final results of a finished run (`dev_final`, `test`): the resumed run writes its own."""
+        and the final records of a finished run (`dev_final`, `test`, and the training record of its last step,
+        marked `last`): the resumed run writes its own."""
         kept = [r for r in self.read_metrics()
-                if r.get("step", 0) <= after_step and r.get("split") not in FINAL_SPLITS]
+                if r.get("step", 0) <= after_step and r.get("split") not in FINAL_SPLITS and r.get("last") is not True]
         atomic_write_text(self.metrics_file, "".join(json.dumps(r) + "\n" for r in kept))
 
 

@@ -355,16 +355,18 @@ def test_max_steps_stops_training(ws):
     assert "7 steps" in proc.stdout
 
 
-def test_a_run_too_short_to_log_a_loss_still_finishes_with_a_report(ws):
-    """No dev set and fewer steps than train.log_every: no loss record exists, so no loss plot,
-    but the run must still finish with its weights and report instead of failing at the end."""
+def test_a_run_shorter_than_log_every_with_no_dev_set_still_plots_its_loss(ws):
+    """No dev set and fewer steps than train.log_every: the training loss of steps 1 and 2 is logged all
+    the same (the powers of two before the first log_every steps, and the last step), so the report has
+    its loss curve."""
     run_dir = ws.root / "runs" / "short-no-dev"
     proc = ws.cli("train", ws.config("short", "bow", pair=True), "--run-dir", run_dir,
                   "train.max_steps=2", "train.log_every=50", "data.kfold=0")
     assert proc.returncode == 0, proc.stderr
     assert status(run_dir)["status"] == "finished"
-    log = run_dir / "metrics.jsonl"
-    assert not log.exists() or not any("loss" in r for r in metrics(run_dir, "train"))
+    assert [r["step"] for r in metrics(run_dir, "train")] == [1, 2]
+    records = map(json.loads, (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines())
+    assert {r["split"] for r in records} == {"train"}  # no dev set: nothing else
     report = (run_dir / "report.md").read_text(encoding="utf-8")
-    assert "steps: 2" in report and "loss.png" not in report
-    assert not (run_dir / "loss.png").exists()
+    assert "steps: 2" in report and "![loss curve](loss.png)" in report
+    assert (run_dir / "loss.png").is_file()

@@ -43,7 +43,7 @@ def train(config: str, run: Path, *overrides: str, resume: bool = False) -> int:
 def records(run: Path) -> list[tuple]:
     """metrics.jsonl without the timings, which differ from run to run."""
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    return [(r["split"], r["step"], r.get("loss"), r.get("accuracy")) for r in rows]
+    return [(r["split"], r["step"], r.get("loss"), r.get("accuracy"), r.get("last")) for r in rows]
 
 
 def test_a_larger_budget_continues_a_constant_schedule_exactly(files, capsys):
@@ -58,6 +58,22 @@ def test_a_larger_budget_continues_a_constant_schedule_exactly(files, capsys):
         assert torch.equal(short[key], long[key]), key
     assert records(root / "short") == records(root / "long")  # the first run's final results are not kept
     assert [split for split, *_ in records(root / "long")].count("test") == 1
+
+
+def test_a_larger_budget_drops_the_record_of_the_steps_that_ended_the_run(files, capsys):
+    """A run whose last step is not one train.log_every logs writes that step's loss at its end, marked
+    `last`; a resume with a larger budget drops it with the run's other final records, so that the run
+    writes what a run started with that budget writes."""
+    root, config = files
+    constant = config(", scheduler: constant")
+    assert train(constant, root / "short", "train.epochs=2", "train.log_every=5") == 0  # 12 steps
+    train_rows = [(step, last) for split, step, _, _, last in records(root / "short") if split == "train"]
+    assert train_rows == [(1, None), (2, None), (4, None), (5, None), (10, None), (12, True)]
+    assert train(constant, root / "short", "train.epochs=4", resume=True) == 0
+    assert train(constant, root / "long", "train.epochs=4", "train.log_every=5") == 0
+    assert records(root / "short") == records(root / "long")
+    assert [(step, last) for split, step, _, _, last in records(root / "long") if split == "train"] == [
+        (1, None), (2, None), (4, None), (5, None), (10, None), (15, None), (20, None), (24, True)]
 
 
 @pytest.mark.parametrize("first,resumed,reason", [

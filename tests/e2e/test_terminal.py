@@ -9,20 +9,16 @@ take a few tenths of a second at least, and the test checks that the bar was in 
 
 from __future__ import annotations
 
-import fcntl
 import os
-import pty
 import random
-import struct
 import subprocess
 import sys
-import termios
-import threading
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import write_sentiment_tsv
+from tests.e2e import terminal
 from tests.e2e.test_bert_tasks_cli import squad_fixture
 from tests.e2e.test_hostile_use import CONFIGS, WORDS, config_text
 from tests.e2e.test_tagging_cli import write_toy_ner
@@ -37,32 +33,8 @@ EVALUATION = {"classification": "big.tsv", "tagging": "big_ner.txt", "language_m
 def on_a_terminal(*args: str, cwd: Path) -> tuple[int, str, str]:
     """Run `python -m textnn ARGS` with its stderr on a pseudo-terminal (stdout a pipe, as `| jq` would
     have it): the exit code, stdout, and everything the terminal showed."""
-    controller, terminal = pty.openpty()
-    # 40 rows of 120 columns: a new pseudo-terminal is 0 columns wide, where a bar draws nothing at all
-    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
-    shown = bytearray()
-
-    def read_terminal() -> None:  # drained as it comes, so a long bar never blocks the command on a full pty
-        while True:
-            try:
-                chunk = os.read(controller, 4096)
-            except OSError:  # the command ended and closed its side
-                return
-            if not chunk:
-                return
-            shown.extend(chunk)
-
-    reader = threading.Thread(target=read_terminal, daemon=True)
-    reader.start()
-    try:
-        done = subprocess.run([sys.executable, "-m", "textnn", *args], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=terminal, timeout=300)
-    finally:
-        os.close(terminal)
-        reader.join(timeout=10)
-        os.close(controller)
-    return done.returncode, done.stdout.decode(), shown.decode(errors="replace")
+    return terminal.on_a_terminal([sys.executable, "-m", "textnn", *args], cwd=cwd, env=env)
 
 
 @pytest.fixture(scope="module")

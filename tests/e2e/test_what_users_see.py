@@ -5,21 +5,16 @@ standard input, and what `runs` and `report.md` say of a run."""
 
 from __future__ import annotations
 
-import fcntl
 import gzip
 import json
-import os
-import pty
 import re
-import struct
 import subprocess
 import sys
-import termios
-from pathlib import Path
 
 import pytest
 
 from tests.conftest import write_sentiment_tsv
+from tests.e2e import terminal
 from tests.e2e.test_first_hour import Workspace
 
 CLASSIFIER = """\
@@ -32,24 +27,10 @@ train: {epochs: 1, batch_size: 16, threads: 1, bootstrap_samples: 0, eval_every:
 
 def on_a_terminal(ws: Workspace, *args: str) -> tuple[str, str]:
     """(stdout, stderr) of the CLI with stderr a 120-column terminal (where bars are drawn) and stdout a pipe."""
-    leader, follower = pty.openpty()
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    proc = subprocess.Popen([sys.executable, "-m", "textnn", *map(str, args)], cwd=ws.root, env=ws.env,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=follower)
-    os.close(follower)
-    err = bytearray()
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # the process closed the terminal: it is done
-            break
-        if not chunk:
-            break
-        err += chunk
-    out = proc.stdout.read().decode()
-    assert proc.wait(timeout=300) == 0, err.decode(errors="replace")[-3000:]
-    os.close(leader)
-    return out, err.decode(errors="replace")
+    code, out, shown = terminal.on_a_terminal([sys.executable, "-m", "textnn", *map(str, args)], cwd=ws.root,
+                                              env=ws.env)
+    assert code == 0, shown[-3000:]
+    return out, shown
 
 
 @pytest.fixture(scope="module")
@@ -200,6 +181,29 @@ def test_the_loss_plot_draws_dev_once_and_translation_bleu(ws):
     figure = plot_loss_curve(translation, ws.root / "plots" / "mt.png")
     labels = [text.get_text() for axes in figure.axes for text in axes.get_legend().get_texts()]
     assert "dev bleu" in labels and "dev chrf" in labels, labels
+
+
+def test_a_run_shorter_than_log_every_draws_a_training_curve(ws):
+    """train.log_every is 50, and a run of 40 steps still has a training curve: the loss is logged at the
+    powers of two before the first 50 (1, 2, ..., 32) and at the run's last step (marked `last`), and the
+    report's plot draws the train line through those points, a dot on each."""
+    from textnn.viz.plots import plot_loss_curve
+
+    ws.ok("train", "clf.yaml", "--run-dir", "runs/forty", "train.batch_size=5", "train.eval_every=0")
+    run = ws.root / "runs" / "forty"
+    assert json.loads((run / "run.json").read_text())["steps"] == 40  # 200 examples, 5 a batch, one epoch
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    train = [record for record in records if record["split"] == "train"]
+    assert [record["step"] for record in train] == [1, 2, 4, 8, 16, 32, 40]
+    assert [record.get("last", False) for record in train] == [False] * 6 + [True]
+    assert all(isinstance(record["loss"], float) for record in train)
+    assert "![loss curve](loss.png)" in (run / "report.md").read_text() and (run / "loss.png").is_file()
+
+    figure = plot_loss_curve(records, ws.root / "plots" / "forty.png")  # what the report drew
+    [line] = [line for line in figure.axes[0].get_lines() if line.get_label() == "train loss"]
+    assert list(line.get_xdata()) == [record["step"] for record in train]
+    assert list(line.get_ydata()) == [record["loss"] for record in train]
+    assert line.get_marker() == "o"
 
 
 def test_evaluate_heads_the_confusion_matrix_with_the_class_labels(ws):

@@ -422,6 +422,13 @@ def test_a_resumed_run_ends_with_the_vectors_of_an_uninterrupted_one(tmp_path: P
     assert resumed.steps == full.steps
     np.testing.assert_array_equal(read_vectors(run.path / "vectors.bin")[1],
                                   read_vectors(full_run.path / "vectors.bin")[1])
+    # and the same training records: the mean loss of the same steps each, the stopped run's last-step
+    # record (step 3) gone, and the last step's at the end of both
+    rows = [[{k: v for k, v in r.items() if k not in ("seconds", "words_per_s")} for r in path.read_metrics()]
+            for path in (run, full_run)]
+    assert rows[0] == rows[1]
+    train_steps = [r["step"] for r in rows[1] if r["split"] == "train"]
+    assert train_steps[:3] == [1, 2, 4] and train_steps[-1] == full.steps
 
 
 # --- worker processes (train.threads > 1) -----------------------------------------------------------

@@ -15,7 +15,8 @@ directory, the user and a later `--resume` see of the run must not. That shell i
   cuts metrics.jsonl back to it and says so; train.keep_checkpoint=all keeps each one by its step;
 - the progress bar, and the TensorBoard view of metrics.jsonl (train.tensorboard), which a folder that
   cannot be written turns off with a warning, never stopping training;
-- the final records of metrics.jsonl (`dev_final`, `test`).
+- when a training record goes to metrics.jsonl (`train_record_due`, `record_train`), and the final
+  records (`dev_final`, `test`).
 
 The run is marked finished only once its report is written too (experiment.train), so a run killed
 while writing it does not look finished.
@@ -41,6 +42,15 @@ from textnn.training.progress import progress_bar
 # Signals that stop training cleanly: Ctrl-C, and SIGTERM, which `docker stop`, Slurm, Kubernetes and
 # torchrun send before they kill.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def train_record_due(step: int, log_every: int) -> bool:
+    """Whether the training record of step `step` (counted from 1) is written: every `log_every` steps, and
+    before the first of those at the powers of two (1, 2, 4, 8, ...), so that a run shorter than `log_every`
+    still draws a training curve, in most detail where the loss falls fastest. The step alone decides, so a
+    resumed run writes the records an uninterrupted one writes. (The run's last step writes one too:
+    `TrainingSession.record_train` with `last`.)"""
+    return step % log_every == 0 or (step < log_every and step & (step - 1) == 0)
 
 
 class TrainingInterrupted(Exception):
@@ -159,6 +169,13 @@ class TrainingSession:
         raise TrainingInterrupted(f"interrupted at step {state['step']}; checkpoint saved. Continue with "
                                   f"`{distributed.command()} train CONFIG --run-dir {self.run.path} --resume`",
                                   self.signal_number)
+
+    def record_train(self, record: dict, last: bool = False) -> None:
+        """A training record (step, epoch, loss, ...) into metrics.jsonl. `last`: the record of the run's last
+        step, written at its end when that step was not due (`train_record_due`), and marked `"last": true`, so
+        that a resume of the finished run drops it with the other final records (RunDir.truncate_metrics): a
+        run given a larger budget does not stop there."""
+        self.run.append_metrics({"split": "train", **record, **({"last": True} if last else {})})
 
     # --- the end ----------------------------------------------------------------------------------------
     def record_final(self, dev: dict, test: dict, step: int) -> None:

@@ -42,7 +42,7 @@ from textnn.training.optim import (after_evaluation, build_optimizer, evaluation
                                    set_lr)
 from textnn.training.progress import counting_batches
 # TrainingInterrupted: experiment.py and cli.py import it from here
-from textnn.training.session import TrainingInterrupted, TrainingSession, say, scalars  # noqa: F401
+from textnn.training.session import TrainingInterrupted, TrainingSession, say, scalars, train_record_due  # noqa: F401
 
 
 class EvaluationInterrupted(Exception):
@@ -328,11 +328,17 @@ class Trainer:
                         allowed = int(state["step"] * 60 * cfg.max_minutes / max(state["seconds"], 1e-9))
                         bar.total = max(state["step"] + 1, min(self.total_steps, allowed))
                     bar.update(1)
-                    if state["step"] % cfg.log_every == 0 and math.isfinite(loss):
-                        run.append_metrics({"split": "train", "step": state["step"], "epoch": state["epoch"],
-                                            "loss": loss, "lr": self.base_lr,
-                                            "tokens_per_s": speed, "seconds": round(state["seconds"], 2),
-                                            "eval_seconds": round(state["eval_seconds"], 2)})
+                    # The step's loss goes to metrics.jsonl when due; else it waits in the state (and so in
+                    # the checkpoint) for the run's end, in case this step is the last.
+                    state["unlogged_train"] = None
+                    if math.isfinite(loss):
+                        record = {"step": state["step"], "epoch": state["epoch"], "loss": loss, "lr": self.base_lr,
+                                  "tokens_per_s": speed, "seconds": round(state["seconds"], 2),
+                                  "eval_seconds": round(state["eval_seconds"], 2)}
+                        if train_record_due(state["step"], cfg.log_every):
+                            self.session.record_train(record)
+                        else:
+                            state["unlogged_train"] = record
                     evaluated = bool(cfg.eval_every and state["step"] % cfg.eval_every == 0 and has_dev)
                     if evaluated:
                         self._scheduled_evaluation(state)
@@ -357,6 +363,8 @@ class Trainer:
                         self._stop_interrupted(state)
 
         stopped = stopped or "completed"
+        if state.get("unlogged_train"):  # the last step's loss, which was not due: the curve reaches the end
+            self.session.record_train(state["unlogged_train"], last=True)
         if has_dev and state.get("evaluated_step") != state["step"]:
             # The steps since the last evaluation count too. A run given a larger budget would not
             # make this evaluation, so such a run cannot simply be continued (check_resume_budget).

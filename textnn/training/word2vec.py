@@ -41,7 +41,7 @@ from textnn.models.word2vec import seed_of
 from textnn.runs import RunDir
 from textnn.training import distributed, word2vec_cpu
 from textnn.training.checkpoint import save_weights
-from textnn.training.session import STOP_SIGNALS, TrainingSession, scalars
+from textnn.training.session import STOP_SIGNALS, TrainingSession, scalars, train_record_due
 from textnn.training.trainer import TrainResult, resolve_device
 
 
@@ -455,14 +455,23 @@ class Word2VecTrainer:
         train.checkpoint_every steps) until the epochs are done or the run stops; returns why it
         stopped early (max_steps, max_minutes), None if it did not. `started`: the clock's start,
         less the seconds trained before a resume."""
-        cfg, run, mcfg, session = self.cfg, self.run, self.mcfg, self.session
+        cfg, mcfg, session = self.cfg, self.mcfg, self.session
         corpus_words = self.task.corpus_words
         planned_words = corpus_words * cfg.epochs
         alpha, min_alpha = mcfg.start_alpha, mcfg.min_alpha
         # a resumed run may have nothing left to do (it stopped on this budget before)
         stopped = ("max_steps" if cfg.max_steps and state["step"] >= cfg.max_steps else
                    "max_minutes" if cfg.max_minutes and state["seconds"] >= 60 * cfg.max_minutes else None)
-        log_loss, log_predictions = torch.zeros((), device=self.device), 0
+        # The loss summed over the steps since the last training record, their predictions, and the last step's
+        # record without its loss; a checkpoint keeps them (state["unlogged"]), so that a resumed run averages
+        # over the steps an uninterrupted one does, and writes the record of the run's last step as it does.
+        unlogged = state.get("unlogged") or {"loss": 0.0, "predictions": 0, "record": None}
+        log_loss = torch.tensor(unlogged["loss"], device=self.device)
+        log_predictions, record = unlogged["predictions"], unlogged["record"]
+
+        def keep_unlogged() -> None:  # before each checkpoint: every step given out is done
+            state["unlogged"] = {"loss": float(log_loss), "predictions": log_predictions, "record": record}
+
         # steps given out (here or to the workers) and not yet reported back; a checkpoint is only
         # written when none is, so that it holds every step before state["batch_in_epoch"] and no other
         in_flight, ready = 0, []
@@ -499,17 +508,14 @@ class Word2VecTrainer:
                 state["step"] += 1
                 state["seconds"] = time.perf_counter() - started
                 bar.update(1)
-                if state["step"] % cfg.log_every == 0:
-                    loss = float(log_loss) / max(log_predictions, 1)
-                    if not math.isfinite(loss):
-                        self._diverged(state, loss)
-                    words = state["words"] + read[done_index]
-                    speed = words / max(state["seconds"], 1e-9)
+                words = state["words"] + read[done_index]
+                speed = words / max(state["seconds"], 1e-9)
+                record = {"step": state["step"], "epoch": epoch, "lr": lr, "words_per_s": speed,
+                          "seconds": round(state["seconds"], 2)}
+                if train_record_due(state["step"], cfg.log_every):
+                    loss = self._record_train(state, record, log_loss, log_predictions)
                     bar.set_postfix(loss=f"{loss:.4f}", words_s=f"{speed:,.0f}", lr=f"{lr:.5f}",
                                     epoch=epoch + 1, refresh=False)
-                    run.append_metrics({"split": "train", "step": state["step"], "epoch": epoch,
-                                        "loss": loss, "lr": lr, "words_per_s": speed,
-                                        "seconds": round(state["seconds"], 2)})
                     log_loss, log_predictions = torch.zeros((), device=self.device), 0
                 if not stopped and cfg.max_minutes and state["seconds"] >= 60 * cfg.max_minutes:
                     stopped = "max_minutes"
@@ -517,6 +523,7 @@ class Word2VecTrainer:
                     state["batch_in_epoch"] = index
                     state["epoch_words"] = read[index - 1]
                     if checkpoint_due:
+                        keep_unlogged()
                         session.save_checkpoint(state)
                         checkpoint_due = False
             if index == len(starts):
@@ -524,11 +531,26 @@ class Word2VecTrainer:
                 state["epoch_words"] = 0
                 state["epoch"] += 1
                 state["batch_in_epoch"] = 0
+                keep_unlogged()
                 session.save_checkpoint(state)
             if session.interrupted:
+                keep_unlogged()
                 session.save_checkpoint(state)
                 session.stop_interrupted(state)
+        if log_predictions:  # the steps since the last record, at the run's last step: the curve reaches the end
+            self._record_train(state, record, log_loss, log_predictions, last=True)
+        keep_unlogged()  # for the final checkpoint: a resume with a larger budget goes on averaging
         return stopped
+
+    def _record_train(self, state: dict, record: dict, loss_sum: torch.Tensor, predictions: int,
+                      last: bool = False) -> float:
+        """Write `record` with the mean loss per prediction of the steps since the last record; returns it."""
+        loss = float(loss_sum) / max(predictions, 1)
+        if not math.isfinite(loss):
+            self._diverged(state, loss)
+        self.session.record_train({"step": record["step"], "epoch": record["epoch"], "loss": loss, **record},
+                                  last=last)
+        return loss
 
     def _diverged(self, state: dict, loss: float) -> None:
         raise TextnnError(f"training diverged at step {state['step']} (loss {loss}): the vectors are no longer "

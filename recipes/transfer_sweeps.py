@@ -238,8 +238,8 @@ def report(args: argparse.Namespace) -> None:
                     if not finished(sweep):
                         break
                     rate, runs = best_runs(sweep)
-                    labels = np.asarray([[int(x) for x in predictions(run, task, Path(args.out) / "predictions")]
-                                         for run in runs])  # [S, N]
+                    cache = Path(args.out) / "predictions" / task_name
+                    labels = np.asarray([[int(x) for x in predictions(run, task, cache)] for run in runs])  # [S, N]
                     sides[side] = (rate, labels, [json.loads((run / "run.json").read_text())["dev"][task.metric]
                                                   for run in runs])
                 if len(sides) < 2:

@@ -26,15 +26,19 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 def steps_per_epoch(records: list[dict]) -> float | None:
     """Optimizer steps one pass over the training data took, from the training records: the steps between
-    the first records of the first and the last epoch logged, over the epochs between them (exact to
-    train.log_every steps over that span). None when the records hold fewer than two epochs."""
+    the first records of two epochs logged, over the epochs between them (exact to train.log_every steps
+    over that span). The first epoch is left out where two others are logged: its first records are at
+    steps 1, 2, 4, ..., before train.log_every, where the other epochs' are on the train.log_every grid.
+    None when the records hold fewer than two epochs."""
     first_step: dict[int, int] = {}
     for record in records:
         if record["split"] == "train" and "epoch" in record:
             first_step.setdefault(record["epoch"], record["step"])
     if len(first_step) < 2:
         return None
-    low, high = min(first_step), max(first_step)
+    later = sorted(epoch for epoch in first_step if epoch > 0)
+    low = later[0] if len(later) >= 2 else min(first_step)
+    high = max(first_step)
     return (first_step[high] - first_step[low]) / (high - low)
 
 

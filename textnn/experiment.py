@@ -371,7 +371,7 @@ def export_run(run_dir: str | Path, out_dir: str | Path) -> list[Path]:
 
     check_output_place(out_dir, "directory", "export to")
     huggingface.check_export_place(Path(run_dir), Path(out_dir))
-    return huggingface.export_run(run_dir, load_run(run_dir), out_dir)
+    return huggingface.export_run(run_dir, load_run(run_dir), out_dir, RunDir(run_dir).status().get("model"))
 
 
 def _load_decoder_run(run_dir: str | Path, command: str, device: str = "cpu", batch_size: int | None = None,

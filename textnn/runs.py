@@ -67,6 +67,26 @@ ENDED = ("finished", "pruned")
 LISTED_TYPES = {"status": str, "metric": str, "best": (int, float), "steps": int}
 
 
+def start_beating(beat: Callable[[], None], every: float, name: str) -> Callable[[], None]:
+    """Call `beat` every `every` seconds from a daemon thread called `name` (a heartbeat: a sign of life
+    that goes on during a long step or evaluation), until the function returned is called; that
+    function waits for the thread to end."""
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(every):
+            beat()
+
+    thread = threading.Thread(target=loop, name=name, daemon=True)
+    thread.start()
+
+    def stop_beating() -> None:
+        stop.set()
+        thread.join()
+
+    return stop_beating
+
+
 class RunDir:
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -319,23 +339,13 @@ class RunDir:
     def start_heartbeat(self, every: float = HEARTBEAT_SECONDS) -> Callable[[], None]:
         """Renew the heartbeat every `every` seconds from a thread (so also during a long evaluation),
         until the function returned is called."""
-        stop = threading.Event()
-
         def beat() -> None:
-            while not stop.wait(every):
-                try:
-                    self.beat()
-                except OSError:  # a full disk or a vanished directory: the trainer finds out itself
-                    pass
+            try:
+                self.beat()
+            except OSError:  # a full disk or a vanished directory: the trainer finds out itself
+                pass
 
-        thread = threading.Thread(target=beat, name="textnn-heartbeat", daemon=True)
-        thread.start()
-
-        def stop_beating() -> None:
-            stop.set()
-            thread.join()
-
-        return stop_beating
+        return start_beating(beat, every, "textnn-heartbeat")
 
     def recorded_precision(self) -> str | None:
         """The precision ("fp32" or "bf16") the run's weights were last trained in: its last training leg's

@@ -65,7 +65,6 @@ import shlex
 import socket
 import statistics
 import sys
-import threading
 import time
 import typing
 from dataclasses import dataclass, field
@@ -77,7 +76,7 @@ from textnn.config import Config, check_run_name, coerce, is_int, load_config
 from textnn.errors import TextnnError, clip, short
 from textnn.experiment import COMPARE_IGNORED, CompareRow, run_row, train
 from textnn.files import atomic_write_text, check_output_place, json_text, process_alive, read_yaml
-from textnn.runs import HEARTBEAT_SECONDS, STALE_SECONDS, RunDir
+from textnn.runs import HEARTBEAT_SECONDS, STALE_SECONDS, RunDir, start_beating
 from textnn.training.trainer import TrainingInterrupted
 
 SWEEP_KEYS = ("name", "recipe", "overrides", "space", "sampler", "sampler_seed", "trials", "metric", "seeds", "prune")
@@ -501,25 +500,16 @@ class Slots:
     def start_heartbeat(self) -> Callable[[], None]:
         """Renew this process's heartbeat on its slots every HEARTBEAT_SECONDS, from a thread, until the
         function returned is called."""
-        stop = threading.Event()
         t = self.table
 
         def beat() -> None:
-            while not stop.wait(HEARTBEAT_SECONDS):
-                with contextlib.suppress(self.sa.exc.SQLAlchemyError):  # a busy database: the next beat
-                    with self.engine.begin() as connection:
-                        connection.execute(self.sa.update(t).where(
-                            t.c.study == self.study, t.c.worker == self.worker, t.c.done.is_(False)).values(
-                            heartbeat=time.time()))
+            with contextlib.suppress(self.sa.exc.SQLAlchemyError):  # a busy database: the next beat
+                with self.engine.begin() as connection:
+                    connection.execute(self.sa.update(t).where(
+                        t.c.study == self.study, t.c.worker == self.worker, t.c.done.is_(False)).values(
+                        heartbeat=time.time()))
 
-        thread = threading.Thread(target=beat, name="textnn-sweep-heartbeat", daemon=True)
-        thread.start()
-
-        def stop_beating() -> None:
-            stop.set()
-            thread.join()
-
-        return stop_beating
+        return start_beating(beat, HEARTBEAT_SECONDS, "textnn-sweep-heartbeat")
 
 
 def _process_of(worker: str) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -187,3 +189,62 @@ def test_a_tied_adaptive_softmax_scores_its_head_words_with_the_input_embedding(
     assert embedding.weight.grad[:3].abs().sum() > 0 and embedding.weight.grad[3:].abs().sum() == 0
     with pytest.raises(ValueError, match="cutoffs"):
         AdaptiveLMHead(4, 10, cutoffs=[3, 10])
+
+
+def test_each_head_describes_its_kind_and_sizes():
+    embedding = nn.Parameter(torch.randn(20, 6))
+    described = {
+        "linear": ClassifierHead(6, 3).describe(),
+        "mlp": ClassifierHead(6, 3, hidden=5, activation="relu").describe(),
+        "normed": ClassifierHead(6, 3, batch_norm=True).describe(),
+        "pair": PairClassifierHead(6, 2, hidden=4).describe(),
+        "regression": RegressionHead(6).describe(),
+        "crf": TaggerHead(6, TAGS, "bioes").describe(),
+        "softmax": TaggerHead(6, TAGS, "bioes", output="softmax").describe(),
+        "lm": LMHead(6, 20, tied=embedding, bias=False).describe(),
+        "adaptive": AdaptiveLMHead(6, 20, [5, 12], div_value=2.0).describe(),
+        "mlm": MLMHead(6, 20, tied=embedding).describe(),
+        "span": SpanHead(6).describe(),
+    }
+    assert described == {
+        "linear": {"kind": "linear classifier", "in": 6, "classes": 3, "hidden": 0, "batch_norm": False},
+        "mlp": {"kind": "mlp classifier", "in": 6, "classes": 3, "hidden": 5, "batch_norm": False},
+        "normed": {"kind": "batch-normed linear classifier", "in": 6, "classes": 3, "hidden": 0, "batch_norm": True},
+        "pair": {"kind": "mlp pair classifier", "in": 6, "classes": 2, "hidden": 4, "batch_norm": False},
+        "regression": {"kind": "linear regression", "in": 6, "hidden": 0, "batch_norm": False},
+        "crf": {"kind": "crf tagger", "in": 6, "tags": len(TAGS), "constrained": True},
+        "softmax": {"kind": "softmax tagger", "in": 6, "tags": len(TAGS), "constrained": False},
+        "lm": {"kind": "lm", "in": 6, "vocab": 20, "tied": True, "bias": False},
+        "adaptive": {"kind": "adaptive lm", "in": 6, "vocab": 20, "cutoffs": [5, 12], "div_value": 2.0,
+                     "tied": False, "bias": True},
+        "mlm": {"kind": "mlm", "in": 6, "vocab": 20, "tied": True, "eps": 1e-12},
+        "span": {"kind": "span", "in": 6},
+    }
+    # the description is plain JSON (a run keeps it in run.json)
+    assert json.loads(json.dumps(described)) == described
+
+
+def test_every_head_in_modules_declares_what_it_is():
+    from textnn.modules import heads
+
+    classes = [c for c in vars(heads).values() if isinstance(c, type) and issubclass(c, heads.Head) and c is not heads.Head]
+    assert len(classes) == 9  # SentenceHead and the eight heads it and Head are the base of
+    undeclared = [c.__name__ for c in classes if c.describe is heads.Head.describe]
+    assert not undeclared
+    with pytest.raises(NotImplementedError, match="does not describe itself"):
+        heads.Head().describe()
+
+
+@pytest.mark.parametrize("raw, head_input", [({}, "sentence"), ({"head": {"sentence": "pooled", "pooling": "mean"}},
+                                                                "tokens pooled by mean")])
+def test_a_classifier_on_bert_says_whether_its_head_reads_the_pooled_vector(tmp_path, raw, head_input):
+    from textnn.config import config_from_dict
+    from textnn.tasks.classification import ClassificationTask
+
+    (tmp_path / "train.tsv").write_text("sentence\tlabel\na good film\t1\na bad film\t0\n", encoding="utf-8")
+    config = config_from_dict({"task": "classification", "model": {"name": "bert", "preset": "tiny"},
+                               "data": {"format": "tsv", "train": str(tmp_path / "train.tsv"), "cache": False}, **raw},
+                              "test")
+    model = ClassificationTask.from_data(config).build_model()
+    assert model.describe() == {"head": model.head.describe(), "head_input": head_input}
+    assert model.describe()["head"]["kind"] == "linear classifier"

@@ -10,8 +10,9 @@ only pytorch_model.bin (a pickle, which can run code when loaded) is refused, wi
 
 Out: `export_run(RUN, (config, task, model), DIR)` writes a loaded bert or gpt run so `transformers` loads
 it (config.json, model.safetensors, vocab.txt / tokenizer.json); `experiment.export_run` loads the run.
-A bert classifier with a linear head is written as BertForSequenceClassification and a gpt language
-model as GPT2LMHeadModel, so logits match too.
+The model's description (its head's kind and sizes, which a run keeps) chooses the class: a bert
+classifier with one linear layer over the pooled [CLS] vector is written as BertForSequenceClassification
+and a gpt language model as GPT2LMHeadModel, so logits match too; other heads leave the bare encoder.
 
 Where the two formats differ:
 - BERT keeps query, key and value in three Linear layers; ours stacks them in one [3D, D] `in_proj`
@@ -328,12 +329,15 @@ def encoder_state(checkpoint: Checkpoint) -> dict[str, torch.Tensor]:
 
 # --------------------------------------------------------------------------------------------- export
 
-def export_run(run_dir: str | Path, loaded: tuple, out_dir: str | Path) -> list[Path]:
+def export_run(run_dir: str | Path, loaded: tuple, out_dir: str | Path, described: object = None) -> list[Path]:
     """Write a bert or gpt run as a Hugging Face checkpoint directory; returns the files written.
 
     `loaded`: the run in `run_dir` as (config, task, model), weights loaded (`experiment.load_run` gives
     it, after `check_export_place`; taken as an argument, since runs are loaded a layer above this one).
-    The directory is new (or empty) and appears whole: written beside it, then renamed into place.
+    `described`: the model's description as the run saved it (run.json `model`, `EncoderWithHead.describe`);
+    None for a run saved before runs kept one, which the loaded model then gives. It alone decides the
+    class written (`_architecture`). The directory is new (or empty) and appears whole: written beside it,
+    then renamed into place.
     """
     from safetensors.torch import save
 
@@ -348,30 +352,30 @@ def export_run(run_dir: str | Path, loaded: tuple, out_dir: str | Path) -> list[
         raise TextnnError(f"{run_dir}: a {family} run is exported with its {wanted} tokenizer, and this run read "
                           f"text with the {tokenizer.kind} tokenizer, which transformers cannot rebuild; train with "
                           f"data.tokenizer={wanted}")
+    described = _checked_description(run_dir, model.describe() if described is None else described)
+    architecture = _architecture(family, described)
     encoder = {name: t.detach().cpu() for name, t in model.encoder.state_dict().items()}
-    head = model.head
     if family == "bert":
         tensors, hf = bert_to_hf(cfg, encoder, len(vocab), vocab.pad_id)
-        linear = [m for m in head.modules() if isinstance(m, torch.nn.Linear)]
-        normed = any(isinstance(m, torch.nn.BatchNorm1d) for m in head.modules())  # head.batch_norm: not a linear head
-        if config.task == "classification" and task.packs and len(linear) == 1 and not normed:
+        if architecture == "BertForSequenceClassification":
             tensors = {f"bert.{name}": t for name, t in tensors.items()}
-            tensors["classifier.weight"], tensors["classifier.bias"] = linear[0].weight, linear[0].bias
+            output = model.head.output  # the head's one linear layer
+            tensors["classifier.weight"], tensors["classifier.bias"] = output.weight, output.bias
             labels = list(task.labels) or ["score"]  # regression: one output, which transformers reads as regression
-            hf.update(architectures=["BertForSequenceClassification"], num_labels=len(labels),
+            hf.update(architectures=[architecture], num_labels=len(labels),
                       id2label={str(i): label for i, label in enumerate(labels)},
                       label2id={label: i for i, label in enumerate(labels)})
-            if config.data.regression:
+            if described["head"]["kind"] == "linear regression":
                 hf["problem_type"] = "regression"
     else:
         if not cfg.bias:
             raise TextnnError(f"{run_dir}: a gpt run with model.bias=false has no GPT-2 counterpart (GPT-2 has biases)")
         tensors, hf = gpt2_to_hf(cfg, encoder, len(vocab))
-        if config.task == "language_modeling":
+        if architecture == "GPT2LMHeadModel":
             tensors = {f"transformer.{name}": t for name, t in tensors.items()}
-            hf["architectures"] = ["GPT2LMHeadModel"]
-            if not cfg.tie:
-                tensors["lm_head.weight"] = head.decoder.weight
+            hf["architectures"] = [architecture]
+            if not described["head"].get("tied"):
+                tensors["lm_head.weight"] = model.head.decoder.weight
     tensors = {name: t.detach().cpu().contiguous().clone() for name, t in tensors.items()}
     files = {"config.json": json.dumps(hf, indent=2), "model.safetensors": save(tensors, metadata={"format": "pt"})}
     hf_tokenizer = tokenizer.model
@@ -394,6 +398,29 @@ def export_run(run_dir: str | Path, loaded: tuple, out_dir: str | Path) -> list[
         for name, data in files.items():
             (staging / name).write_bytes(data.encode("utf-8") if isinstance(data, str) else data)
     return [out / name for name in files]
+
+
+def _checked_description(run_dir: str | Path, described: object) -> dict:
+    """The model's description (`EncoderWithHead.describe`), checked to be one: run.json may have been edited."""
+    head = described.get("head") if isinstance(described, dict) else None
+    reads = described.get("head_input") if isinstance(described, dict) else None
+    if not (isinstance(head, dict) and isinstance(head.get("kind"), str) and isinstance(reads, str)):
+        raise TextnnError(f"{Path(run_dir) / 'run.json'}: its `model` entry is not a model's description "
+                          f"({str(described)[:80]}); the file was edited: remove that entry, and export takes the "
+                          f"description from the loaded model")
+    return described
+
+
+def _architecture(family: str, described: dict) -> str:
+    """The transformers class a run of `family` with the model `described` is written as: a head that is one
+    linear layer over BERT's sentence vector (its pooler) is BertForSequenceClassification's classifier;
+    a GPT-2 language model's output layer (no bias) is GPT2LMHeadModel's; any other head has no
+    counterpart there, and the encoder alone is written (BertModel, GPT2Model)."""
+    head = described["head"]
+    if family == "bert":
+        one_linear = head["kind"] in ("linear classifier", "linear regression")
+        return "BertForSequenceClassification" if one_linear and described["head_input"] == "sentence" else "BertModel"
+    return "GPT2LMHeadModel" if head["kind"] == "lm" and not head.get("bias") else "GPT2Model"
 
 
 def check_export_place(run_dir: Path, out: Path) -> None:

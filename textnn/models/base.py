@@ -101,8 +101,10 @@ def detach_state(state: object) -> object:
     return type(state)(detach_state(s) for s in state)
 
 
-class Encoder(nn.Module):
-    """Base class of every model family (see the module docstring)."""
+class Family(nn.Module):
+    """What every model family has, an `Encoder` or an `EncoderDecoder`: its Config dataclass and presets,
+    what it gives (the ClassVars the tasks read; all False here), and the hooks the tasks and the trainer
+    call on it."""
 
     config_class: ClassVar[type]
     presets: ClassVar[dict[str, dict]]
@@ -111,10 +113,47 @@ class Encoder(nn.Module):
     causal: ClassVar[bool] = False
     reads: ClassVar[tuple[str, ...]] = ()
     uses_vectors: ClassVar[bool] = False  # builds its word embedding from InputSpec.pretrained when given
+    bidirectional_lm: ClassVar[bool] = False  # a forward and a backward language model sharing one softmax (ELMo)
+    lm_bias: ClassVar[bool] = True  # whether a language-model head (the output layer over the vocabulary) has a bias
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.token_size = 0  # D of the per-token states it gives (EncoderOutput.tokens, DecoderOutput.tokens); 0 = none
+
+    @classmethod
+    def max_length(cls, cfg: object) -> int:
+        """The longest input (tokens per window; source or target) families built from `cfg` can read; 0 = no
+        limit. Tasks check their window sizes against it before a run starts (a GPT's learned positions)."""
+        return 0
+
+    def output_embedding(self) -> nn.Parameter | None:
+        """The [V, token_size] matrix a language-model head shares (tied weights, Press & Wolf 2017), or None."""
+        return None
+
+    def init_head(self, head: "Head") -> None:
+        """Initialise the head a task put on this family as the family's paper initialises its output
+        layers (GPT, Transformer-XL: N(0, 0.02)). Parameters the head shares with the family (a tied
+        output embedding) are left alone. The default keeps the head's own initialisation."""
+
+    def after_optimizer_step(self) -> None:
+        """Apply parameter constraints after each optimizer step. No-op by default."""
+
+    def layer_groups(self) -> LayerGroups:
+        """The parameters as named groups of modules (or parameters) from the input up (embeddings first;
+        an encoder-decoder: source side, target side, then the decoder's top).
+
+        Discriminative learning rates and gradual unfreezing work on these groups. The default is
+        one group per child module, in the order the family registered them (inputs first).
+        """
+        return [(name, [child]) for name, child in self.named_children()
+                if any(True for _ in child.parameters())]
+
+
+class Encoder(Family):
+    """Base class of every encoder family (see the module docstring)."""
+
     windowed: ClassVar[bool] = False  # reads each window afresh: no state carries context across windows
     takes_context: ClassVar[bool] = False  # reads TokenFeatures.context (InputSpec.context_dim wide) beside its own inputs
-    lm_bias: ClassVar[bool] = True  # whether a language-model head on this encoder has an output bias
-    bidirectional_lm: ClassVar[bool] = False  # a forward and a backward language model sharing one softmax (ELMo)
     lm_softmax: ClassVar[str] = "full"  # the language-model output layer head.softmax=auto gives: full or adaptive
     gives_layers: ClassVar[bool] = False  # has hidden_layers(...) -> every layer's states (feature extraction)
     gives_attention: ClassVar[bool] = False  # has forward_with_attention(...) -> states and attention weights
@@ -122,7 +161,6 @@ class Encoder(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.token_size = 0  # D of EncoderOutput.tokens (0 = none)
         self.sentence_size = 0  # D of EncoderOutput.sentence (0 = none)
 
     @classmethod
@@ -152,33 +190,6 @@ class Encoder(nn.Module):
         follows its hypotheses with it). Every causal family implements it."""
         raise NotImplementedError(f"{type(self).__name__} is not a causal encoder: it has no decoding state")
 
-    @classmethod
-    def max_length(cls, cfg: object) -> int:
-        """The longest input (tokens per window) encoders built from `cfg` can read; 0 = no limit.
-        Tasks check their window sizes against it before a run starts (a GPT's learned positions)."""
-        return 0
-
-    def output_embedding(self) -> nn.Parameter | None:
-        """The [V, token_size] matrix a language-model head shares (tied weights, Press & Wolf 2017), or None."""
-        return None
-
-    def init_head(self, head: "Head") -> None:
-        """Initialise the head a task put on this encoder as the family's paper initialises its output
-        layers (GPT, Transformer-XL: N(0, 0.02)). Parameters the head shares with the encoder (a tied
-        output embedding) are left alone. The default keeps the head's own initialisation."""
-
-    def after_optimizer_step(self) -> None:
-        """Apply parameter constraints after each optimizer step. No-op by default."""
-
-    def layer_groups(self) -> LayerGroups:
-        """The encoder's parameters as named groups of modules (or parameters) from the input up (embeddings first).
-
-        Discriminative learning rates and gradual unfreezing work on these groups. The default is
-        one group per child module, in the order the family registered them (inputs first).
-        """
-        return [(name, [child]) for name, child in self.named_children()
-                if any(True for _ in child.parameters())]
-
 
 class EncoderWithHead(nn.Module):
     """An encoder and the head its task put on it: what the trainer trains and a run saves.
@@ -200,6 +211,17 @@ class EncoderWithHead(nn.Module):
         self.encoder.after_optimizer_step()
         self.head.after_optimizer_step()
 
+    def describe(self) -> dict:
+        """What the model is, as plain JSON: the head's own description (`Head.describe`) and what it reads
+        of the encoder's output (`head_input`). A run keeps it (run.json `model`, written as training
+        starts) and export reads it to choose the Hugging Face class (interop/huggingface.py)."""
+        return {"head": self.head.describe(), "head_input": self.head_input()}
+
+    def head_input(self) -> str:
+        """What the head reads: "tokens", the encoder's per-token states (the default); a model that feeds
+        it something else (the encoder's sentence vector, pooled states) says so."""
+        return "tokens"
+
     def layer_groups(self) -> LayerGroups:
         """The encoder's groups (input first), then the head: the top group."""
         return [*self.encoder.layer_groups(), ("head", [self.head])]
@@ -218,13 +240,13 @@ class DecoderOutput:
     attention: dict[str, torch.Tensor] | None = None
 
 
-class EncoderDecoder(nn.Module):
+class EncoderDecoder(Family):
     """Base class of the translation families: a source encoder and a target decoder (Sutskever et al.
     2014; Bahdanau et al. 2015; Vaswani et al. 2017).
 
     Like an `Encoder`, a family owns no output layer: the translation task puts a language-model
     head over the target vocabulary on the decoder's states (tied to `output_embedding()` when the
-    family shares it). Built as `Family(cfg, source: InputSpec, target: InputSpec)`; under a joint
+    family shares it). A family is built as `cls(cfg, source: InputSpec, target: InputSpec)`; under a joint
     vocabulary both specs are the same and a family may share its embeddings.
 
         encode(src_ids [B, S], src_mask [B, S]) -> memory    opaque to the task; holds the source mask
@@ -235,23 +257,9 @@ class EncoderDecoder(nn.Module):
                                              reads T' new target tokens; n tokens cost n steps, not n passes
         reorder(state, indices [B']) -> state   rows `indices` of the state (memory included), for beam search
 
-    The ClassVars an `Encoder` declares are all False here, so the tasks for encoders refuse these
+    What it gives (the ClassVars of `Family`) is all False, so the tasks for encoders refuse these
     families by what they give (`Task.unusable_reason`), and the translation task refuses encoders.
     """
-
-    config_class: ClassVar[type]
-    presets: ClassVar[dict[str, dict]]
-    gives_tokens: ClassVar[bool] = False
-    gives_sentence: ClassVar[bool] = False
-    causal: ClassVar[bool] = False
-    reads: ClassVar[tuple[str, ...]] = ()
-    uses_vectors: ClassVar[bool] = False
-    bidirectional_lm: ClassVar[bool] = False
-    lm_bias: ClassVar[bool] = True  # whether the output layer over the target vocabulary has a bias
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.token_size = 0  # D of DecoderOutput.tokens and of `step`'s states
 
     def encode(self, src_ids: torch.Tensor, src_mask: torch.Tensor) -> object:
         raise NotImplementedError
@@ -268,23 +276,3 @@ class EncoderDecoder(nn.Module):
 
     def reorder(self, state: object, indices: torch.Tensor) -> object:
         raise NotImplementedError
-
-    @classmethod
-    def max_length(cls, cfg: object) -> int:
-        """The longest source or target (tokens) families built from `cfg` can read; 0 = no limit."""
-        return 0
-
-    def output_embedding(self) -> nn.Parameter | None:
-        """The [V_target, token_size] target embedding the output layer shares (Press & Wolf 2017), or None."""
-        return None
-
-    def init_head(self, head: "Head") -> None:
-        """As `Encoder.init_head`: initialise the output layer as the family's paper does."""
-
-    def after_optimizer_step(self) -> None:
-        """Parameter constraints after each optimizer step. No-op by default."""
-
-    def layer_groups(self) -> LayerGroups:
-        """Named groups from the input up (source side, target side, then the decoder's top)."""
-        return [(name, [child]) for name, child in self.named_children()
-                if any(True for _ in child.parameters())]

@@ -2,8 +2,10 @@
 
 Each head takes explicit sizes and options (never a config) and maps an encoder's states to the
 task's scores. A run holds only the head its task built: a single-sentence classifier has no pair
-layer, a language model no classifier.
+layer, a language model no classifier. Each head says what it is, `describe()`: its kind and sizes as
+plain JSON, which a run keeps (run.json `model`) and export reads to choose its Hugging Face class.
 
+    SentenceHead         the base of the three below: the layers from a sentence vector to its outputs
     ClassifierHead       sentence vector [B, D] -> class scores [B, C] (linear, an MLP, or ULMFiT's
                          batch-normed blocks)
     PairClassifierHead   two sentence vectors [B, D] x 2 -> [u; v; |u - v|; u * v] -> [B, C]
@@ -20,6 +22,8 @@ layer, a language model no classifier.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -35,6 +39,10 @@ ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 class Head(nn.Module):
     """Base class of the task heads below: what a task puts on an encoder (models/base.py `EncoderWithHead`)."""
 
+    def describe(self) -> dict:
+        """What this head is, as plain JSON: {"kind": ..., and its sizes}. Every head declares its own."""
+        raise NotImplementedError(f"{type(self).__name__} does not describe itself")
+
     def after_optimizer_step(self) -> None:
         """Apply parameter constraints after each optimizer step (e.g. Kim 2014's max-norm). No-op by default."""
 
@@ -49,6 +57,12 @@ class BatchNorm(nn.BatchNorm1d):
             return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias, training=False,
                                 eps=self.eps)
         return super().forward(x)
+
+
+def _net_kind(hidden: int, batch_norm: bool) -> str:
+    """The shape of `_mlp`'s layers in a word: "linear" (one linear map after dropout), "batch-normed
+    linear", or "mlp" (a hidden layer)."""
+    return "mlp" if hidden else "batch-normed linear" if batch_norm else "linear"
 
 
 def _mlp(in_dim: int, hidden: int, out_dim: int, dropout: float, hidden_dropout: float | None = None,
@@ -72,24 +86,42 @@ def _mlp(in_dim: int, hidden: int, out_dim: int, dropout: float, hidden_dropout:
                          *block(hidden, second), output)
 
 
-class ClassifierHead(Head):
+class SentenceHead(Head):
+    """A head over a sentence vector: `_mlp`'s layers (`net`), the last of them the output layer. Its kind
+    is the shape of those layers and what it gives (`gives`)."""
+
+    gives: ClassVar[str]  # "classifier", "pair classifier", "regression"
+
+    def __init__(self, in_dim: int, out_dim: int, hidden: int, dropout: float, hidden_dropout: float | None,
+                 activation: str, batch_norm: bool, sizes: dict) -> None:
+        super().__init__()
+        self.net = _mlp(in_dim, hidden, out_dim, dropout, hidden_dropout, activation, batch_norm)
+        self.sizes = {**sizes, "hidden": hidden, "batch_norm": batch_norm}
+
+    @property
+    def output(self) -> nn.Linear:
+        """The output layer (one weight row per output): the last module of `net`."""
+        return self.net[-1]
+
+    def describe(self) -> dict:
+        return {"kind": f"{_net_kind(self.sizes['hidden'], self.sizes['batch_norm'])} {self.gives}", **self.sizes}
+
+
+class ClassifierHead(SentenceHead):
     """Class scores of a sentence vector: [batch norm ->] dropout -> (linear | MLP) -> [B, C] (see `_mlp`).
 
     max_norm > 0 keeps every output weight row (one per class) inside an L2 ball of that radius after
     each optimizer step (Kim 2014 §2.1, s = 3).
     """
 
+    gives = "classifier"
+
     def __init__(self, in_dim: int, num_classes: int, hidden: int = 0, dropout: float = 0.0,
                  max_norm: float = 0.0, hidden_dropout: float | None = None, activation: str = "tanh",
                  batch_norm: bool = False) -> None:
-        super().__init__()
-        self.net = _mlp(in_dim, hidden, num_classes, dropout, hidden_dropout, activation, batch_norm)
+        super().__init__(in_dim, num_classes, hidden, dropout, hidden_dropout, activation, batch_norm,
+                         {"in": in_dim, "classes": num_classes})
         self.max_norm = max_norm
-
-    @property
-    def output(self) -> nn.Linear:
-        """The output layer (one weight row per class): the last module of `net`."""
-        return self.net[-1]
 
     def forward(self, sentence: torch.Tensor) -> torch.Tensor:
         return self.net(sentence)  # [B, D] -> [B, C]
@@ -106,26 +138,26 @@ class PairClassifierHead(ClassifierHead):
     """Class scores of a sentence pair read separately by the same encoder: u, v -> [u; v; |u-v|; u*v]
     -> ClassifierHead (Conneau et al. 2017 §3.1)."""
 
+    gives = "pair classifier"
+
     def __init__(self, in_dim: int, num_classes: int, hidden: int = 0, dropout: float = 0.0,
                  max_norm: float = 0.0, hidden_dropout: float | None = None, activation: str = "tanh",
                  batch_norm: bool = False) -> None:
         super().__init__(4 * in_dim, num_classes, hidden, dropout, max_norm, hidden_dropout, activation, batch_norm)
+        self.sizes["in"] = in_dim  # each sentence's vector; the layers read 4 * in_dim features
 
     def forward(self, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         return self.net(pair_features(u, v))  # [B, D] x 2 -> [B, 4D] -> [B, C]
 
 
-class RegressionHead(Head):
+class RegressionHead(SentenceHead):
     """One real value per sentence (STS-B similarity): [batch norm ->] dropout -> (linear | MLP) -> [B]."""
+
+    gives = "regression"
 
     def __init__(self, in_dim: int, hidden: int = 0, dropout: float = 0.0, hidden_dropout: float | None = None,
                  activation: str = "tanh", batch_norm: bool = False) -> None:
-        super().__init__()
-        self.net = _mlp(in_dim, hidden, 1, dropout, hidden_dropout, activation, batch_norm)
-
-    @property
-    def output(self) -> nn.Linear:
-        return self.net[-1]
+        super().__init__(in_dim, 1, hidden, dropout, hidden_dropout, activation, batch_norm, {"in": in_dim})
 
     def forward(self, sentence: torch.Tensor) -> torch.Tensor:
         return self.net(sentence).squeeze(-1)  # [B, D] -> [B, 1] -> [B]
@@ -146,6 +178,12 @@ class TaggerHead(Head):
         self.crf: LinearChainCRF | None = None
         if output == "crf":
             self.crf = LinearChainCRF(len(tags), transition_constraints(tags, scheme) if constrained else None)
+        self.constrained = constrained and self.crf is not None
+
+    def describe(self) -> dict:
+        kind = "crf tagger" if self.crf is not None else "softmax tagger"
+        return {"kind": kind, "in": self.scores.in_features, "tags": self.scores.out_features,
+                "constrained": self.constrained}
 
     def forward(self, states: torch.Tensor) -> torch.Tensor:
         return self.scores(states)  # [B, T, D] -> [B, T, K]
@@ -179,6 +217,10 @@ class LMHead(Head):
             self.decoder.weight = tied  # [V, D]
         if bias:
             nn.init.zeros_(self.decoder.bias)
+        self.sizes = {"in": in_dim, "vocab": vocab_size, "tied": tied is not None, "bias": bias}
+
+    def describe(self) -> dict:
+        return {"kind": "lm", **self.sizes}
 
     def forward(self, states: torch.Tensor) -> torch.Tensor:
         return self.decoder(states)  # [..., D] -> [..., V]
@@ -211,6 +253,8 @@ class AdaptiveLMHead(Head):
         if not cutoffs or list(cutoffs) != sorted(set(cutoffs)) or cutoffs[0] < 1 or cutoffs[-1] >= vocab_size:
             raise ValueError(f"cutoffs must increase strictly within (0, {vocab_size}); got {cutoffs}")
         self.bounds = [*cutoffs, vocab_size]  # cluster i holds ids [bounds[i-1], bounds[i])
+        self.sizes = {"in": in_dim, "vocab": vocab_size, "cutoffs": list(cutoffs), "div_value": div_value,
+                      "tied": tied is not None, "bias": bias}
         shortlist = cutoffs[0]
         self.tied = tied  # [V, D] or None
         self.words = None if tied is not None else nn.Parameter(torch.empty(shortlist, in_dim))  # [c1, D]
@@ -222,6 +266,9 @@ class AdaptiveLMHead(Head):
         for i, (low, high) in enumerate(zip(self.bounds[:-1], self.bounds[1:]), start=1):
             size = max(1, int(in_dim // div_value ** i))
             self.tails.append(nn.Sequential(nn.Linear(in_dim, size, bias=False), nn.Linear(size, high - low, bias=bias)))
+
+    def describe(self) -> dict:
+        return {"kind": "adaptive lm", **self.sizes}
 
     def _head_log_probs(self, states: torch.Tensor) -> torch.Tensor:
         """states [N, D] -> log-probabilities of the head's c1 words and its cluster entries [N, c1 + k]."""
@@ -268,6 +315,10 @@ class MLMHead(Head):
         self.norm = nn.LayerNorm(in_dim, eps=eps)
         self.decoder = LMHead(in_dim, vocab_size, tied, bias=True)
 
+    def describe(self) -> dict:
+        return {"kind": "mlm", "in": self.transform.in_features, "vocab": self.decoder.sizes["vocab"],
+                "tied": self.decoder.sizes["tied"], "eps": self.norm.eps}
+
     def forward(self, states: torch.Tensor) -> torch.Tensor:
         return self.decoder(self.norm(F.gelu(self.transform(states))))  # [B, T, D] -> [B, T, V]
 
@@ -279,6 +330,9 @@ class SpanHead(Head):
     def __init__(self, in_dim: int) -> None:
         super().__init__()
         self.scores = nn.Linear(in_dim, 2)
+
+    def describe(self) -> dict:
+        return {"kind": "span", "in": self.scores.in_features}
 
     def forward(self, states: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         scores = self.scores(states).masked_fill(~mask.unsqueeze(-1), float("-inf"))  # [B, T, 2]

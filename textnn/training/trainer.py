@@ -292,10 +292,12 @@ class Trainer:
                 and isinstance(leg.get("from_step"), int) and leg["from_step"] < state["step"]] if resume else []
         legs.append({"from_step": state["step"], "precision": self.precision.name, "device": str(self.device)})
         # The best dev score so far stands in run.json from the start (a resumed run: its checkpoint's), so
-        # that `textnn runs` shows it for a run that stops, or dies, before it finishes.
+        # that `textnn runs` shows it for a run that stops, or dies, before it finishes. The model's description
+        # (its head's kind and sizes) stands there too: export reads it (interop/huggingface.py).
         self.session.begin(metric=self.metric, best=state["best"], best_step=state["best_step"], precision_legs=legs,
                            selected_on=self.selected_on, **({"validation_rows": self.task.validation_rows}
-                                                            if self.task.validation_rows else {}))
+                                                            if self.task.validation_rows else {}),
+                           model=self.model.describe())
         say(self.precision.describe())
 
         started = time.perf_counter() - state["seconds"]

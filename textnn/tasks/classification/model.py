@@ -96,6 +96,12 @@ class Classifier(EncoderWithHead):
             return out.sentence
         return POOLS[self.pooling](out.tokens, mask)  # [B, T, D] -> [B, D]
 
+    def head_input(self) -> str:
+        """ "sentence" when the head reads the encoder's own sentence vector, else how the tokens are pooled."""
+        if self.encoder.sentence_size and self.own_sentence and not self.bptt:
+            return "sentence"
+        return f"tokens pooled by {self.pooling}"
+
     def windowed_states(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Per-token states [B, T, D] of inputs read in windows of `bptt` tokens, each window starting
         from the (detached) state the one before left: ULMFiT's BPT3C (Howard & Ruder 2018 §3.3), so

@@ -23,6 +23,9 @@ class PretrainingHead(Head):
         self.mlm = MLMHead(token_size, vocab_size, tied, eps)
         self.nsp = nn.Linear(sentence_size, 2) if nsp else None
 
+    def describe(self) -> dict:
+        return {"kind": "mlm and nsp" if self.nsp is not None else "mlm", "mlm": self.mlm.describe()}
+
 
 @dataclass
 class PretrainingOutput:
@@ -31,6 +34,9 @@ class PretrainingOutput:
 
 
 class Pretrainer(EncoderWithHead):
+    def head_input(self) -> str:
+        return "tokens and sentence"  # MLM over the token states, NSP over the sentence vector
+
     def forward(self, ids: torch.Tensor, mask: torch.Tensor, segments: torch.Tensor,
                 predict: torch.Tensor) -> PretrainingOutput:
         """ids, mask, segments [B, T]; predict [B, T] bool: the positions whose tokens are predicted."""

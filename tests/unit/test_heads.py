@@ -248,3 +248,16 @@ def test_a_classifier_on_bert_says_whether_its_head_reads_the_pooled_vector(tmp_
     model = ClassificationTask.from_data(config).build_model()
     assert model.describe() == {"head": model.head.describe(), "head_input": head_input}
     assert model.describe()["head"]["kind"] == "linear classifier"
+
+
+@pytest.mark.parametrize("kind, reads, pooler, expected", [
+    ("linear classifier", "sentence", True, "BertForSequenceClassification"),
+    ("linear regression", "sentence", True, "BertForSequenceClassification"),
+    ("linear classifier", "sentence", False, "BertModel"),  # transformers would start a random pooler
+    ("linear classifier", "tokens pooled by mean", True, "BertModel"),
+    ("mlp classifier", "sentence", True, "BertModel"),
+])
+def test_a_bert_run_is_exported_as_sequence_classification_only_over_its_own_pooler(kind, reads, pooler, expected):
+    from textnn.interop.huggingface import _architecture
+
+    assert _architecture("bert", {"head": {"kind": kind}, "head_input": reads}, pooler=pooler) == expected

@@ -353,7 +353,7 @@ def export_run(run_dir: str | Path, loaded: tuple, out_dir: str | Path, describe
                           f"text with the {tokenizer.kind} tokenizer, which transformers cannot rebuild; train with "
                           f"data.tokenizer={wanted}")
     described = _checked_description(run_dir, model.describe() if described is None else described)
-    architecture = _architecture(family, described)
+    architecture = _architecture(family, described, pooler=family == "bert" and cfg.pooler)
     encoder = {name: t.detach().cpu() for name, t in model.encoder.state_dict().items()}
     if family == "bert":
         tensors, hf = bert_to_hf(cfg, encoder, len(vocab), vocab.pad_id)
@@ -411,15 +411,17 @@ def _checked_description(run_dir: str | Path, described: object) -> dict:
     return described
 
 
-def _architecture(family: str, described: dict) -> str:
+def _architecture(family: str, described: dict, pooler: bool) -> str:
     """The transformers class a run of `family` with the model `described` is written as: a head that is one
-    linear layer over BERT's sentence vector (its pooler) is BertForSequenceClassification's classifier;
+    linear layer over BERT's sentence vector from its pooler (`pooler`: the encoder has one; without it,
+    transformers would put a random pooler in its place) is BertForSequenceClassification's classifier;
     a GPT-2 language model's output layer (no bias) is GPT2LMHeadModel's; any other head has no
     counterpart there, and the encoder alone is written (BertModel, GPT2Model)."""
     head = described["head"]
     if family == "bert":
         one_linear = head["kind"] in ("linear classifier", "linear regression")
-        return "BertForSequenceClassification" if one_linear and described["head_input"] == "sentence" else "BertModel"
+        pooled = one_linear and described["head_input"] == "sentence" and pooler
+        return "BertForSequenceClassification" if pooled else "BertModel"
     return "GPT2LMHeadModel" if head["kind"] == "lm" and not head.get("bias") else "GPT2Model"
 
 

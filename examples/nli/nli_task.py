@@ -1,12 +1,8 @@
-"""Natural-language inference (GLUE RTE): does the premise entail the hypothesis? A task of one's own, named
-in a config as `task: examples.nli.nli_task:NLITask`. One encoder reads premise and hypothesis apart; their
-vectors u, v are classified from [u; v; |u - v|; u * v] (Conneau et al. 2017 §3.1, `PairClassifierHead`)."""
-
-from __future__ import annotations
+"""Natural-language inference (GLUE RTE) as a task of one's own, `task: examples.nli.nli_task:NLITask`: one encoder
+reads premise and hypothesis apart, classified from [u; v; |u - v|; u * v] (Conneau et al. 2017 §3.1)."""
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -22,19 +18,16 @@ from textnn.modules.heads import PairClassifierHead
 from textnn.tasks import pipeline
 from textnn.tasks.base import BatchTask, NoOptions
 
-
 # --- 1. what `predict` takes and gives; the options of a config's `data:` section ----------------------
 @dataclass(frozen=True)
 class NLIExample:
     premise: str
     hypothesis: str
 
-
 @dataclass(frozen=True)
 class NLIPrediction(NLIExample):
     label: str  # RTE: entailment or not_entailment
     probability: float  # the model's probability of that label
-
 
 @dataclass
 class NLIData(WordVectorData):
@@ -43,13 +36,11 @@ class NLIData(WordVectorData):
     label_column: str = opt("label", "tsv column (name) holding the label")
     wordpiece_vocab_size: int = opt(8000, "data.tokenizer wordpiece: pieces to learn from data.train")
 
-
 # --- 2. reading, and encoded pairs: a split that batches itself (tasks/base.py `EncodedSplit`) -----------
 def read_pairs(config, path: str, require_labels: bool = True) -> list[Record]:
     data = config.data
     return read_classification(path, "tsv", text_column=data.premise_column, text_pair_column=data.hypothesis_column,
                                label_column=data.label_column, encoding=data.encoding, require_labels=require_labels)
-
 
 @dataclass
 class PairBatch(Batch):
@@ -57,7 +48,6 @@ class PairBatch(Batch):
     mask: torch.Tensor  # [2B, T] bool, True = real token
     labels: torch.Tensor  # [B] label ids, -1 where unlabelled
     index: list[int]  # the pairs' positions in their split
-
 
 @dataclass
 class Pairs:
@@ -71,13 +61,11 @@ class Pairs:
         premises, hypotheses, labels = zip(*[self.pairs[i] for i in index])
         return PairBatch(*pad(premises + hypotheses, self.pad_id), torch.tensor(labels), index)
 
-
 # --- 3. the model: an encoder with a head --------------------------------------------------------------
 class NLIModel(EncoderWithHead):
     def forward(self, batch: PairBatch) -> ModelOutput:
         u, v = self.encoder(batch.ids, batch.mask).sentence.chunk(2)  # [2B, D] -> premises, hypotheses [B, D]
         return ModelOutput(logits=self.head(u, v))  # [B, 4D] -> [B, labels]
-
 
 # --- 4. the task: building, encoding, loss, metrics, predictions -----------------------------------------
 class NLITask(BatchTask):
@@ -90,28 +78,29 @@ class NLITask(BatchTask):
 
     @classmethod
     def unusable_reason(cls, encoder_cls: type) -> str | None:
-        return None if encoder_cls.gives_sentence and not encoder_cls.reads else "it gives no sentence vector"
+        return None if encoder_cls.gives_sentence and not encoder_cls.reads else "it gives no sentence vector of plain ids"
 
     @classmethod
-    def from_data(cls, config) -> NLITask:
+    def from_data(cls, config) -> "NLITask":
         data = config.data
         if not data.train:
             raise TextnnError("config key data.train is empty; set it to the training file")
         train = read_pairs(config, data.train)
-        texts = lambda: (text for r in train for text in (r.text, r.text_pair))  # noqa: E731
-        tokenizer, start = pipeline.tokenizer(config, texts, {"columns": [data.premise_column, data.hypothesis_column]})
-        vocab = pipeline.vocabulary(config, tokenizer, start, lambda: map(tokenizer, texts()))
+        texts = [text for r in train for text in (r.text, r.text_pair)]
+        columns = {"columns": [data.premise_column, data.hypothesis_column]}  # in a WordPiece's cache key
+        tokenizer, start = pipeline.tokenizer(config, lambda: texts, columns)
+        vocab = pipeline.vocabulary(config, tokenizer, start, lambda: map(tokenizer, texts))
         pretrained = pipeline.pretrained_vectors(config, vocab)[0] if data.vectors else None
         task = cls(config, tokenizer, vocab, sorted({r.label for r in train}), pretrained)
-        task.splits = {split: task.encode(train if split == "train" else read_pairs(config, path))
-                       for split, path in (("train", data.train), ("dev", data.dev), ("test", data.test)) if path}
+        task.splits = {split: task.encode(read_pairs(config, path)) for split, path in
+                       (("train", data.train), ("dev", data.dev), ("test", data.test)) if path}
         return task
 
     @classmethod
-    def from_run(cls, run_path: Path, config) -> NLITask:  # labels.json: the list `save` wrote
+    def from_run(cls, run_path, config) -> "NLITask":  # labels.json: the list `save` wrote
         return cls(config, *cls.load_text_pipeline(run_path, config.data), cls.read_json(run_path / "labels.json"))
 
-    def save(self, run_path: Path) -> None:
+    def save(self, run_path) -> None:
         pipeline.save(run_path, self.tokenizer, self.vocab)
         (run_path / "labels.json").write_text(json.dumps(self.labels, ensure_ascii=False), encoding="utf-8")
 
@@ -125,8 +114,7 @@ class NLITask(BatchTask):
         for r in records:
             premise, hypothesis = (self.vocab.encode(self.tokenizer(text)) for text in (r.text, r.text_pair))
             if not (premise and hypothesis) or (r.label is not None and r.label not in self.labels):
-                raise TextnnError(f"{r.path}:{r.line}: a premise or hypothesis with no tokens, or a label not among "
-                                  f"those of training ({', '.join(self.labels)}); fix the line")
+                raise TextnnError(f"{r.path}:{r.line}: a text without tokens, or a label not seen in training; fix it")
             pairs.append((premise, hypothesis, -1 if r.label is None else self.labels.index(r.label)))
         return Pairs(pairs, self.vocab.pad_id)
 
@@ -139,10 +127,9 @@ class NLITask(BatchTask):
     @torch.no_grad()
     def probabilities(self, model, pairs: Pairs) -> torch.Tensor:  # [N, labels], in the order of `pairs`
         model.eval()
-        probs = torch.zeros(len(pairs.pairs), len(self.labels))
+        probs, device = torch.zeros(len(pairs.pairs), len(self.labels)), next(model.parameters()).device
         for batch in self.eval_batches(pairs):
-            logits = model(batch.to(next(model.parameters()).device)).logits.float()
-            probs[batch.index] = torch.softmax(logits, dim=-1).cpu()
+            probs[batch.index] = model(batch.to(device)).logits.float().softmax(dim=-1).cpu()
         return probs
 
     def evaluate(self, model, split, bootstrap_samples: int = 0) -> dict:
@@ -152,10 +139,9 @@ class NLITask(BatchTask):
                 "accuracy": accuracy(gold.numpy(), probs.argmax(dim=1).numpy())}
 
     def predict(self, model, examples: list[NLIExample], options: NoOptions) -> list[NLIPrediction]:
-        records = [Record(e.premise, None, e.hypothesis, "<input>") for e in examples]
-        probs = self.probabilities(model, self.encode(records))
+        pairs = self.encode([Record(e.premise, None, e.hypothesis, "<input>") for e in examples])
         return [NLIPrediction(e.premise, e.hypothesis, self.labels[int(row.argmax())], float(row.max()))
-                for e, row in zip(examples, probs)]
+                for e, row in zip(examples, self.probabilities(model, pairs))]
 
     def example_from_text(self, line: str, place: str) -> NLIExample:  # how `predict` reads a line of input
         premise, tab, hypothesis = line.partition("\t")

@@ -77,8 +77,8 @@ class NLITask(BatchTask):
         self.pretrained, self.splits = pretrained, {}
 
     @classmethod
-    def unusable_reason(cls, encoder_cls: type) -> str | None:
-        return None if encoder_cls.gives_sentence and not encoder_cls.reads else "it gives no sentence vector of plain ids"
+    def unusable_reason(cls, encoder: type) -> str | None:  # which model families it can use
+        return None if encoder.gives_sentence and not encoder.reads else "it gives no sentence vector of plain ids"
 
     @classmethod
     def from_data(cls, config) -> "NLITask":

@@ -119,7 +119,8 @@ def outside_task(name: str, saved_in: str | Path | None = None) -> type:
                           f"{module.split('.')[0]} on PYTHONPATH, or run `python -m textnn` from that folder") from None
     if not (isinstance(cls, type) and any(f"{base.__module__}.{base.__qualname__}" == TASK_BASE
                                           for base in cls.__mro__)):
-        found = f"module {module} has no {attr}" if cls is None else f"{module}.{attr} is a {type(cls).__name__}"
+        found = f"module {module} has no {attr}" if cls is None else \
+            f"{module}.{attr} is {'another class' if isinstance(cls, type) else 'a ' + type(cls).__name__}"
         raise TextnnError(f"'{name}': {found}; expected a subclass of {TASK_BASE}")
     return cls
 

@@ -1,11 +1,11 @@
 """Explicit name tables: a config names a model family or task, this file says where it lives.
 
 No import-time magic: a name maps to "module:Attribute" and is imported only when asked for.
-Unknown names raise a `TextnnError` that lists the valid ones. A task of the user's own is named in a
-config as "package.module:Class" (`outside_task`) and imported, only when asked for, as Python imports a
-module: from the installed packages and PYTHONPATH, never from a run directory. A model family registers with ONE
+Unknown names raise a `TextnnError` that lists the valid ones. A model family registers with ONE
 line below; which tasks it serves follows from what its encoder gives (models/base.py), checked
-by each task's `unusable_reason`.
+by each task's `unusable_reason`. A task of the user's own is named in a config as "package.module:Class"
+(`outside_task`) and imported when asked for as Python imports a module (installed packages, PYTHONPATH),
+never from the folder of a saved run being read.
 """
 
 from __future__ import annotations

@@ -80,8 +80,8 @@ def outputs(place) -> dict[str, subprocess.CompletedProcess]:
     done = {}
     for command in section_commands():
         verb = textnn_args(command.words())[0]
-        done[verb] = run(as_run_here(command), work, env)
-        assert done[verb].returncode == 0, f"`{command.line}` exited {done[verb].returncode}:\n{done[verb].stderr[-3000:]}"
+        done[verb] = finished = run(as_run_here(command), work, env)
+        assert finished.returncode == 0, f"`{command.line}` exited {finished.returncode}:\n{finished.stderr[-3000:]}"
     return done
 
 

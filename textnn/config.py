@@ -422,10 +422,10 @@ def config_from_dict(raw: dict, origin: str, resolve_init: bool = True) -> Confi
         raise TextnnError(f"{origin}: unknown section {short(unknown[0], 40)}; {_did_you_mean(unknown[0], list(SECTIONS))}"
                           f"valid: {', '.join(SECTIONS)}")
     task = str(raw.get("task") or "classification")
-    if task not in registry.TASKS:
-        raise TextnnError(f"{_origin_of(raw.get('task'), origin)}: task: "
-                          f"{registry.unknown_name('task', task, list(registry.TASKS))}")
-    task_cls = registry.task_class(task)
+    try:  # a saved run's (resolve_init False) own task module is never imported from the run's folder
+        task_cls = registry.task_class(task, saved_in=None if resolve_init else Path(origin).parent)
+    except TextnnError as err:
+        raise TextnnError(f"{_origin_of(raw.get('task'), origin)}: task: {err}") from None
     if not isinstance(raw.get("model") or {}, dict):
         raise TextnnError(f"{origin}: section 'model' must be a mapping of keys to values, got "
                           f"{short(raw.get('model'), 40)}")

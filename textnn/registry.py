@@ -3,14 +3,20 @@
 No import-time magic: a name maps to "module:Attribute" and is imported only when asked for.
 Unknown names raise a `TextnnError` that lists the valid ones. A model family registers with ONE
 line below; which tasks it serves follows from what its encoder gives (models/base.py), checked
-by each task's `unusable_reason`.
+by each task's `unusable_reason`. A task of the user's own is named in a config as "package.module:Class"
+(`outside_task`) and imported when asked for as Python imports a module (installed packages, PYTHONPATH),
+never from the folder of a saved run being read.
 """
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import importlib
-from typing import Any
+import re
+import sys
+from pathlib import Path
+from typing import Any, Iterator
 
 from textnn.errors import TextnnError
 
@@ -75,10 +81,63 @@ def model_entry(name: str) -> tuple[type, type, dict]:
     return cls.config_class, cls, cls.presets
 
 
-def task_class(name: str) -> type:
-    if name not in TASKS:
-        raise unknown_name("task", name, list(TASKS))
-    return _import(TASKS[name])
+# A task of the user's own: "package.module:Class", Class a subclass of TASK_BASE (named here, not imported:
+# the tasks are a layer above this module).
+OUTSIDE_TASK = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")
+OUTSIDE_FORM = "'package.module:Class' (a textnn.tasks.base.Task subclass in an importable module)"
+TASK_BASE = "textnn.tasks.base.Task"
+
+
+def task_class(name: str, saved_in: str | Path | None = None) -> type:
+    """The Task class of a registered task, or of a task of the user's own given as "package.module:Class"
+    (`outside_task`; `saved_in`: the run directory whose config.yaml names it)."""
+    if name in TASKS:
+        return _import(TASKS[name])
+    if ":" in name:
+        return outside_task(name, saved_in)
+    raise TextnnError(f"{unknown_name('task', name, list(TASKS))}; or a task of your own as {OUTSIDE_FORM}")
+
+
+def outside_task(name: str, saved_in: str | Path | None = None) -> type:
+    """The Task class a config names as "package.module:Class", its module imported now: it must be
+    importable (installed, or its top folder on PYTHONPATH; `python -m textnn` adds the current folder).
+    Reading a saved run (`saved_in`, its directory), no folder inside that directory is searched, so the
+    files of a run someone sent are never run as code."""
+    shown = name if len(name) <= 100 else name[:100] + "..."
+    if not OUTSIDE_TASK.fullmatch(name):
+        raise TextnnError(f"'{shown}': expected a registered task ({', '.join(sorted(TASKS))}) or {OUTSIDE_FORM}")
+    module, attr = name.split(":")
+    try:
+        with _path_outside(saved_in):
+            cls = getattr(importlib.import_module(module), attr, None)
+    except ModuleNotFoundError as err:
+        if not err.name or not (module + ".").startswith(err.name + "."):
+            raise  # the module was found, and something it imports is missing: its author's traceback
+        outside = f" (never from inside the run directory {saved_in})" if saved_in is not None else ""
+        raise TextnnError(f"'{name}': module {module} cannot be imported here{outside}; a task of your own is "
+                          f"imported as Python imports a module: install its package, put the folder holding "
+                          f"{module.split('.')[0]} on PYTHONPATH, or run `python -m textnn` from that folder") from None
+    if not (isinstance(cls, type) and any(f"{base.__module__}.{base.__qualname__}" == TASK_BASE
+                                          for base in cls.__mro__)):
+        found = f"module {module} has no {attr}" if cls is None else \
+            f"{module}.{attr} is {'another class' if isinstance(cls, type) else 'a ' + type(cls).__name__}"
+        raise TextnnError(f"'{name}': {found}; expected a subclass of {TASK_BASE}")
+    return cls
+
+
+@contextlib.contextmanager
+def _path_outside(folder: str | Path | None) -> Iterator[None]:
+    """sys.path without its entries inside `folder` (the current folder too, where it lies inside), for the
+    block; all of it when `folder` is None."""
+    if folder is None:
+        yield
+        return
+    inside, saved = Path(folder).resolve(), list(sys.path)
+    sys.path[:] = [entry for entry in saved if not Path(entry or ".").resolve().is_relative_to(inside)]
+    try:
+        yield
+    finally:
+        sys.path[:] = saved
 
 
 def models_for(task: str) -> list[str]:

@@ -1,8 +1,8 @@
 """README.md's commands, run as a user runs them.
 
 Every shell command of README's ```bash blocks runs in README's order, through bash, in a folder laid out
-like the repository's (`recipes/`, and `../shared/data/` holding the first lines of each shared file, as
-tests/e2e/test_recipes_round_trip.py cuts them), twice: once into a log (stdout and stderr files, stdin
+like the repository's (`recipes/`, `examples/`, and `../shared/data/` holding the first lines of each shared
+file, as tests/e2e/test_recipes_round_trip.py cuts them), twice: once into a log (stdout and stderr files, stdin
 empty, as under a scheduler) and once on a pseudo-terminal 120 columns wide (stdin, stdout and stderr, as
 typed at a prompt; tests/e2e/test_readme_terminal.py, a file of its own so that two test processes share
 the work), each in a folder of its own. Each must exit 0 and show what a user expects of it (`expect`).
@@ -373,10 +373,11 @@ class Shell:
 
 
 def new_place(base: Path, name: str) -> Path:
-    """A folder beside `base/shared`, laid out like the repository: recipes/ and the user's files."""
+    """A folder beside `base/shared`, laid out like the repository: recipes/, examples/ and the user's files."""
     place = base / name
     place.mkdir()
     (place / "recipes").symlink_to(REPO / "recipes", target_is_directory=True)
+    (place / "examples").symlink_to(REPO / "examples", target_is_directory=True)  # a task of one's own
     for file, text in USER_FILES.items():
         (place / file).write_text(text, encoding="utf-8")
     return place

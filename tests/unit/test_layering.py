@@ -23,6 +23,11 @@ name is asked for (config.py, experiment.py and the commands ask). Those strings
 names, not imports: they are how the lower layers reach a family or a task without depending on
 it, and they do not count here. They are checked instead to name modules in the layer their table
 is for (ENCODERS: models, TASKS: tasks), so the table cannot become a way round the layers.
+
+A task of the user's own is named in a config as "package.module:Class" (registry.outside_task) and lives
+outside textnn/, so in no layer; the rule for it is that it stands where textnn's tasks stand, importing
+the tasks layer and those below it, never experiment, front or the commands. The repository's examples of
+one (examples/) are held to that here.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "textnn"
+EXAMPLES = PACKAGE.parent / "examples"  # tasks of one's own, outside the package (registry.outside_task)
 
 # Lowest first. A name stands for the module of that name and every module below it (a package),
 # except the names in EXACT, which stand for that one module only: "textnn" is the package's own
@@ -202,6 +208,21 @@ def test_registry_names_modules_of_its_layer(table, layer):
     wrong = [f"{name} -> {target}" for name, target in getattr(registry, table).items()
              if target.split(":")[0] not in modules or layer_of(target.split(":")[0]) != layer_of(layer)]
     assert not wrong, f"registry.{table} names modules outside {layer} (or none): {', '.join(wrong)}"
+
+
+def test_an_outside_task_stands_on_the_tasks_layer():
+    modules = all_modules()
+    files = sorted(EXAMPLES.rglob("*.py"))
+    assert files, f"no example task under {EXAMPLES}"
+    upward = []
+    for path in files:
+        name = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        for target, line in imports_of(name, path, modules):
+            if layer_of(target) > layer_of("textnn.tasks"):
+                upward.append(f"{path.relative_to(PACKAGE.parent)}:{line} imports {target} (layer {layer_of(target)}, "
+                              f"{LAYER_NAMES[layer_of(target)]})")
+    assert not upward, ("a task of one's own imports what a task inside textnn would: the tasks layer and those "
+                        "below it; these go above it:\n" + "\n".join(upward))
 
 
 def test_the_checks_catch_an_upward_import_and_a_cycle():

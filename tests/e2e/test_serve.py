@@ -14,6 +14,8 @@ import http.client
 import json
 import os
 import re
+import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -46,6 +48,8 @@ CONFIGS = {
     "lm": "task: language_modeling\ndata: {format: text, train: lm_train.txt, dev: lm_dev.txt, tokenizer: char, "
           "bptt: 16}\nmodel: {name: gpt, preset: tiny}\n",
 }
+# README's runs (its "Serve" section) and the tiny runs of the same kinds here
+README_RUNS = {"sst2_cnn_rand": "cls", "multi30k_transformer": "mt", "tinyshakespeare_gpt": "lm"}
 WAIT_FOREVER = ["--max-wait-ms", "600000"]  # a batch goes only once full (or the server is told to stop)
 TIMEOUT = 120  # seconds any one request or command may take
 
@@ -176,6 +180,8 @@ def runs(ws) -> dict[str, str]:
     write_corpus(root, "mt_train", 150, seed=1)
     write_corpus(root, "mt_dev", 20, seed=2)
     write_text(root / "lm_train.txt", 150, seed=1)
+    with open(root / "lm_train.txt", "a", encoding="utf-8") as text:  # README's prompt is made of known characters
+        text.write("ROMEO: the cat sat.\n" * 5)
     write_text(root / "lm_dev.txt", 30, seed=2)
     done = {}
     for name, config in CONFIGS.items():
@@ -384,8 +390,6 @@ def test_a_full_queue_is_429_and_a_client_that_leaves_frees_its_place(ws, runs):
 # ------------------------------------------------------------------------------------------------ at start
 
 def test_a_damaged_run_or_one_still_training_is_refused_at_start_in_one_line(ws, runs):
-    import shutil
-
     damaged = ws.root / "runs" / "damaged"
     shutil.copytree(ws.root / runs["cls"], damaged)
     weights = damaged / "model.safetensors"
@@ -400,3 +404,49 @@ def test_a_damaged_run_or_one_still_training_is_refused_at_start_in_one_line(ws,
         assert done.returncode == 2 and done.stdout == "", (done.stdout, done.stderr[-2000:])
         assert done.stderr.startswith("error: ") and len(done.stderr.strip().splitlines()) == 1, done.stderr
         assert expected in done.stderr and str(run.name) in done.stderr
+
+
+# ------------------------------------------------------------------------------------------------ README
+
+def readme_serve_lines() -> list[str]:
+    """The lines of the bash blocks of README's "Serve" section."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text.split("\n## Serve\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```bash\n(.*?)```", section, flags=re.S)
+    return [line.split("   #")[0].strip() for block in blocks for line in block.splitlines() if line.strip()]
+
+
+def test_readme_serves_its_runs_and_its_curl_requests_answer(server):
+    """README's `textnn serve` names the runs its curl lines call; each curl line, sent to the server here (its
+    runs the tiny ones of the same kinds), answers what README says of it."""
+    if shutil.which("curl") is None:
+        pytest.skip("curl is not installed")
+    lines = readme_serve_lines()
+    [command] = [line for line in lines if line.startswith("textnn serve ")]
+    assert {Path(word).name for word in shlex.split(command)[2:]} == set(README_RUNS)
+    requests = [line for line in lines if line.startswith("curl ")]
+    assert len(requests) >= 6
+    for line in requests:
+        here = line.replace("localhost:8000", f"127.0.0.1:{server.port}")
+        for name, ours in README_RUNS.items():
+            here = here.replace(name, ours)
+        done = subprocess.run(["bash", "-c", here], capture_output=True, text=True, timeout=TIMEOUT)
+        assert done.returncode == 0 and done.stdout, (line, done.stderr)
+        words = shlex.split(line)
+        asked = json.loads(words[words.index("-d") + 1]) if "-d" in words else None
+        if line.endswith("/metrics"):
+            assert "textnn_requests_total{" in done.stdout
+        elif '"stream": true' in line:
+            events = [json.loads(part[6:]) for part in done.stdout.split("\n\n") if part.startswith("data: ")]
+            assert events[-1]["done"] and "".join(event["text"] for event in events[:-1]) == events[-1]["text"]
+        elif "/predict" in line or "/translate" in line:
+            predictions = json.loads(done.stdout)["predictions"]
+            assert len(predictions) == len(asked["inputs"]), done.stdout
+            assert all(len(p["hypotheses"]) == asked["n_best"] for p in predictions) if "/translate" in line \
+                else all("label" in p for p in predictions)
+        elif "/generate" in line:
+            assert json.loads(done.stdout)["text"].startswith(asked["prompt"])
+        elif "/completions" in line:
+            assert json.loads(done.stdout)["usage"]["completion_tokens"] == asked["max_tokens"]
+        else:
+            assert {run["name"] for run in json.loads(done.stdout)["runs"]} >= set(README_RUNS.values())

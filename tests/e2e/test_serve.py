@@ -132,11 +132,16 @@ class Server:
                 return float(line.rsplit(" ", 1)[1])
         return 0.0
 
-    def until_queued(self, run: str, depth: int) -> None:
-        """Wait (polling /metrics, without a deadline of its own) until `depth` requests wait for `run`."""
-        while self.metric("textnn_queue_depth", run=run) != depth:
-            assert self.proc.poll() is None, self.errors()
+    def until(self, name: str, value: float, **labels) -> None:
+        """Wait, polling /metrics, until its sample `name` holds `value` (a bound of TIMEOUT seconds only
+        keeps a failure from hanging)."""
+        deadline = time.monotonic() + TIMEOUT
+        while (found := self.metric(name, **labels)) != value:
+            assert self.proc.poll() is None and time.monotonic() < deadline, (name, labels, found, self.errors())
             time.sleep(0.05)
+
+    def until_queued(self, run: str, depth: int) -> None:
+        self.until("textnn_queue_depth", depth, run=run)
 
     def stop(self) -> int:
         if self.proc.poll() is None:
@@ -280,6 +285,27 @@ def test_openai_completions_continue_the_prompt_as_textnn_generate_does(ws, runs
                                                         for sample in line["samples"]]
 
 
+def test_a_client_that_leaves_a_stream_stops_its_generation(server):
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=TIMEOUT)
+    connection.request("POST", "/v1/runs/lm/generate", body=json.dumps(
+        {"prompt": "the cat", "max_tokens": limits.MAX_NEW_TOKENS, "stream": True}).encode("utf-8"))
+    response = connection.getresponse()
+    assert response.status == 200 and response.readline().startswith(b"data: ")  # the first piece: the prompt
+    before = server.metric("textnn_dropped_total", run="lm")
+    connection.close()  # long before its 100,000 tokens
+    server.until("textnn_dropped_total", before + 1, run="lm")  # the generation saw it, and stopped
+    assert server.post("/v1/runs/lm/generate", {"prompt": "a", "max_tokens": 5, "seed": 1})["text"].startswith("a")
+
+
+def test_without_fastapi_serve_says_how_to_install_it(ws, runs):
+    code = ("import sys; sys.modules['fastapi'] = None; from textnn.cli import main; "
+            f"sys.exit(main(['serve', {runs['cls']!r}]))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ws.root, env=ws.env, capture_output=True, text=True,
+                          timeout=TIMEOUT)
+    assert done.returncode == 2 and done.stderr.startswith("error: textnn serve needs fastapi"), done.stderr
+    assert "pip install 'textnn[serve]'" in done.stderr and len(done.stderr.splitlines()) == 1
+
+
 def test_max_batch_one_computes_each_request_alone(server):
     before = [server.metric(f"textnn_batch_size_{what}", run="cls") for what in ("count", "sum")]
     threads = [threading.Thread(target=server.post, args=("/v1/runs/cls/predict", {"inputs": ["good film"]}))
@@ -383,6 +409,7 @@ def test_a_full_queue_is_429_and_a_client_that_leaves_frees_its_place(ws, runs):
         assert [answer["text"] for answer in full["predictions"]] == ["good", "bad", "fine", "dull"]
         assert serving.metric("textnn_refusals_total", reason="queue_full") == 1
         assert serving.metric("textnn_batch_size_count", run="cls") == 1  # the request that left was not computed
+        assert serving.metric("textnn_dropped_total", run="cls") == 1
     finally:
         assert serving.stop() == 0, serving.errors()
 

@@ -104,7 +104,8 @@ class Service:
                                   f"runs are served by their directory's name, so give runs of different names")
             self.runs[served.name] = served
             batcher = Batcher(served.name, max_batch, max_wait_ms / 1000, queue_size,
-                              on_batch=partial(self.metrics.batch, served.name), threads=threads)
+                              on_batch=partial(self.metrics.batch, served.name),
+                              on_drop=partial(self.metrics.drop, served.name), threads=threads)
             self.batchers[served.name] = batcher
             self.metrics.watch_queue(served.name, lambda batcher=batcher: batcher.depth)
         self.created = {name: int(served.path.joinpath("model.safetensors").stat().st_mtime)

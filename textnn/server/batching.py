@@ -55,12 +55,14 @@ class Job:
 
 class Batcher:
     """The queue and the thread of one run (see the module docstring). `on_batch(size)` is called with the
-    items of each batch computed (the server's batch-size histogram)."""
+    items of each batch computed (the server's batch-size histogram), `on_drop()` for each job whose client
+    went away before its end: taken out of the queue, or stopped by `Cancelled`."""
 
     def __init__(self, name: str, max_batch: int, max_wait: float, queue_size: int,
-                 on_batch: Callable[[int], None] = lambda size: None, threads: int | None = None):
+                 on_batch: Callable[[int], None] = lambda size: None, on_drop: Callable[[], None] = lambda: None,
+                 threads: int | None = None):
         self.name, self.max_batch, self.max_wait, self.queue_size = name, max_batch, max_wait, queue_size
-        self.on_batch, self.threads = on_batch, threads
+        self.on_batch, self.on_drop, self.threads = on_batch, on_drop, threads
         self.waiting: list[Job] = []
         self.condition = threading.Condition()
         self.draining = self.stopped = False
@@ -93,6 +95,7 @@ class Batcher:
             if job in self.waiting:
                 self.waiting.remove(job)
                 self.condition.notify()
+                self.on_drop()
 
     def drain(self) -> None:
         """Compute what waits at once, without waiting for fuller batches (the server is stopping)."""
@@ -160,6 +163,7 @@ class Batcher:
             jobs[0].deliver(None, err)
             return
         except Cancelled as err:
+            self.on_drop()
             jobs[0].deliver(None, err)
             return
         except Exception as err:  # a fault of the server, not of a request: said in full on stderr

@@ -6,6 +6,8 @@
     textnn_queue_depth{run}                      gauge: requests waiting for their run's thread
     textnn_refusals_total{reason}                counter: requests refused (queue_full, too_large, invalid,
                                                  stopping)
+    textnn_dropped_total{run}                    counter: requests whose client went away first: taken out of
+                                                 the queue, or a streamed generation stopped
 
 `endpoint` is the route (`/v1/runs/{name}/predict`), never the path a client sent, so that made-up paths
 cannot grow the label sets without end.
@@ -67,6 +69,7 @@ class Metrics:
         self.latency: dict[str, Histogram] = {}
         self.batches: dict[str, Histogram] = {}
         self.refusals: Counter = Counter()
+        self.dropped: Counter = Counter()  # run -> requests dropped when their client went away
         self.depths: dict[str, Callable[[], int]] = {}  # run -> its queue depth, read when written
 
     def watch_queue(self, run: str, depth: Callable[[], int]) -> None:
@@ -82,6 +85,10 @@ class Metrics:
     def batch(self, run: str, size: int) -> None:
         with self.lock:
             self.batches[run].observe(size)
+
+    def drop(self, run: str) -> None:
+        with self.lock:
+            self.dropped[run] += 1
 
     def refused(self, reason: str) -> None:
         with self.lock:
@@ -103,6 +110,8 @@ class Metrics:
             lines += _family("textnn_refusals_total", "counter", "requests refused, by reason")
             lines += [f"textnn_refusals_total{_labels({'reason': reason})} {count}"
                       for reason, count in sorted(self.refusals.items())]
+            lines += _family("textnn_dropped_total", "counter", "requests whose client went away before their answer")
+            lines += [f"textnn_dropped_total{_labels({'run': run})} {self.dropped[run]}" for run in sorted(self.depths)]
         return "\n".join(lines) + "\n"
 
 

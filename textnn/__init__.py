@@ -11,3 +11,11 @@ def load(path, device: str = defaults.DEVICE, batch_size: int | None = None, pre
     from textnn.api import load as load_run  # torch is imported only when a run is loaded
 
     return load_run(path, device, batch_size, precision)
+
+
+def serve(runs, host: str = "127.0.0.1", port: int = 8000, **options) -> None:
+    """Serve trained runs over HTTP until SIGTERM or Ctrl-C: `textnn.serve(["runs/NAME"], port=8000)` (textnn/api.py,
+    textnn/server/; needs the extra textnn[serve])."""
+    from textnn.api import serve as serve_runs
+
+    serve_runs(runs, host, port, **options)

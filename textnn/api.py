@@ -116,3 +116,12 @@ def load(path: str | Path, device: str = defaults.DEVICE, batch_size: int | None
     per forward pass in predict, evaluate and translate (the commands' --batch-size); None = the run's
     own rule. `precision` (the commands' --precision: auto, fp32, bf16): None = the one the run trained in."""
     return Run(path, device, batch_size, precision)
+
+
+def serve(runs, host: str = "127.0.0.1", port: int = 8000, **options) -> None:
+    """Serve trained runs over HTTP at http://host:port until SIGTERM or Ctrl-C, as `textnn serve` does (needs
+    the extra textnn[serve]); `options`: grace, max_batch, max_wait_ms, queue_size, device, threads, precision.
+    The application alone, for an ASGI server of one's own: `textnn.server.create_app(runs, ...)`."""
+    from textnn.server import serve as serve_runs
+
+    serve_runs(runs, host, port, **options)

@@ -261,6 +261,27 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--output-dir", help="folder for the PNG/HTML files (default RUN/views)")
     p.add_argument("--output", dest="output_dir", action=_renamed("--output-dir"), help=argparse.SUPPRESS)
     _inference_options(p, "visualize")
+
+    p = sub.add_parser("serve", help="serve runs over HTTP (JSON API, OpenAI-compatible completions, metrics); "
+                       "needs the extra textnn[serve]")
+    p.add_argument("runs", nargs="+", metavar="RUN", help="run directories, each served by its directory's name")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=_integer(0, 65535), default=8000, help="port (default 8000; 0: a free one, said "
+                                                                          "at start)")
+    p.add_argument("--max-batch", type=BATCH, default=32, metavar="N",
+                   help="inputs of concurrent requests computed in one forward pass (default 32; 1: each request "
+                        "alone)")
+    p.add_argument("--max-wait-ms", type=float, default=5.0, metavar="MS",
+                   help="how long a request waits for others to share its forward pass (default 5)")
+    p.add_argument("--queue", type=COUNT, default=256, metavar="N",
+                   help="requests a run holds waiting; past that, 429 with Retry-After (default 256)")
+    p.add_argument("--grace", type=float, default=10.0, metavar="S",
+                   help="on SIGTERM: seconds to answer the requests in flight before exiting (default 10)")
+    p.add_argument("--threads", type=COUNT, default=None, help="CPU threads for torch (default: torch's own)")
+    p.add_argument("--device", default=defaults.DEVICE, help="where the models run: auto (default), cpu, cuda or "
+                                                             "cuda:N")
+    p.add_argument("--precision", choices=PRECISIONS, default=None,
+                   help="what the models compute in: fp32, bf16 or auto; default: the precision each run trained in")
     for command in sub.choices.values():  # also after the command, as every other option: `textnn train -q C.yaml`
         command.add_argument("--quiet", "-q", action="store_true", default=argparse.SUPPRESS,
                              help="no progress bars or stage lines (errors and results still print)")
@@ -579,10 +600,20 @@ def _visualize(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve(args: argparse.Namespace) -> int:
+    from textnn.server import serve
+
+    serve(args.runs, host=args.host, port=args.port, grace=args.grace, max_batch=args.max_batch,
+          max_wait_ms=args.max_wait_ms, queue_size=args.queue, device=args.device, threads=args.threads,
+          precision=args.precision)
+    return 0
+
+
 COMMANDS = {"train": _train, "evaluate": _evaluate, "predict": _predict, "translate": _translate,
             "export": _export, "compare": _compare, "sweep": _sweep, "runs": _runs, "explain": _explain,
             "neighbors": _neighbors,
-            "analogy": _analogy, "demo": _demo, "generate": _generate, "visualize": _visualize}
+            "analogy": _analogy, "demo": _demo, "generate": _generate, "visualize": _visualize,
+            "serve": _serve}
 
 
 def _is_override(item: str) -> bool:

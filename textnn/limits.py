@@ -18,6 +18,10 @@ from textnn.errors import TextnnError
 
 GiB = 1024 ** 3
 
+
+class InputTooLarge(TextnnError):
+    """An input, or a count asked for, beyond a limit of this policy (the HTTP server answers 413 for it)."""
+
 # name -> (value, what it bounds); read by the checks below, by the commands' option checks and by explain.
 MAX_LINE_BYTES = 64 * 1024 * 1024
 # Memory one input line takes once tokenized, per byte of the line: the most measured (docs/RELIABILITY.md,
@@ -73,7 +77,7 @@ def check_line(length: int, where: str, available: Memory | None = None) -> None
     """Refuse a line of more than MAX_LINE_BYTES bytes, or one whose tokens would take more memory than this
     process may use (`where`: file:line), before it is tokenized."""
     if length > MAX_LINE_BYTES:
-        raise TextnnError(f"{where}: a line of more than {MAX_LINE_BYTES // (1024 * 1024)} MiB with no line break; "
+        raise InputTooLarge(f"{where}: a line of more than {MAX_LINE_BYTES // (1024 * 1024)} MiB with no line break; "
                           f"is this a text file with one input per line? (an endless source such as /dev/zero, "
                           f"or binary data, looks like this)")
     cost = length * LINE_COST
@@ -81,7 +85,7 @@ def check_line(length: int, where: str, available: Memory | None = None) -> None
         return
     available = memory_available() if available is None else available
     if available is not None and cost > available.free:
-        raise TextnnError(f"{where}: a line of {length / 2 ** 20:,.1f} MiB would take about {cost / GiB:,.1f} GiB "
+        raise InputTooLarge(f"{where}: a line of {length / 2 ** 20:,.1f} MiB would take about {cost / GiB:,.1f} GiB "
                           f"once tokenized ({LINE_COST} bytes for each of its bytes, `textnn explain limits`), but "
                           f"this process may use {available}; split it into shorter inputs, one per line")
 
@@ -89,7 +93,7 @@ def check_line(length: int, where: str, available: Memory | None = None) -> None
 def check_stream(read: int, where: str) -> None:
     """Refuse a data source that is not a regular file once more than MAX_STREAM_BYTES came from it."""
     if read > MAX_STREAM_BYTES:
-        raise TextnnError(f"{where}: more than {MAX_STREAM_BYTES // GiB} GiB read from a source that is not a "
+        raise InputTooLarge(f"{where}: more than {MAX_STREAM_BYTES // GiB} GiB read from a source that is not a "
                           f"regular file, and no end yet; give a file (an endless source such as /dev/zero or "
                           f"`yes` never ends)")
 
@@ -98,14 +102,14 @@ def check_count(value: int, name: str, option: str) -> None:
     """Refuse an option (`option`, e.g. "--beam") above the limit `name` of TABLE."""
     limit = TABLE[name][0]
     if value > limit:
-        raise TextnnError(f"{option}={value:,}: more than the limit of {limit:,} ({TABLE[name][1]}); choose a "
+        raise InputTooLarge(f"{option}={value:,}: more than the limit of {limit:,} ({TABLE[name][1]}); choose a "
                           f"smaller value")
 
 
 def check_example(tokens: int, where: str, what: str, limit: int = MAX_EXAMPLE_TOKENS) -> None:
     """Refuse one sentence (or pair side) of more than `limit` tokens, which a model reads whole."""
     if tokens > limit:
-        raise TextnnError(f"{where}: {what} of {tokens:,} tokens, more than the limit of {limit:,} for one "
+        raise InputTooLarge(f"{where}: {what} of {tokens:,} tokens, more than the limit of {limit:,} for one "
                           f"sentence read whole; split it into sentences (one per line)")
 
 

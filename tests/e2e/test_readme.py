@@ -65,6 +65,12 @@ SKIPPED = {
     # a dozen trainings on all of SST-2; tests/e2e/test_sweep.py runs sweeps, compare --sweep and resume
     "textnn sweep recipes/sweeps/": "a dozen trainings on the whole data set",
     "textnn compare --sweep": "reads the sweep of the line before",
+    # a server runs until it is stopped; tests/e2e/test_serve.py starts it and sends README's curl requests
+    "pip install -e \".[serve]\"": "set-up (the tests' own install has the extra)",
+    "textnn serve ": "a server that runs until stopped: tests/e2e/test_serve.py runs it",
+    "curl -s": "requests to the server of `textnn serve`: tests/e2e/test_serve.py sends each of them",
+    "pip install gunicorn uvicorn-worker": "set-up of another server, not a dependency of textnn",
+    "gunicorn ": "a server that runs until stopped, from packages textnn does not depend on",
 }
 # The files a user brings that README's commands read, written into the folder (each README names).
 USER_FILES = {

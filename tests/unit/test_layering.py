@@ -12,6 +12,7 @@ cost), and checked against LAYERS below, which follows the layer table of the de
     -> tasks, training, generation, viz
     -> experiment (run loading, transfer into a model), sweep (searches over settings, on experiment)
     -> front (predict input read into a task's examples, flags into its options, predictions printed)
+    -> server (`textnn serve`: the runs behind an HTTP API, standing on the front layer)
     -> cli, api, demo, __main__ (and the package itself, whose `textnn.load` reaches api)
 
 A module may import modules of its own layer and of lower ones; anything else fails, naming the
@@ -53,12 +54,13 @@ LAYERS: list[list[str]] = [
     ["textnn.tasks", "textnn.training", "textnn.generation", "textnn.viz"],
     ["textnn.experiment", "textnn.sweep"],
     ["textnn.front"],
+    ["textnn.server"],
     ["textnn.cli", "textnn.api", "textnn.demo", "textnn.__main__", "textnn"],
 ]
 
 LAYER_NAMES = ["errors, files, limits, defaults and progress", "readers and building blocks", "config", "models",
                "tasks, training, generation, viz", "experiment", "front layer",
-               "commands"]
+               "HTTP server", "commands"]
 
 
 def module_name(path: Path) -> str:

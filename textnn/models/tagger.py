@@ -53,10 +53,9 @@ class RNNTaggerConfig:
     freeze_embeddings: bool = opt(False, "keep the (pretrained) word embeddings fixed during training")
 
     def __post_init__(self) -> None:
-        require_ints(self, "word_dim", "char_dim", "char_filters", "char_width", "char_hidden", "hidden_size",
-                     "num_layers")
-        require_choice(self, "cell", CELLS, one_of=True)
         check_word_feature_options(self)
+        require_ints(self, "hidden_size", "num_layers")
+        require_choice(self, "cell", CELLS, one_of=True)
 
 
 class RNNTagger(Encoder):

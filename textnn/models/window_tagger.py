@@ -53,10 +53,10 @@ class WindowTaggerConfig:
     freeze_embeddings: bool = opt(False, "keep the (pretrained) word embeddings fixed during training")
 
     def __post_init__(self) -> None:
-        require_ints(self, "word_dim", "char_dim", "char_filters", "char_width", "char_hidden", "hidden_size")
+        check_word_feature_options(self)
+        require_ints(self, "hidden_size")
         _check(_is_int(self.window) and self.window >= 1 and self.window % 2 == 1, "window", self.window,
                "an odd integer >= 1 (the word in the middle plus the same number of words on each side)")
-        check_word_feature_options(self)
 
 
 class WindowTagger(Encoder):

@@ -33,17 +33,13 @@ import torch
 from torch import nn
 
 from textnn.config import check_model_field as _check
-from textnn.config import is_int, opt
-from textnn.models.base import Encoder, EncoderOutput, InputSpec, LayerGroups, TokenFeatures
+from textnn.config import opt
+from textnn.models.base import (Encoder, EncoderOutput, InputSpec, LayerGroups, TokenFeatures, require_bools,
+                                require_ints, require_probabilities)
 from textnn.modules.rnn import LockedDropout, WeightDrop, embedding_dropout, lstm_memory_cells
 
 State = list[tuple[torch.Tensor, torch.Tensor]] | None
 INIT_RANGE = 0.1  # embeddings ~ U(-0.1, 0.1), as in the authors' code
-
-
-def _probability(key: str, value: object) -> None:
-    _check(isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value < 1.0, key, value,
-           "a number in [0, 1)")
 
 
 @dataclass
@@ -61,12 +57,10 @@ class AWDLSTMConfig:
     beta: float = opt(1.0, "temporal activation regularisation (TAR) weight on the undropped final outputs", retunable=True)
 
     def __post_init__(self) -> None:
-        for key in ("embedding_dim", "hidden_size", "num_layers"):
-            value = getattr(self, key)
-            _check(is_int(value) and value >= 1, key, value, "an integer >= 1")
-        _check(isinstance(self.tie_weights, bool), "tie_weights", self.tie_weights, "true or false")
-        for key in ("dropout", "dropout_hidden", "dropout_input", "dropout_embedding", "weight_drop"):
-            _probability(key, getattr(self, key))
+        require_ints(self, "embedding_dim", "hidden_size", "num_layers")
+        require_bools(self, "tie_weights")
+        require_probabilities(self, "dropout", "dropout_hidden", "dropout_input", "dropout_embedding", "weight_drop",
+                              expected="a number in [0, 1)")
         for key in ("alpha", "beta"):
             value = getattr(self, key)
             _check(isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0, key, value,

@@ -35,6 +35,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
+from textnn.config import check_model_field, is_int
 from textnn.modules.heads import Head
 
 # Named groups, input first: each a list of modules (or of parameters a module holds directly).
@@ -99,6 +100,40 @@ def detach_state(state: object) -> object:
     if isinstance(state, torch.Tensor):
         return state.detach()
     return type(state)(detach_state(s) for s in state)
+
+
+# Checks for a family's Config `__post_init__`: each names the fields it checks and raises the TextnnError
+# of every bad model setting (config.check_model_field: "config key model.<name>: got ..., expected ...").
+
+def require_ints(config: object, *names: str, at_least: int = 1) -> None:
+    """Each field in `names` must be an integer (a bool is not one) >= `at_least`."""
+    for name in names:
+        value = getattr(config, name)
+        check_model_field(is_int(value) and value >= at_least, name, value, f"an integer >= {at_least}")
+
+
+def require_probabilities(config: object, *names: str, expected: str = "a probability in [0, 1)") -> None:
+    """Each field in `names` must be a number (int or float; a bool is not one) in [0, 1): a dropout rate.
+    `expected` is how the error describes such a value ("a number in [0, 1)" in some families)."""
+    for name in names:
+        value = getattr(config, name)
+        check_model_field(isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value < 1.0,
+                          name, value, expected)
+
+
+def require_bools(config: object, *names: str) -> None:
+    """Each field in `names` must be true or false (a bool, not 0 or 1)."""
+    for name in names:
+        value = getattr(config, name)
+        check_model_field(isinstance(value, bool), name, value, "true or false")
+
+
+def require_choice(config: object, name: str, choices: tuple[str, ...] | dict, one_of: bool = False) -> None:
+    """The field `name` must be one of `choices`, which the error lists as "a or b", or with `one_of` as
+    "one of a, b, c"."""
+    value = getattr(config, name)
+    listed = "one of " + ", ".join(choices) if one_of else " or ".join(choices)
+    check_model_field(value in choices, name, value, listed)
 
 
 class Family(nn.Module):

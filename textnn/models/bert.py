@@ -33,7 +33,8 @@ from torch import nn
 
 from textnn.config import check_model_field as _check, is_int, opt
 from textnn.errors import TextnnError
-from textnn.models.base import Encoder, EncoderOutput, Head, InputSpec, LayerGroups, TokenFeatures
+from textnn.models.base import (Encoder, EncoderOutput, Head, InputSpec, LayerGroups, TokenFeatures, require_choice,
+                                require_ints)
 from textnn.modules.dropout import Dropout
 from textnn.modules.init import init_normal
 from textnn.modules.positions import LearnedPositions
@@ -57,16 +58,14 @@ class BertConfig:
     pooler: bool = opt(True, "the dense tanh pooler over [CLS] (false: the [CLS] state is the sentence vector)")
 
     def __post_init__(self) -> None:
-        for key in ("n_layers", "n_heads", "d_model", "max_positions"):
-            value = getattr(self, key)
-            _check(is_int(value) and value >= 1, key, value, "an integer >= 1")
+        require_ints(self, "n_layers", "n_heads", "d_model", "max_positions")
         _check(is_int(self.d_ff) and self.d_ff >= 0, "d_ff", self.d_ff, "an integer >= 0 (0 = 4 * d_model)")
-        _check(is_int(self.segments) and self.segments >= 0, "segments", self.segments, "an integer >= 0")
+        require_ints(self, "segments", at_least=0)
         _check(self.d_model % self.n_heads == 0, "d_model", self.d_model, f"a multiple of model.n_heads = {self.n_heads}")
         for key in ("dropout", "attention_dropout"):
             _check(0.0 <= getattr(self, key) < 1.0, key, getattr(self, key), "a probability in [0, 1)")
         _check(0.0 < self.eps < 1.0, "eps", self.eps, "a small number > 0")
-        _check(self.gelu in ("exact", "tanh"), "gelu", self.gelu, "exact or tanh")
+        require_choice(self, "gelu", ("exact", "tanh"))
 
     @property
     def ff_size(self) -> int:

@@ -20,15 +20,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from textnn.config import opt, check_model_field as _check
+from textnn.config import opt
 from textnn.errors import TextnnError
-from textnn.models.base import Encoder, EncoderOutput, InputSpec, TokenFeatures
+from textnn.models.base import Encoder, EncoderOutput, InputSpec, TokenFeatures, require_ints
 from textnn.modules.embeddings import TokenEmbedding
 from textnn.modules.pooling import masked_sum
-
-
-def _positive_int(key: str, value: object) -> None:
-    _check(isinstance(value, int) and not isinstance(value, bool) and value >= 1, key, value, "an integer >= 1")
 
 
 # ------------------------------------------------------------------------------------------------ BOW
@@ -72,7 +68,7 @@ class CBOWConfig:
     freeze_embeddings: bool = opt(False, "keep the (pretrained) embeddings fixed during training")
 
     def __post_init__(self) -> None:
-        _positive_int("embedding_dim", self.embedding_dim)
+        require_ints(self, "embedding_dim")
 
 
 class CBOW(Encoder):
@@ -108,9 +104,7 @@ class DeepCBOWConfig:
     freeze_embeddings: bool = opt(False, "keep the (pretrained) embeddings fixed during training")
 
     def __post_init__(self) -> None:
-        _positive_int("embedding_dim", self.embedding_dim)
-        _positive_int("hidden_dim", self.hidden_dim)
-        _positive_int("num_layers", self.num_layers)
+        require_ints(self, "embedding_dim", "hidden_dim", "num_layers")
 
 
 class DeepCBOW(Encoder):

@@ -25,7 +25,7 @@ import torch
 
 from textnn.config import opt, check_model_field as _check, is_int as _is_int
 from textnn.errors import TextnnError
-from textnn.models.base import Encoder, EncoderOutput, InputSpec, TokenFeatures
+from textnn.models.base import Encoder, EncoderOutput, InputSpec, TokenFeatures, require_choice, require_ints
 from textnn.modules.conv import MultiWidthConv
 from textnn.modules.embeddings import TokenEmbedding
 
@@ -40,14 +40,12 @@ class KimCNNConfig:
     num_filters: int = opt(100, "feature maps per filter width")
 
     def __post_init__(self) -> None:
-        _check(self.mode in MODES, "mode", self.mode, "one of " + ", ".join(MODES))
-        _check(_is_int(self.embedding_dim) and self.embedding_dim >= 1, "embedding_dim", self.embedding_dim,
-               "an integer >= 1")
+        require_choice(self, "mode", MODES, one_of=True)
+        require_ints(self, "embedding_dim")
         _check(isinstance(self.filter_widths, (list, tuple)) and len(self.filter_widths) > 0
                and all(_is_int(w) and w >= 1 for w in self.filter_widths), "filter_widths", self.filter_widths,
                "a non-empty list of integers >= 1")
-        _check(_is_int(self.num_filters) and self.num_filters >= 1, "num_filters", self.num_filters,
-               "an integer >= 1")
+        require_ints(self, "num_filters")
 
 
 PRESETS: dict[str, dict] = {

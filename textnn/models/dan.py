@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from textnn.config import opt, check_model_field as _check, is_int as _is_int
-from textnn.models.base import Encoder, EncoderOutput, InputSpec, TokenFeatures
+from textnn.config import opt, check_model_field as _check
+from textnn.models.base import Encoder, EncoderOutput, InputSpec, TokenFeatures, require_choice, require_ints
 from textnn.modules.embeddings import TokenEmbedding
 from textnn.modules.masking import word_dropout_mask
 from textnn.modules.pooling import masked_mean
@@ -35,13 +35,11 @@ class DANConfig:
     freeze_embeddings: bool = opt(False, "keep the (pretrained) embeddings fixed during training")
 
     def __post_init__(self) -> None:
-        _check(_is_int(self.embedding_dim) and self.embedding_dim >= 1, "embedding_dim", self.embedding_dim,
-               "an integer >= 1")
-        _check(_is_int(self.hidden_dim) and self.hidden_dim >= 1, "hidden_dim", self.hidden_dim, "an integer >= 1")
-        _check(_is_int(self.num_layers) and self.num_layers >= 0, "num_layers", self.num_layers, "an integer >= 0")
+        require_ints(self, "embedding_dim", "hidden_dim")
+        require_ints(self, "num_layers", at_least=0)
         _check(isinstance(self.word_dropout, (int, float)) and 0.0 <= self.word_dropout < 1.0, "word_dropout",
                self.word_dropout, "a probability in [0, 1)")
-        _check(self.activation in ACTIVATIONS, "activation", self.activation, "one of " + ", ".join(ACTIVATIONS))
+        require_choice(self, "activation", ACTIVATIONS, one_of=True)
 
 
 PRESETS: dict[str, dict] = {

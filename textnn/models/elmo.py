@@ -42,7 +42,8 @@ from torch import nn
 
 from textnn.config import check_model_field as _check
 from textnn.config import is_int, opt
-from textnn.models.base import Encoder, EncoderOutput, InputSpec, LayerGroups, TokenFeatures
+from textnn.models.base import (Encoder, EncoderOutput, InputSpec, LayerGroups, TokenFeatures, require_ints,
+                                require_probabilities)
 from textnn.modules.char_encoders import MultiWidthCharCNN
 from textnn.modules.dropout import Dropout
 from textnn.modules.highway import Highway
@@ -93,17 +94,15 @@ class ELMoConfig:
     max_chars: int = opt(50, "bytes read per word, the begin/end markers included; longer words are cut")
 
     def __post_init__(self) -> None:
-        for key in ("char_dim", "highway_layers", "projection_dim", "hidden_size", "num_layers"):
-            value = getattr(self, key)
-            low = 0 if key == "highway_layers" else 1
-            _check(is_int(value) and value >= low, key, value, f"an integer >= {low}")
+        require_ints(self, "char_dim")
+        require_ints(self, "highway_layers", at_least=0)
+        require_ints(self, "projection_dim", "hidden_size", "num_layers")
         _check(self.hidden_size > self.projection_dim, "hidden_size", self.hidden_size,
                f"more than model.projection_dim = {self.projection_dim} (the LSTM's cells are projected down)")
         _check(isinstance(self.filters, list) and bool(self.filters) and all(
             isinstance(f, (list, tuple)) and len(f) == 2 and all(is_int(n) and n >= 1 for n in f) for f in self.filters),
             "filters", self.filters, "a non-empty list of [width, count] pairs of integers >= 1")
-        _check(isinstance(self.dropout, (int, float)) and not isinstance(self.dropout, bool)
-               and 0.0 <= self.dropout < 1.0, "dropout", self.dropout, "a probability in [0, 1)")
+        require_probabilities(self, "dropout")
         # A word shorter than a filter still gives one (zero-padded) window: no lower bound from the widths.
         _check(is_int(self.max_chars) and self.max_chars >= 3, "max_chars", self.max_chars,
                "an integer >= 3 (a byte and its two markers)")

@@ -45,7 +45,8 @@ from torch import nn
 
 from textnn.config import check_model_field as _check, is_int, opt
 from textnn.errors import TextnnError
-from textnn.models.base import Encoder, EncoderOutput, Head, InputSpec, LayerGroups, TokenFeatures
+from textnn.models.base import (Encoder, EncoderOutput, Head, InputSpec, LayerGroups, TokenFeatures, require_choice,
+                                require_ints)
 from textnn.modules.attention import KVCache
 from textnn.modules.dropout import Dropout
 from textnn.modules.init import init_normal
@@ -68,14 +69,12 @@ class GPTConfig:
     gelu: str = opt("tanh", "GELU of the feed-forward layers: tanh (the approximation GPT-2 uses) or exact (erf)")
 
     def __post_init__(self) -> None:
-        for key in ("n_layers", "n_heads", "d_model", "context"):
-            value = getattr(self, key)
-            _check(is_int(value) and value >= 1, key, value, "an integer >= 1")
+        require_ints(self, "n_layers", "n_heads", "d_model", "context")
         _check(is_int(self.d_ff) and self.d_ff >= 0, "d_ff", self.d_ff, "an integer >= 0 (0 = 4 * d_model)")
         _check(self.d_model % self.n_heads == 0, "d_model", self.d_model,
                f"a multiple of model.n_heads = {self.n_heads}")
         _check(0.0 <= self.dropout < 1.0, "dropout", self.dropout, "a probability in [0, 1)")
-        _check(self.gelu in ("tanh", "exact"), "gelu", self.gelu, "tanh or exact")
+        require_choice(self, "gelu", ("tanh", "exact"))
 
     @property
     def ff_size(self) -> int:

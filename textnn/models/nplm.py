@@ -36,8 +36,9 @@ import torch
 from torch import nn
 
 from textnn.config import check_model_field as _check
-from textnn.config import is_int, opt
-from textnn.models.base import Encoder, EncoderOutput, InputSpec, LayerGroups, TokenFeatures
+from textnn.config import opt
+from textnn.models.base import (Encoder, EncoderOutput, InputSpec, LayerGroups, TokenFeatures, require_bools,
+                                require_ints, require_probabilities)
 from textnn.modules.dropout import Dropout
 from textnn.modules.embeddings import TokenEmbedding
 
@@ -51,17 +52,12 @@ class NPLMConfig:
     dropout: float = opt(0.0, "dropout on the concatenated features and on the hidden layer (not in the paper)", retunable=True)
 
     def __post_init__(self) -> None:
-        _check(is_int(self.context_size) and self.context_size >= 1, "context_size", self.context_size,
-               "an integer >= 1")
-        _check(is_int(self.embedding_dim) and self.embedding_dim >= 1, "embedding_dim", self.embedding_dim,
-               "an integer >= 1")
-        _check(is_int(self.hidden_size) and self.hidden_size >= 0, "hidden_size", self.hidden_size,
-               "an integer >= 0")
-        _check(isinstance(self.direct, bool), "direct", self.direct, "true or false")
+        require_ints(self, "context_size", "embedding_dim")
+        require_ints(self, "hidden_size", at_least=0)
+        require_bools(self, "direct")
         _check(self.hidden_size > 0 or self.direct, "hidden_size", self.hidden_size,
                "an integer >= 1 when model.direct is false (the model needs at least one path to the output)")
-        _check(isinstance(self.dropout, (int, float)) and not isinstance(self.dropout, bool)
-               and 0.0 <= self.dropout < 1.0, "dropout", self.dropout, "a number in [0, 1)")
+        require_probabilities(self, "dropout", expected="a number in [0, 1)")
 
 
 class NPLM(Encoder):

@@ -24,18 +24,15 @@ from dataclasses import dataclass
 
 import torch
 
-from textnn.config import opt, check_model_field as _check, is_int as _is_int
-from textnn.models.base import Encoder, EncoderOutput, InputSpec, TokenFeatures
+from textnn.config import opt
+from textnn.models.base import (Encoder, EncoderOutput, InputSpec, TokenFeatures, require_choice, require_ints,
+                                require_probabilities)
 from textnn.modules.dropout import Dropout
 from textnn.modules.embeddings import TokenEmbedding
 from textnn.modules.pooling import last_valid, masked_max, masked_mean
 from textnn.modules.rnn import CELLS, RNNEncoder
 
 POOLINGS = ("last", "max", "mean")
-
-
-def _is_probability(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value < 1.0
 
 
 @dataclass
@@ -51,14 +48,10 @@ class RNNClassifierConfig:
     freeze_embeddings: bool = opt(False, "keep the (pretrained) embeddings fixed during training")
 
     def __post_init__(self) -> None:
-        _check(self.cell in CELLS, "cell", self.cell, "one of " + ", ".join(CELLS))
-        for key in ("embedding_dim", "hidden_size", "num_layers"):
-            value = getattr(self, key)
-            _check(_is_int(value) and value >= 1, key, value, "an integer >= 1")
-        for key in ("dropout", "embedding_dropout"):
-            value = getattr(self, key)
-            _check(_is_probability(value), key, value, "a probability in [0, 1)")
-        _check(self.pooling in POOLINGS, "pooling", self.pooling, "one of " + ", ".join(POOLINGS))
+        require_choice(self, "cell", CELLS, one_of=True)
+        require_ints(self, "embedding_dim", "hidden_size", "num_layers")
+        require_probabilities(self, "dropout", "embedding_dropout")
+        require_choice(self, "pooling", POOLINGS, one_of=True)
 
 
 PRESETS: dict[str, dict] = {

@@ -39,19 +39,16 @@ from typing import Union
 import torch
 from torch import nn
 
-from textnn.config import opt, check_model_field as _check
+from textnn.config import opt
 from textnn.errors import TextnnError
-from textnn.models.base import Encoder, EncoderOutput, InputSpec, LayerGroups, TokenFeatures
+from textnn.models.base import (Encoder, EncoderOutput, InputSpec, LayerGroups, TokenFeatures, require_bools,
+                                require_choice, require_ints, require_probabilities)
 from textnn.modules.dropout import Dropout
 from textnn.modules.embeddings import TokenEmbedding
 from textnn.modules.rnn import CELLS, init_lstm_forget_bias
 
 # The recurrent state: (h, c) for an LSTM, h for a GRU or Elman RNN, each [L, B, H]; None = zeros.
 RNNState = Union[tuple[torch.Tensor, torch.Tensor], torch.Tensor, None]
-
-
-def _positive_int(key: str, value: object) -> None:
-    _check(isinstance(value, int) and not isinstance(value, bool) and value >= 1, key, value, "an integer >= 1")
 
 
 @dataclass
@@ -65,13 +62,10 @@ class RNNLMConfig:
                                    "a projection H -> E is added when embedding_dim != hidden_size")
 
     def __post_init__(self) -> None:
-        _check(self.cell in CELLS, "cell", self.cell, " or ".join(CELLS))
-        _positive_int("embedding_dim", self.embedding_dim)
-        _positive_int("hidden_size", self.hidden_size)
-        _positive_int("num_layers", self.num_layers)
-        _check(isinstance(self.dropout, (int, float)) and not isinstance(self.dropout, bool)
-               and 0.0 <= self.dropout < 1.0, "dropout", self.dropout, "a number in [0, 1)")
-        _check(isinstance(self.tie_weights, bool), "tie_weights", self.tie_weights, "true or false")
+        require_choice(self, "cell", CELLS)
+        require_ints(self, "embedding_dim", "hidden_size", "num_layers")
+        require_probabilities(self, "dropout", expected="a number in [0, 1)")
+        require_bools(self, "tie_weights")
 
 
 class RNNLM(Encoder):

@@ -46,8 +46,9 @@ from typing import Union
 import torch
 from torch import nn
 
-from textnn.config import check_model_field as _check, is_int, opt
-from textnn.models.base import DecoderOutput, EncoderDecoder, InputSpec, LayerGroups
+from textnn.config import check_model_field as _check, opt
+from textnn.models.base import (DecoderOutput, EncoderDecoder, InputSpec, LayerGroups, require_bools, require_choice,
+                                require_ints, require_probabilities)
 from textnn.modules.attention import SCORES, Attended, make_attention
 from textnn.modules.dropout import Dropout
 from textnn.modules.embeddings import TokenEmbedding
@@ -85,17 +86,13 @@ class Seq2SeqConfig:
     dropout: float = opt(0.0, "dropout on the embeddings, between stacked layers and on the decoder's output states", retunable=True)
 
     def __post_init__(self) -> None:
-        _check(self.cell in CELLS, "cell", self.cell, " or ".join(CELLS))
-        for key in ("embedding_dim", "encoder_hidden", "hidden_size", "num_layers", "attention_size",
-                    "max_source_positions"):
-            value = getattr(self, key)
-            _check(is_int(value) and value >= 1, key, value, "an integer >= 1")
-        for key in ("bidirectional", "bridge", "reverse_source", "context_every_step", "input_feeding"):
-            _check(isinstance(getattr(self, key), bool), key, getattr(self, key), "true or false")
+        require_choice(self, "cell", CELLS)
+        require_ints(self, "embedding_dim", "encoder_hidden", "hidden_size", "num_layers", "attention_size",
+                     "max_source_positions")
+        require_bools(self, "bidirectional", "bridge", "reverse_source", "context_every_step", "input_feeding")
         _check(self.attention in ("none", *SCORES), "attention", self.attention, f"none or one of {', '.join(SCORES)}")
-        _check(self.arrangement in ARRANGEMENTS, "arrangement", self.arrangement, " or ".join(ARRANGEMENTS))
-        _check(isinstance(self.dropout, (int, float)) and not isinstance(self.dropout, bool)
-               and 0.0 <= self.dropout < 1.0, "dropout", self.dropout, "a number in [0, 1)")
+        require_choice(self, "arrangement", ARRANGEMENTS)
+        require_probabilities(self, "dropout", expected="a number in [0, 1)")
         _check(not (self.context_every_step and self.attention != "none"), "context_every_step", True,
                "false with attention (the attention's context already reaches every step); or set model.attention=none")
         _check(not self.input_feeding or (self.attention != "none" and self.arrangement == "luong"), "input_feeding",

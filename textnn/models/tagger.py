@@ -28,8 +28,8 @@ from dataclasses import dataclass
 
 import torch
 
-from textnn.config import opt, check_model_field as _check, is_int as _is_int
-from textnn.models.base import Encoder, EncoderOutput, InputSpec, TokenFeatures
+from textnn.config import opt
+from textnn.models.base import Encoder, EncoderOutput, InputSpec, TokenFeatures, require_choice, require_ints
 from textnn.models.word_features import add_word_features, check_word_feature_options, concat_word_features
 from textnn.modules.dropout import Dropout
 from textnn.modules.rnn import CELLS, RNNEncoder
@@ -53,11 +53,9 @@ class RNNTaggerConfig:
     freeze_embeddings: bool = opt(False, "keep the (pretrained) word embeddings fixed during training")
 
     def __post_init__(self) -> None:
-        for key in ("word_dim", "char_dim", "char_filters", "char_width", "char_hidden", "hidden_size", "num_layers"):
-            value = getattr(self, key)
-            _check(_is_int(value) and value >= 1, key, value, "an integer >= 1")
-        _check(self.cell in CELLS, "cell", self.cell, "one of " + ", ".join(CELLS))
         check_word_feature_options(self)
+        require_ints(self, "hidden_size", "num_layers")
+        require_choice(self, "cell", CELLS, one_of=True)
 
 
 class RNNTagger(Encoder):

@@ -39,9 +39,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from textnn.config import check_model_field as _check, is_int, opt
+from textnn.config import check_model_field as _check, opt
 from textnn.errors import TextnnError
-from textnn.models.base import DecoderOutput, EncoderDecoder, Head, InputSpec, LayerGroups
+from textnn.models.base import (DecoderOutput, EncoderDecoder, Head, InputSpec, LayerGroups, require_bools,
+                                require_choice, require_ints, require_probabilities)
 from textnn.modules.attention import KVCache
 from textnn.modules.dropout import Dropout
 from textnn.modules.embeddings import TokenEmbedding
@@ -66,16 +67,12 @@ class TransformerMTConfig:
     tie_output: bool = opt(True, "the output layer shares the target embedding matrix (§3.4; Press & Wolf 2017)")
 
     def __post_init__(self) -> None:
-        for key in ("n_layers", "n_heads", "d_model", "d_ff"):
-            value = getattr(self, key)
-            _check(is_int(value) and value >= 1, key, value, "an integer >= 1")
+        require_ints(self, "n_layers", "n_heads", "d_model", "d_ff")
         _check(self.d_model % 2 == 0, "d_model", self.d_model, "an even integer (sinusoids pair a sine with a cosine)")
         _check(self.d_model % self.n_heads == 0, "d_model", self.d_model, f"a multiple of model.n_heads = {self.n_heads}")
-        _check(isinstance(self.dropout, (int, float)) and not isinstance(self.dropout, bool)
-               and 0.0 <= self.dropout < 1.0, "dropout", self.dropout, "a number in [0, 1)")
-        _check(self.activation in ACTIVATIONS, "activation", self.activation, " or ".join(ACTIVATIONS))
-        for key in ("pre_ln", "share_embeddings", "tie_output"):
-            _check(isinstance(getattr(self, key), bool), key, getattr(self, key), "true or false")
+        require_probabilities(self, "dropout", expected="a number in [0, 1)")
+        require_choice(self, "activation", ACTIVATIONS)
+        require_bools(self, "pre_ln", "share_embeddings", "tie_output")
         _check(self.tie_output or not self.share_embeddings, "tie_output", False,
                "true with model.share_embeddings=true (one matrix for all three)")
 

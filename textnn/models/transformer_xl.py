@@ -48,7 +48,8 @@ from torch import nn
 
 from textnn.config import check_model_field as _check, is_int, opt
 from textnn.errors import TextnnError
-from textnn.models.base import Encoder, EncoderOutput, Head, InputSpec, LayerGroups, TokenFeatures
+from textnn.models.base import (Encoder, EncoderOutput, Head, InputSpec, LayerGroups, TokenFeatures, require_ints,
+                                require_probabilities)
 from textnn.modules.dropout import Dropout
 from textnn.modules.embeddings import TokenEmbedding
 from textnn.modules.init import init_normal
@@ -58,15 +59,6 @@ from textnn.modules.transformer import FeedForward, residual
 
 Memory = list[torch.Tensor]  # N tensors [B, M, D]; None = no context yet
 INIT_STD = 0.02  # the authors' init_std
-
-
-def _int_at_least(key: str, value: object, low: int) -> None:
-    _check(is_int(value) and value >= low, key, value, f"an integer >= {low}")
-
-
-def _fraction(key: str, value: object) -> None:
-    _check(isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value < 1.0,
-           key, value, "a number in [0, 1)")
 
 
 @dataclass
@@ -86,14 +78,11 @@ class TransformerXLConfig:
     pre_ln: bool = opt(False, "LayerNorm before each sub-layer plus a final one; false = the paper's post-LN block")
 
     def __post_init__(self) -> None:
-        for key in ("n_layers", "n_heads", "d_head", "d_ff"):
-            _int_at_least(key, getattr(self, key), 1)
+        require_ints(self, "n_layers", "n_heads", "d_head", "d_ff")
         _check(is_int(self.d_model) and self.d_model >= 2 and self.d_model % 2 == 0, "d_model", self.d_model,
                "an even integer >= 2 (the sinusoid encodings pair a sine with a cosine)")
-        for key in ("mem_len", "eval_mem_len", "clamp_len"):
-            _int_at_least(key, getattr(self, key), 0)
-        _fraction("dropout", self.dropout)
-        _fraction("dropatt", self.dropatt)
+        require_ints(self, "mem_len", "eval_mem_len", "clamp_len", at_least=0)
+        require_probabilities(self, "dropout", "dropatt", expected="a number in [0, 1)")
         _check(not self.same_length or self.eval_memory >= 1, "same_length", self.same_length,
                "false, or a memory of at least 1 (model.eval_mem_len, or model.mem_len when it is 0): "
                "same_length lets each position see exactly that many positions")

@@ -31,7 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from textnn.config import opt, check_model_field as _check, is_int as _is_int
-from textnn.models.base import Encoder, EncoderOutput, InputSpec, TokenFeatures
+from textnn.models.base import Encoder, EncoderOutput, InputSpec, TokenFeatures, require_ints
 from textnn.models.word_features import add_word_features, check_word_feature_options, concat_word_features
 from textnn.modules.dropout import Dropout
 
@@ -53,12 +53,10 @@ class WindowTaggerConfig:
     freeze_embeddings: bool = opt(False, "keep the (pretrained) word embeddings fixed during training")
 
     def __post_init__(self) -> None:
-        for key in ("word_dim", "char_dim", "char_filters", "char_width", "char_hidden", "hidden_size"):
-            value = getattr(self, key)
-            _check(_is_int(value) and value >= 1, key, value, "an integer >= 1")
+        check_word_feature_options(self)
+        require_ints(self, "hidden_size")
         _check(_is_int(self.window) and self.window >= 1 and self.window % 2 == 1, "window", self.window,
                "an odd integer >= 1 (the word in the middle plus the same number of words on each side)")
-        check_word_feature_options(self)
 
 
 class WindowTagger(Encoder):

@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from textnn.config import check_model_field, is_int, opt
-from textnn.models.base import Encoder, EncoderOutput, InputSpec, LayerGroups
+from textnn.models.base import Encoder, EncoderOutput, InputSpec, LayerGroups, require_choice, require_ints
 
 
 @dataclass
@@ -41,11 +41,9 @@ class Word2VecConfig:
     noise_group: int = opt(1, "cbow with loss negative: this many words of a step, far apart, share their noise words, which makes their scores one matrix product (Ji et al. 2016, section 3); 1 = a draw per word, as word2vec.c")
 
     def __post_init__(self) -> None:
-        check_model_field(self.architecture in ("skipgram", "cbow"), "architecture", self.architecture, "skipgram or cbow")
-        check_model_field(self.loss in ("negative", "hierarchical"), "loss", self.loss, "negative or hierarchical")
-        for name in ("dim", "window", "batch_words", "noise_group"):
-            value = getattr(self, name)
-            check_model_field(is_int(value) and value >= 1, name, value, "an integer >= 1")
+        require_choice(self, "architecture", ("skipgram", "cbow"))
+        require_choice(self, "loss", ("negative", "hierarchical"))
+        require_ints(self, "dim", "window", "batch_words", "noise_group")
         check_model_field(is_int(self.negative) and (self.negative >= 1 or self.loss == "hierarchical"),
                           "negative", self.negative, "an integer >= 1 (with loss: negative)")
         check_model_field(0 <= self.sample < 1, "sample", self.sample, "a number in [0, 1), e.g. 1e-3 or 1e-5")

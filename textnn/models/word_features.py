@@ -18,7 +18,7 @@ from torch import nn
 
 from textnn.config import check_model_field as check, is_int
 from textnn.errors import TextnnError
-from textnn.models.base import TokenFeatures
+from textnn.models.base import TokenFeatures, require_bools, require_choice, require_ints, require_probabilities
 from textnn.modules.char_encoders import CharCNN, CharLSTM
 from textnn.modules.embeddings import TokenEmbedding
 
@@ -26,14 +26,15 @@ CHAR_ENCODERS = ("none", "cnn", "lstm")
 
 
 def check_word_feature_options(cfg) -> None:
-    """The checks of the word-representation options both taggers share (casing, characters, dropout,
-    frozen embeddings); each tagger checks its own sizes and layers."""
+    """The checks of the word-representation options both taggers share (word and character sizes, casing,
+    characters, dropout, frozen embeddings: what `add_word_features` reads); each tagger checks its own
+    sizes and layers."""
+    require_ints(cfg, "word_dim", "char_dim", "char_filters", "char_width", "char_hidden")
     check(is_int(cfg.casing_dim) and cfg.casing_dim >= 0, "casing_dim", cfg.casing_dim,
           "an integer >= 0 (0 = no casing feature)")
-    check(cfg.char_encoder in CHAR_ENCODERS, "char_encoder", cfg.char_encoder, "one of " + ", ".join(CHAR_ENCODERS))
-    check(isinstance(cfg.dropout, (int, float)) and not isinstance(cfg.dropout, bool) and 0.0 <= cfg.dropout < 1.0,
-          "dropout", cfg.dropout, "a probability in [0, 1)")
-    check(isinstance(cfg.freeze_embeddings, bool), "freeze_embeddings", cfg.freeze_embeddings, "true or false")
+    require_choice(cfg, "char_encoder", CHAR_ENCODERS, one_of=True)
+    require_probabilities(cfg, "dropout")
+    require_bools(cfg, "freeze_embeddings")
 
 
 def build_char_encoder(kind: str, num_chars: int, char_dim: int, num_filters: int, width: int,

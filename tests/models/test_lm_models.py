@@ -16,11 +16,11 @@ import torch
 import torch.nn.functional as F
 
 from textnn import registry
-from textnn.config import config_from_dict
 from textnn.errors import TextnnError
 from textnn.models.base import Encoder
 from textnn.modules.heads import LMHead
 from textnn.registry import model_entry
+from textnn.resolve import config_from_dict
 from textnn.tasks.language_modeling import LanguageModelingTask, language_model
 from tests.models.lm_checks import (assert_reordered_state_continues_like_reordered_prompts,
                                     assert_save_load_round_trip, build_lm)
@@ -232,6 +232,6 @@ def test_paper_presets_have_the_published_sizes():
 def test_bad_config_values_name_the_field(name, field, value):
     config_cls, _, presets = model_entry(name)
     with pytest.raises(TextnnError, match=f"model.{field}"):
-        config_cls(**{**presets["tiny"], field: value})
+        presets["tiny"].options(**{field: value})
     with pytest.raises(TextnnError, match="model.hidden_size"):
         model_entry("nplm")[0](hidden_size=0, direct=False)

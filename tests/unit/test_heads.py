@@ -131,7 +131,7 @@ def test_which_tasks_an_encoder_serves_follows_from_what_it_gives():
 
 
 def test_a_task_refuses_an_encoder_it_cannot_use_naming_why():
-    from textnn.config import config_from_dict
+    from textnn.resolve import config_from_dict
 
     raw = {"task": "language_modeling", "data": {"format": "text", "train": "t.txt"}, "model": {"name": "cnn"}}
     with pytest.raises(TextnnError, match="cnn cannot serve task language_modeling"):

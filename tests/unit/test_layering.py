@@ -7,9 +7,11 @@ cost), and checked against LAYERS below, which follows the layer table of the de
     errors, files (atomic writes, safe YAML), limits (the input-size policy), defaults (what the commands
     and the Python API do when not told), progress (bars, stage lines, --quiet)
     -> registry, data, modules, metrics, interop readers, weights, transfer (reading a start)
-    -> config, runs
+    -> config (the sections' dataclasses, YAML, overrides), runs (a run's files, its config.yaml as saved)
     -> models
     -> tasks, training, generation, viz
+    -> resolve (a raw config made typed: the task and family it names looked up, its start opened, presets
+       applied, the task's checks run; `textnn explain`)
     -> experiment (run loading, transfer into a model), sweep (searches over settings, on experiment)
     -> front (predict input read into a task's examples, flags into its options, predictions printed)
     -> cli, api, demo, __main__ (and the package itself, whose `textnn.load` reaches api)
@@ -19,7 +21,7 @@ importing module, the imported one, both layers and the line. A cycle among text
 too, even within one layer (it makes import order matter), with the modules that form it.
 
 The registry (textnn/registry.py) maps names to "module:Class" strings and imports them only when a
-name is asked for (config.py, experiment.py and the commands ask). Those strings are a table of
+name is asked for (resolve.py, experiment.py and the commands ask). Those strings are a table of
 names, not imports: they are how the lower layers reach a family or a task without depending on
 it, and they do not count here. They are checked instead to name modules in the layer their table
 is for (ENCODERS: models, TASKS: tasks), so the table cannot become a way round the layers.
@@ -45,13 +47,14 @@ LAYERS: list[list[str]] = [
     ["textnn.config", "textnn.runs"],
     ["textnn.models"],
     ["textnn.tasks", "textnn.training", "textnn.generation", "textnn.viz"],
+    ["textnn.resolve"],
     ["textnn.experiment", "textnn.sweep"],
     ["textnn.front"],
     ["textnn.cli", "textnn.api", "textnn.demo", "textnn.__main__", "textnn"],
 ]
 
 LAYER_NAMES = ["errors, files, limits, defaults and progress", "readers and building blocks", "config", "models",
-               "tasks, training, generation, viz", "experiment", "front layer",
+               "tasks, training, generation, viz", "resolution", "experiment", "front layer",
                "commands"]
 
 

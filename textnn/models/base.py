@@ -35,6 +35,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
+from textnn.config import ModelOptions, Preset
 from textnn.modules.heads import Head
 
 # Named groups, input first: each a list of modules (or of parameters a module holds directly).
@@ -104,8 +105,8 @@ def detach_state(state: object) -> object:
 class Encoder(nn.Module):
     """Base class of every model family (see the module docstring)."""
 
-    config_class: ClassVar[type]
-    presets: ClassVar[dict[str, dict]]
+    config_class: ClassVar[type[ModelOptions]]
+    presets: ClassVar[dict[str, Preset]]
     gives_tokens: ClassVar[bool] = False
     gives_sentence: ClassVar[bool] = False
     causal: ClassVar[bool] = False
@@ -239,8 +240,8 @@ class EncoderDecoder(nn.Module):
     families by what they give (`Task.unusable_reason`), and the translation task refuses encoders.
     """
 
-    config_class: ClassVar[type]
-    presets: ClassVar[dict[str, dict]]
+    config_class: ClassVar[type[ModelOptions]]
+    presets: ClassVar[dict[str, Preset]]
     gives_tokens: ClassVar[bool] = False
     gives_sentence: ClassVar[bool] = False
     causal: ClassVar[bool] = False

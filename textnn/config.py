@@ -4,7 +4,7 @@ A config file has four sections plus a task name:
 
     task: classification
     data:  {format: tsv, train: ..., dev: ...}     -> DataConfig
-    model: {name: cnn, preset: paper, mode: rand}  -> the family's own Config (registry.MODELS)
+    model: {name: cnn, preset: paper, mode: rand}  -> the family's own Config (registry.ENCODERS)
     train: {optimizer: adadelta, lr: 1.0}          -> TrainConfig
 
 Command-line overrides use dotted keys (`train.lr=3e-4`, `model.hidden_size=256`). Every value is

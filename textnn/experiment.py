@@ -276,7 +276,7 @@ def load_run(run_dir: str | Path, device: str = "cpu", batch_size: int | None = 
     """Rebuild (config, task, model) from a run directory; weights loaded, eval mode.
 
     `batch_size` (a command's --batch-size): examples per forward pass when the task evaluates or predicts
-    (`Task.inference_batch_size`); None = the run's own rule.
+    (`Task.for_inference`); None = the run's own rule.
     `precision_asked` (a command's --precision: auto, fp32, bf16): what the model computes in; None = the
     precision the run trained in (training/precision.py `for_run`), one line on stderr saying so where
     this machine would choose otherwise. The returned config's train.precision holds the choice
@@ -300,8 +300,7 @@ def load_run(run_dir: str | Path, device: str = "cpu", batch_size: int | None = 
     if note:
         print(note, file=sys.stderr)
     config.train = replace(config.train, precision=chosen.name)
-    task = task_class.from_run(run.path, config)
-    task.inference_batch_size = batch_size
+    task = task_class.for_inference(run.path, config, batch_size)
     model = task.build_model()
     load_weights(model, run.weights_file)
     return config, task, model.to(target).eval()

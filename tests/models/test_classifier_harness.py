@@ -219,8 +219,8 @@ def test_every_family_has_tiny_and_paper_presets():
         config_cls, model_cls, presets = model_entry(name)
         assert {"tiny", "paper"} <= set(presets), name
         for preset in presets.values():
-            config_cls(**{k: v for k, v in preset.items() if k != "head"})
-            ClassificationHeadConfig(**preset.get("head", {}))
+            assert isinstance(preset.model, config_cls), name
+            ClassificationHeadConfig(**preset.head.given())
         _, model = build(name)
         assert model.num_parameters() < 10_000, f"{name} tiny preset is not tiny"
 

@@ -335,7 +335,7 @@ def test_constrained_crf_decodes_valid_bioes_even_from_random_weights(name):
 
 @pytest.mark.parametrize("name", list(MODELS))
 def test_pretrained_vectors_initialise_the_word_embeddings(name):
-    dim = MODELS[name][2]["tiny"]["word_dim"]
+    dim = MODELS[name][2]["tiny"].model.word_dim
     given = torch.randn(VOCAB, dim, generator=torch.Generator().manual_seed(3))
     model = build(name, pretrained=given)
     keep = torch.arange(VOCAB) != PAD

@@ -261,8 +261,8 @@ def test_location_attention_refuses_a_source_longer_than_its_positions():
 def test_every_preset_builds(family):
     cls = registry.encoder_class(family)
     assert {"tiny", "paper"} <= set(cls.presets)
-    for name, values in cls.presets.items():
-        cls.config_class(**values)  # raises on a bad preset
+    for name, preset in cls.presets.items():
+        assert isinstance(preset.model, cls.config_class), name  # a bad preset raises when it is made
 
 
 @pytest.mark.parametrize("family", ["seq2seq", "transformer_mt"])

@@ -223,3 +223,13 @@ def test_a_module_outside_the_table_is_in_no_layer():
     for newcomer in ("textnn.serving", "textnn.newpackage.module"):
         with pytest.raises(AssertionError, match="in no layer"):
             layer_of(newcomer)
+
+
+@pytest.mark.parametrize("module", ["textnn.config", "textnn.runs"])
+def test_the_schema_looks_up_no_class_a_config_names(module):
+    """config.py and runs.py sit below the models and tasks: they read and check a config's sections, and never
+    look up (through the registry) the task or family a config names, nor run their code. That is resolution,
+    above the tasks (textnn/resolve.py)."""
+    modules = all_modules()
+    found = [(target, line) for target, line in imports_of(module, modules[module], modules) if target == "textnn.registry"]
+    assert not found, f"{module} imports textnn.registry (line {found[0][1]}); resolve classes in textnn/resolve.py"

@@ -38,7 +38,7 @@ from machine import device_info, interleaved_medians, pick_clock  # benchmarks/m
 
 from textnn.interop.huggingface import bert_to_hf
 from textnn.models.base import InputSpec, TokenFeatures
-from textnn.models.bert import PRESETS, Bert, BertConfig
+from textnn.models.bert import PRESETS, Bert
 
 def bucketed_batches(data: Path, batch_size: int, count: int, vocab_size: int, seed: int) -> list[torch.Tensor]:
     """SST-2 dev sentences (in `data`) as WordPiece ids, sorted by length, `count` batches of `batch_size`."""
@@ -73,7 +73,7 @@ def bucketed_batches(data: Path, batch_size: int, count: int, vocab_size: int, s
 def build(preset: str, vocab_size: int, device: torch.device):
     from transformers import BertConfig as HFConfig, BertModel
 
-    cfg = BertConfig(**PRESETS[preset])
+    cfg = PRESETS[preset].options()
     torch.manual_seed(0)
     ours = Bert(cfg, InputSpec(vocab_size, 0)).to(device)
     state, hf_config = bert_to_hf(cfg, {k: v.detach().cpu() for k, v in ours.state_dict().items()}, vocab_size, 0)

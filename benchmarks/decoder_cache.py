@@ -29,7 +29,7 @@ import statistics
 import torch
 
 from textnn.models.base import InputSpec
-from textnn.models.transformer_mt import PRESETS, TransformerMT, TransformerMTConfig
+from textnn.models.transformer_mt import PRESETS, TransformerMT
 from xl_eval_speed import device_info, pick_clock, sync  # benchmarks/ is on the path when run as a script
 
 
@@ -82,7 +82,7 @@ def main() -> None:
     device = torch.device(args.device)
     torch.manual_seed(0)
     spec = InputSpec(vocab_size=args.vocab_size, pad_id=0)
-    model = TransformerMT(TransformerMTConfig(**PRESETS[args.preset]), spec, spec).to(device).eval()
+    model = TransformerMT(PRESETS[args.preset].options(), spec, spec).to(device).eval()
     clock, clock_name = pick_clock(device)
     print(f"transformer_mt preset {args.preset!r}, random weights; B {args.batch}, S {args.source_length}; "
           f"{device_info(device)}; timer: {clock_name}")

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from textnn import registry
-from textnn.config import config_from_dict
+from textnn.resolve import config_from_dict
 from textnn.training.optim import build_optimizer
 
 WORDS = [f"w{i}" for i in range(33_000)]

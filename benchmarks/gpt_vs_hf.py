@@ -29,14 +29,14 @@ import torch.nn.functional as F
 from machine import device_info, interleaved_medians, pick_clock  # benchmarks/machine.py
 
 from textnn.interop.huggingface import gpt2_to_hf
-from textnn.models.gpt import GPTConfig, PRESETS
+from textnn.models.gpt import PRESETS
 from textnn.tasks.language_modeling import language_model
 
 
 def build(preset: str, vocab_size: int, device: torch.device):
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    cfg = GPTConfig(**{**PRESETS[preset], "bias": True, "tie": True})
+    cfg = PRESETS[preset].options(bias=True, tie=True)
     torch.manual_seed(0)
     ours = language_model("gpt", cfg, vocab_size).to(device)
     encoder = {name: t.detach().cpu() for name, t in ours.encoder.state_dict().items()}

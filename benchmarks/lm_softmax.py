@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from machine import pick_clock  # noqa: E402 (benchmarks/machine.py)
-from textnn.config import load_config  # noqa: E402
+from textnn.resolve import load_config  # noqa: E402
 from textnn.tasks.language_modeling import LanguageModelingTask  # noqa: E402
 from textnn.training.optim import build_optimizer  # noqa: E402
 

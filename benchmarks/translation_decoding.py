@@ -51,8 +51,8 @@ def write_corpus(folder: Path, pairs: int, seed: int) -> tuple[str, str]:
 
 
 def trained_here(args: argparse.Namespace, folder: Path):
-    from textnn.config import config_from_dict
     from textnn.experiment import load_run, train
+    from textnn.resolve import config_from_dict
 
     train_prefix, dev_prefix = write_corpus(folder, 3000, args.seed)
     raw = {"task": "translation",

@@ -32,8 +32,8 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from textnn.config import config_from_dict  # noqa: E402
 from textnn.experiment import train  # noqa: E402
+from textnn.resolve import config_from_dict  # noqa: E402
 from textnn.metrics.word_vectors import (WordVectors, evaluate_analogies, evaluate_similarity,  # noqa: E402
                                         read_analogies, read_similarity_pairs)
 

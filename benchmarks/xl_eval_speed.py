@@ -46,7 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from machine import device_info, pick_clock  # noqa: E402 (benchmarks/machine.py)
-from textnn.models.transformer_xl import PRESETS, TransformerXLConfig  # noqa: E402
+from textnn.models.transformer_xl import PRESETS  # noqa: E402
 from textnn.tasks.language_modeling import LanguageModel, language_model  # noqa: E402
 
 VALID = REPO.parent / "shared" / "data" / "wikitext2" / "valid.txt"
@@ -153,7 +153,7 @@ def load_model(args: argparse.Namespace, device: torch.device) -> tuple[Language
         ids = task.encode_file(str(VALID)).ids[:args.tokens]
         return model, ids.to(device), f"{args.run} on WikiText-2 valid, first {len(ids)} tokens"
     torch.manual_seed(args.seed)
-    cfg = TransformerXLConfig(**PRESETS[args.preset])
+    cfg = PRESETS[args.preset].options()
     model = language_model("transformer_xl", cfg, args.vocab_size)
     stream, source = read_stream(args.tokens, args.vocab_size, args.seed)
     return model.to(device).eval(), stream.to(device), source + f", random {args.preset} weights"

@@ -318,8 +318,8 @@ def _version() -> str:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from textnn.config import load_config
     from textnn.experiment import resume_config, train
+    from textnn.resolve import load_config
     from textnn.training import distributed
 
     config_path, overrides = args.config, args.overrides + args.set_overrides
@@ -497,7 +497,7 @@ def _analogy(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from textnn.config import explain
+    from textnn.resolve import explain
 
     print(explain(args.section))
     return 0

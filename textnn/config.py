@@ -4,13 +4,17 @@ A config file has four sections plus a task name:
 
     task: classification
     data:  {format: tsv, train: ..., dev: ...}     -> DataConfig
-    model: {name: cnn, preset: paper, mode: rand}  -> the family's own Config (registry.MODELS)
+    model: {name: cnn, preset: paper, mode: rand}  -> the family's own Config (registry.ENCODERS)
     train: {optimizer: adadelta, lr: 1.0}          -> TrainConfig
 
 Command-line overrides use dotted keys (`train.lr=3e-4`, `model.hidden_size=256`). Every value is
 coerced to the field's declared type, so `1e-3` is a float whether it came from YAML or the shell.
-Unknown keys are rejected with a "did you mean". `textnn explain [SECTION]` prints every field with
-its default and doc, read from the `opt(...)` metadata below.
+Unknown keys are rejected with a "did you mean". `describe` lists a section's fields with their defaults
+and docs, read from the `opt(...)` metadata below, for `textnn explain`.
+
+This module knows the sections' shapes, never which family or task fills them: looking up the classes
+a config names, opening its start (model.init_from), applying presets and running the task's checks is
+resolution, a step above the tasks (textnn/resolve.py).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 
@@ -31,8 +35,13 @@ from textnn import limits
 from textnn.errors import TextnnError, clip, short
 from textnn.files import read_yaml
 
+if TYPE_CHECKING:  # transfer imports torch; the config only holds what resolution opened
+    from textnn.transfer import Start
 
-def opt(default: Any, doc: str, retunable: bool = False) -> Any:
+T = TypeVar("T")
+
+
+def opt(default: object, doc: str, retunable: bool = False) -> Any:
     """Declare a config field with its default and the one-line doc `textnn explain` prints.
 
     `retunable`: a model setting that shapes no weight and that training may change (a dropout rate,
@@ -105,8 +114,51 @@ class WordVectorData(DataConfig):
 
 
 @dataclass
-class NoHeadOptions:
+class ModelOptions:
+    """What every model family's Config dataclass is (models/*.py, `Encoder.config_class`): the `model:`
+    section, checked in its `__post_init__`."""
+
+
+@dataclass
+class HeadOptions:
+    """What every task's head options dataclass is (`Task.head_config`): the `head:` section."""
+
+
+@dataclass
+class NoHeadOptions(HeadOptions):
     """A task whose head has no options."""
+
+
+@dataclass(frozen=True)
+class PresetHead:
+    """Head options a family's preset was published with (Kim's dropout and max-norm, a tagger's CRF);
+    None = the task's own default. A task takes those its head has, and values given in `head:` win."""
+
+    dropout: float | None = None
+    max_norm: float | None = None
+    hidden: int | None = None
+    output: str | None = None
+    constrained: bool | None = None
+    softmax: str | None = None
+    cutoffs: tuple[int, ...] | None = None
+    div_value: float | None = None
+
+    def given(self) -> dict:
+        """The options this preset sets, by name."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if getattr(self, f.name) is not None}
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named setting of a model family (`PRESETS` in models/*.py): every model option, as the family's own
+    Config, and the head options it was published with. Values given in the config win over both."""
+
+    model: ModelOptions
+    head: PresetHead = PresetHead()
+
+    def options(self, **changes: object) -> ModelOptions:
+        """A copy of the preset's model options, with `changes` (checked as the family checks any value)."""
+        return dataclasses.replace(self.model, **changes)
 
 
 @dataclass
@@ -207,15 +259,15 @@ class Config:
     task: str
     model_name: str
     model_preset: str
-    model: Any  # the family's Config dataclass instance
+    model: ModelOptions  # the family's Config dataclass
     data: DataConfig  # the task's DataConfig subclass
     train: TrainConfig
-    head: Any = field(default_factory=NoHeadOptions)  # the task's head options dataclass
+    head: HeadOptions = field(default_factory=NoHeadOptions)  # the task's head options dataclass
     name: str = ""
     init_from: str = ""  # model.init_from: a run (or Hugging Face) directory whose encoder, tokenizer and vocabulary start this run
-    # init_from opened (transfer.Start) while this config was resolved, read once by whoever needs it; None for
-    # a config read back from a run (whose own files hold what it took from its start). Not saved.
-    start: Any = field(default=None, repr=False, compare=False)
+    # init_from opened while this config was resolved (textnn/resolve.py), read once by whoever needs it; None
+    # for a config read back from a run (whose own files hold what it took from its start). Not saved.
+    start: Start | None = field(default=None, repr=False, compare=False)
 
     def to_dict(self) -> dict:
         model = {"name": self.model_name, "preset": self.model_preset, **dataclasses.asdict(self.model)}
@@ -238,28 +290,28 @@ class Config:
 # Building a Config from YAML + overrides
 
 
-def _check(ok: bool, key: str, value: Any, expected: str) -> None:
+def _check(ok: bool, key: str, value: object, expected: str) -> None:
     if not ok:
         raise TextnnError(f"config key {key}: got {short(value)}, expected {expected}; fix the value "
                           f"(`textnn explain {key.split('.')[0]}` lists the options)")
 
 
-def check_key(ok: bool, key: str, value: Any, expected: str) -> None:
+def check_key(ok: bool, key: str, value: object, expected: str) -> None:
     """For a config dataclass's `__post_init__`: raise a TextnnError naming `key` (section.name) unless `ok`."""
     _check(ok, key, value, expected)
 
 
-def check_model_field(ok: bool, key: str, value: Any, expected: str) -> None:
+def check_model_field(ok: bool, key: str, value: object, expected: str) -> None:
     """For a model Config's `__post_init__`: raise a TextnnError naming `model.<key>` unless `ok`."""
     _check(ok, f"model.{key}", value, expected)
 
 
-def is_int(value: Any) -> bool:
+def is_int(value: object) -> bool:
     """An int that is not a bool (True is an int to Python, never a size to a config)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _did_you_mean(key: object, valid: list[str]) -> str:
+def did_you_mean(key: object, valid: list[str]) -> str:
     # a key far longer than any valid one is no typo of it (and difflib is quadratic in its length)
     if not isinstance(key, str) or len(key) > 2 * max(map(len, valid), default=0):
         return ""
@@ -267,7 +319,7 @@ def _did_you_mean(key: object, valid: list[str]) -> str:
     return f"did you mean '{close[0]}'? " if close else ""
 
 
-def coerce(value: Any, typ: Any, key: str, origin: str) -> Any:
+def coerce(value: object, typ: object, key: str, origin: str) -> object:
     """Convert `value` (from YAML or a `key=value` string) to the declared type of a field."""
     def bad(expected: str) -> TextnnError:
         return TextnnError(f"{origin}: {key} expects {expected}, got {short(value)}; fix the value "
@@ -328,11 +380,11 @@ def _given(value: str, given_in: str) -> CommandLineValue:
     return marked
 
 
-def _origin_of(value: Any, origin: str) -> str:
+def origin_of(value: object, origin: str) -> str:
     return value.given_in if isinstance(value, CommandLineValue) else origin
 
 
-def build_dataclass(cls: type, values: dict, section: str, origin: str, explain_as: str = "") -> Any:
+def build_dataclass(cls: type[T], values: dict, section: str, origin: str, explain_as: str = "") -> T:
     """Instantiate `cls` from a dict, coercing each value and rejecting unknown keys (the error points to
     `textnn explain <explain_as or section>`)."""
     if not isinstance(values, dict):
@@ -342,10 +394,10 @@ def build_dataclass(cls: type, values: dict, section: str, origin: str, explain_
     kwargs = {}
     for key, value in values.items():
         if key not in names:
-            raise TextnnError(f"{_origin_of(value, origin)}: unknown key {section}.{clip(key)}; "
-                              f"{_did_you_mean(key, names)}run `textnn explain {explain_as or section}` to list "
+            raise TextnnError(f"{origin_of(value, origin)}: unknown key {section}.{clip(key)}; "
+                              f"{did_you_mean(key, names)}run `textnn explain {explain_as or section}` to list "
                               f"the valid keys")
-        kwargs[key] = coerce(value, hints[key], f"{section}.{key}", _origin_of(value, origin))
+        kwargs[key] = coerce(value, hints[key], f"{section}.{key}", origin_of(value, origin))
     try:
         return cls(**kwargs)
     except TextnnError as err:
@@ -366,7 +418,7 @@ def apply_overrides(raw: dict, overrides: list[str], given_in: str = "command li
         parts = key.strip().split(".")
         if parts[0] not in SECTIONS:
             raise TextnnError(f"{given_in}: unknown section {short(parts[0], 40)} in {short(item)}; "
-                              f"{_did_you_mean(parts[0], list(SECTIONS))}valid: {', '.join(SECTIONS)}")
+                              f"{did_you_mean(parts[0], list(SECTIONS))}valid: {', '.join(SECTIONS)}")
         if len(parts) == 1:
             raw[parts[0]] = _given(value, given_in)
         elif len(parts) == 2:
@@ -377,130 +429,6 @@ def apply_overrides(raw: dict, overrides: list[str], given_in: str = "command li
         else:
             raise TextnnError(f"{given_in}: {short(key)} is nested too deeply; use section.key=value")
     return raw
-
-
-def _inherit(given: dict, inherited: dict, section: str, origin: str, init_from: str,
-             what: str = "the encoder and its inputs come", retunable: set[str] = frozenset()) -> dict:
-    """`inherited` values with `given` checked against them: a value given beside model.init_from must
-    equal the starting run's, since the weights were trained with it; only the `retunable` keys
-    (dropout rates and the like) may take a new value."""
-    for key, value in given.items():
-        if key in inherited and key not in retunable and str(inherited[key]) != str(value):
-            free = f" (only {', '.join(sorted(retunable))} may change)" if retunable else ""
-            raise TextnnError(f"{_origin_of(value, origin)}: {section}.{key}={short(value)} differs from the run in "
-                              f"model.init_from={init_from} ({inherited[key]!r}); remove it: {what} from that "
-                              f"run{free}")
-    return {**inherited, **{key: value for key, value in given.items() if key in retunable or key not in inherited}}
-
-
-def takes_start_head(task: str, start: dict) -> bool:
-    """Whether a run of `task` starting from the run whose raw config is `start` takes its head too
-    (weights and head options): the same task, one whose head follows from what it inherits
-    (`Task.keeps_start_head`: a language model's output layer scores the inherited vocabulary)."""
-    from textnn import registry
-
-    return registry.task_class(task).keeps_start_head and start.get("task") == task
-
-
-def starts_with_head(config: Config) -> bool:
-    """Whether `config` starts from a run (model.init_from) whose head it takes too (`takes_start_head`)."""
-    start = config.start
-    return start is not None and start.is_run and takes_start_head(config.task, start.config)
-
-
-def config_from_dict(raw: dict, origin: str, resolve_init: bool = True) -> Config:
-    """Resolve a raw dict (from YAML + overrides) into a typed Config.
-
-    With `model.init_from: RUN_DIR` the model section needs nothing else: the family, its settings
-    and the tokenization options come from that run's config.yaml (values given beside it must agree).
-    `resolve_init=False` reads a saved, already resolved config (the starting run need not exist).
-    """
-    from textnn import registry
-
-    unknown = [key for key in raw if key not in SECTIONS]
-    if unknown:
-        raise TextnnError(f"{origin}: unknown section {short(unknown[0], 40)}; {_did_you_mean(unknown[0], list(SECTIONS))}"
-                          f"valid: {', '.join(SECTIONS)}")
-    task = str(raw.get("task") or "classification")
-    try:  # a saved run's (resolve_init False) own task module is never imported from the run's folder
-        task_cls = registry.task_class(task, saved_in=None if resolve_init else Path(origin).parent)
-    except TextnnError as err:
-        raise TextnnError(f"{_origin_of(raw.get('task'), origin)}: task: {err}") from None
-    if not isinstance(raw.get("model") or {}, dict):
-        raise TextnnError(f"{origin}: section 'model' must be a mapping of keys to values, got "
-                          f"{short(raw.get('model'), 40)}")
-    model_raw = dict(raw.get("model") or {})
-    data_raw = dict(raw.get("data") or {}) if isinstance(raw.get("data") or {}, dict) else raw.get("data")
-    init_from = os.path.expanduser(str(model_raw.pop("init_from", "") or ""))
-    if resolve_init and isinstance(data_raw, dict) and data_raw.get("features_from") \
-            and "features_from" in {f.name for f in dataclasses.fields(task_cls.data_config)}:
-        from textnn import transfer
-
-        # a Hugging Face model id: its cached checkpoint, as for model.init_from below
-        data_raw["features_from"] = transfer.resolve_start(os.path.expanduser(str(data_raw["features_from"])),
-                                                           origin, "data.features_from")
-    start_head: dict | None = None  # the starting run's head options, when this run takes its head
-    opened = None  # the start in model.init_from, opened once (transfer.Start)
-    if init_from and resolve_init:
-        from textnn import transfer  # reads the start (and imports torch) only when there is one
-
-        opened = transfer.open_start(init_from, origin)  # a Hugging Face model id: its cached checkpoint
-        init_from = str(opened.path)
-        start = opened.config
-        start_model = dict(start.get("model") or {})
-        start_model.pop("init_from", None)
-        start_name = str(start_model.get("name") or "")
-        retunable = retunable_fields(registry.encoder_class(start_name).config_class) \
-            if start_name in registry.ENCODERS else set()
-        model_raw = _inherit(model_raw, start_model, "model", origin, init_from, retunable=retunable)
-        start_data = start.get("data") or {}
-        if isinstance(data_raw, dict):
-            tokenization = {k: start_data[k] for k in task_cls.data_config.TOKENIZATION if k in start_data}
-            data_raw = _inherit(data_raw, tokenization, "data", origin, init_from)
-            if data_raw.get("vectors"):
-                raise TextnnError(f"{origin}: data.vectors and model.init_from are both set; the embeddings come "
-                                  f"from the run in model.init_from, so remove data.vectors")
-        if takes_start_head(task, start) and isinstance(start.get("head"), dict):
-            start_head = start["head"]
-    name_value = model_raw.pop("name", "")
-    model_name = str(name_value or "")
-    if not model_name:
-        raise TextnnError(f"{origin}: model.name is missing; choose one of {', '.join(registry.models_for(task))}"
-                          f" (or start from a run: model.init_from)")
-    if model_name not in registry.ENCODERS:
-        raise TextnnError(f"{_origin_of(name_value, origin)}: model.name: "
-                          f"{registry.unknown_name('model', model_name, registry.models_for(task))}")
-    encoder_cls = registry.encoder_class(model_name)
-    reason = task_cls.unusable_reason(encoder_cls)
-    if reason:
-        raise TextnnError(f"{_origin_of(name_value, origin)}: model.name: {model_name} cannot serve task {task}: "
-                          f"{reason}; models for {task}: {', '.join(registry.models_for(task))}")
-    presets = encoder_cls.presets
-    preset_value = model_raw.pop("preset", "")
-    preset = str(preset_value or "")
-    if preset and preset not in presets:
-        raise TextnnError(f"{_origin_of(preset_value, origin)}: model.preset: "
-                          f"{registry.unknown_name(f'preset of model {model_name!r}', preset, list(presets))}")
-    preset_values = dict(presets[preset]) if preset else {}
-    # A preset may also set the head it was published with (Kim's dropout and max-norm, say); the
-    # task's head options check them, and values given in `head:` win.
-    preset_head = preset_values.pop("head", {})
-    head_raw = raw.get("head") or {}
-    if not isinstance(head_raw, dict):
-        raise TextnnError(f"{origin}: section 'head' must be a mapping of keys to values, got {short(head_raw)}")
-    head_names = {f.name for f in dataclasses.fields(task_cls.head_config)}
-    head_values = {**{k: v for k, v in preset_head.items() if k in head_names}, **head_raw}
-    if start_head is not None:  # its weights come from the starting run, so its options do too
-        head_values = _inherit(head_raw, start_head, "head", origin, init_from, "the head comes")
-    model = build_dataclass(encoder_cls.config_class, {**preset_values, **model_raw}, "model", origin)
-    data = build_dataclass(task_cls.data_config, data_raw, "data", origin, explain_as=task)
-    head = build_dataclass(task_cls.head_config, head_values, "head", origin, explain_as=task)
-    train = build_dataclass(TrainConfig, _renamed_train_keys(raw.get("train") or {}), "train", origin)
-    config = Config(task=task, model_name=model_name, model_preset=preset, model=model, data=data,
-                    train=train, head=head, name=check_run_name(raw.get("name") or "", _origin_of(raw.get("name"), origin)),
-                    init_from=init_from, start=opened)
-    task_cls.check_config(config)
-    return config
 
 
 def _renamed_train_keys(train_raw: object) -> object:
@@ -515,14 +443,15 @@ def _renamed_train_keys(train_raw: object) -> object:
     return renamed
 
 
-def load_config(path: str | Path, overrides: list[str] | None = None, given_in: str = "command line") -> Config:
-    """Read a YAML config, apply dotted overrides (given in `given_in`, which errors about them name) and
-    resolve it; relative data paths stay as written."""
-    raw = apply_overrides(read_yaml(path), list(overrides or []), given_in)
-    config = config_from_dict(raw, str(path))
-    if not config.name:
-        config.name = check_run_name(Path(path).stem, f"{path}: the config's file name")
-    return config
+def read_raw(path: str | Path, overrides: list[str] | None = None, given_in: str = "command line") -> dict:
+    """A YAML config with dotted overrides applied (given in `given_in`, which errors about them name), not yet
+    resolved (textnn/resolve.py `load_config`); relative data paths stay as written."""
+    return apply_overrides(read_yaml(path), list(overrides or []), given_in)
+
+
+def build_train(train_raw: object, origin: str) -> TrainConfig:
+    """The train section (of a config file, or a run's config.yaml) as a TrainConfig, old keys renamed."""
+    return build_dataclass(TrainConfig, _renamed_train_keys(train_raw or {}), "train", origin)
 
 
 def check_run_name(name: object, origin: str) -> str:
@@ -550,47 +479,3 @@ def describe(cls: type, section: str, fields: list | None = None) -> list[str]:
         typ = getattr(hints[f.name], "__name__", str(hints[f.name]))
         lines.append(f"  {section}.{f.name:<22} {typ:<6} default={default!r:<12} {f.metadata.get('doc', '')}")
     return lines
-
-
-def explain(section: str = "") -> str:
-    """Text for `textnn explain [SECTION]`: SECTION is task, data, head, train, model, limits (the input-size
-    policy), a task name (its data and head options) or a model name."""
-    from textnn import limits, registry
-
-    parts: list[str] = []
-    wanted = section.removeprefix("model.") if section else ""
-    if section in ("", "task"):
-        parts.append("task: " + ", ".join(f"{t} (models: {', '.join(registry.models_for(t))})" for t in registry.TASKS))
-    tasks = [section] if section in registry.TASKS else list(registry.TASKS) if section in ("", "data", "head") else []
-    if section in ("", "data", *registry.TASKS):
-        parts += ["[data] for every task", *describe(DataConfig, "data")]
-        common = {(f.name, f.default, f.metadata.get("doc")) for f in dataclasses.fields(DataConfig)}
-        for task in tasks:
-            own = [f for f in dataclasses.fields(registry.task_class(task).data_config)
-                   if (f.name, f.default, f.metadata.get("doc")) not in common]  # its own, or redefined
-            parts += [f"[data] task {task}", *describe(registry.task_class(task).data_config, "data", own)]
-    if section in ("", "head", *registry.TASKS):
-        for task in tasks:
-            parts += [f"[head] task {task}", *describe(registry.task_class(task).head_config, "head")]
-    if section in registry.TASKS and registry.task_class(section).metric_note:
-        parts += [f"[metrics] task {section}", f"  {registry.task_class(section).metric_note}"]
-    if section in ("", "train"):
-        parts += ["[train]", *describe(TrainConfig, "train")]
-    if section in ("", "model") or wanted in registry.ENCODERS:
-        parts.append("  model.init_from          str    default=''  a run directory, or a Hugging Face checkpoint "
-                     "directory (BERT family, GPT-2) or model id found in the local Hugging Face cache, to start from: "
-                     "its encoder weights, tokenizer, vocabulary and model settings (the task adds its head)")
-        for name in registry.ENCODERS:
-            if wanted and wanted != "model" and wanted != name:
-                continue
-            config_cls, _, presets = registry.model_entry(name)
-            tasks_of = [t for t in registry.TASKS if registry.task_class(t).unusable_reason(registry.encoder_class(name)) is None]
-            parts.append(f"[model] name: {name}   tasks: {', '.join(tasks_of)}   presets: {', '.join(presets)}")
-            parts += describe(config_cls, "model")
-    if section in ("", "limits"):
-        parts += limits.describe()
-    if not parts:
-        valid = ["task", "data", "head", "train", "model", "limits", *registry.TASKS, *registry.ENCODERS]
-        raise TextnnError(f"nothing to explain for '{section}'; {_did_you_mean(section, valid)}"
-                          f"valid: {', '.join(valid)}")
-    return "\n".join(parts)

@@ -32,9 +32,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from textnn.config import config_from_dict
 from textnn.errors import TextnnError
 from textnn.models.rnn_lm import PRESETS, RNNLMConfig
+from textnn.resolve import config_from_dict
 from textnn.tasks.language_modeling import language_model
 
 TEST_DIRS = {"test", "tests", "idle_test"}  # the stdlib's own test suites are left out
@@ -183,7 +183,7 @@ def run_demo(minutes: float = 3.0, temperature: float = 0.8, run_dir: str | Path
 
     # How many steps fit in the budget decides how often dev bpc is measured (a handful of times)
     # and how much text is worth preparing (about 1.5x what the budget can read).
-    model_cfg = RNNLMConfig(**PRESETS["demo"])
+    model_cfg = PRESETS["demo"].options()
     if torch.cuda.is_available():  # the trainer's device "auto" picks the GPU
         threads, step_seconds = 0, _seconds_per_step(model_cfg, device="cuda")
     else:

@@ -20,12 +20,13 @@ import numpy as np
 import torch
 
 from textnn import limits, registry
-from textnn.config import Config, load_config, starts_with_head
+from textnn.config import Config, read_raw
 from textnn.errors import TextnnError
 from textnn.files import atomic_link, atomic_write_text, check_output_place, json_text, unwritable
 from textnn.generation.decoding import DecodingConfig, PromptDecoder
 from textnn.limits import check_training_memory
-from textnn.runs import FollowerRunDir, RunDir, human_size
+from textnn.resolve import config_from_dict, load_config, run_config, starts_with_head
+from textnn.runs import FollowerRunDir, RunDir, changed_options, human_size
 from textnn.training import distributed, precision
 from textnn.training.budget import check_resume_budget
 from textnn.training.checkpoint import check_checkpoint, load_weights, read_trainer_state
@@ -86,16 +87,16 @@ def train(config: Config, run_dir: str | Path | None = None, resume: bool = Fals
                 resume = False
             train_settings = config.train
             if resume:  # before run.create rewrites config.yaml: a refused resume changes nothing
-                run.check_resume(config)
+                run.check_resume(config, lambda: run_config(run))
                 check_checkpoint(run.checkpoint_file, model)  # a damaged one is refused here, not mid-run
                 check_resume_budget(run, config, task, extend)
                 if distributed.is_main():
-                    for key, before, after in run.changed_options(config):
+                    for key, before, after in changed_options(run_config(run), config):
                         print(f"resuming {run.path} with {key}={after!r} (it had {before!r})", file=sys.stderr)
                     for note in notes:  # the caller's, said once the resume is taken
                         print(note, file=sys.stderr)
                 # the run goes on in the precision it trained in, unless train.precision was changed now
-                switch = config.train.precision != run.load_config().train.precision
+                switch = config.train.precision != run.train_config().precision
                 leg = precision.for_resumed_leg(run.recorded_precision(), config.train.precision, switch, device)
                 train_settings = replace(config.train, precision=leg.name)
                 if not switch and leg.name != precision.resolve(config.train.precision, device).name \
@@ -173,24 +174,21 @@ def resume_config(run_dir: str | Path | None, config_path: str | None, overrides
     runs/<name of config_path>. A config file given as well is not read for settings: where it differs
     from the run's, the note returned beside the config says that the run's hold (`train(notes=...)`
     prints it once the resume is taken: a refused one prints its error alone)."""
-    from textnn.config import apply_overrides, config_from_dict
-    from textnn.files import read_yaml
-
     if run_dir is None:
         if config_path is None:
             raise TextnnError("--resume: name the run to continue, --run-dir RUN (or give its config file, whose "
                               "name gives runs/NAME)")
         run_dir = Path("runs") / load_config(config_path).name
     run = RunDir(run_dir)
-    saved = run.load_config()  # not a run: refused here, by name
-    config = config_from_dict(apply_overrides(read_yaml(run.config_file), list(overrides)), str(run.config_file),
+    saved = run_config(run)  # not a run: refused here, by name
+    config = config_from_dict(read_raw(run.config_file, overrides), str(run.config_file),
                               resolve_init=False)
     config.name = saved.name
     if config.init_from:  # resolved already, but a run started over reads its start's pipeline and weights again
         config.start = open_start(config.init_from, str(run.config_file))
     notes: list[str] = []
     if config_path is not None:
-        differ = [key for key, _, _ in run.changed_options(load_config(config_path)) if key not in
+        differ = [key for key, _, _ in changed_options(saved, load_config(config_path)) if key not in
                   {item.split("=", 1)[0].strip() for item in overrides}]
         if differ:
             notes.append(f"note: {config_path} differs from the run's config in {', '.join(differ)}; the run goes "
@@ -221,7 +219,7 @@ def _create_run(run: RunDir, config: Config, resume: bool, task, start_over: boo
     """The run directory's files that rebuild the task; if the place is unwritable, one error and nothing
     left behind of a directory this training made (`created`)."""
     try:
-        run.create(config, resume, start_over)
+        run.create(config, resume, start_over, saved=lambda: run_config(run))
         if resume:
             _check_same_pipeline(run, task)
         task.save(run.path)
@@ -278,7 +276,7 @@ def load_run(run_dir: str | Path, device: str = "cpu", batch_size: int | None = 
     """Rebuild (config, task, model) from a run directory; weights loaded, eval mode.
 
     `batch_size` (a command's --batch-size): examples per forward pass when the task evaluates or predicts
-    (`Task.inference_batch_size`); None = the run's own rule.
+    (`Task.for_inference`); None = the run's own rule.
     `precision_asked` (a command's --precision: auto, fp32, bf16): what the model computes in; None = the
     precision the run trained in (training/precision.py `for_run`), one line on stderr saying so where
     this machine would choose otherwise. The returned config's train.precision holds the choice
@@ -289,11 +287,11 @@ def load_run(run_dir: str | Path, device: str = "cpu", batch_size: int | None = 
     target = resolve_device(device, "--device")  # an absent GPU is refused before the run is read
     run = RunDir(run_dir)
     run.require_finished()
+    config = run_config(run)
     status = run.effective_status()
     if status != "finished":  # interrupted, died, or still training: its weights are the best so far
         print(f"warning: {run.path} is not finished (status: {status or 'unknown'}); using its best weights so far",
               file=sys.stderr)
-    config = run.load_config()
     task_class = registry.task_class(config.task)
     if task_class.mixed_precision:
         chosen, note = precision.for_run(run.recorded_precision(), precision_asked, target)
@@ -302,8 +300,7 @@ def load_run(run_dir: str | Path, device: str = "cpu", batch_size: int | None = 
     if note:
         print(note, file=sys.stderr)
     config.train = replace(config.train, precision=chosen.name)
-    task = task_class.from_run(run.path, config)
-    task.inference_batch_size = batch_size
+    task = task_class.for_inference(run.path, config, batch_size)
     model = task.build_model()
     load_weights(model, run.weights_file)
     return config, task, model.to(target).eval()
@@ -360,7 +357,7 @@ def analogy_run(run_dir: str | Path, a: str, b: str, c: str, k: int = 10) -> lis
 
 def metric_lines(run_dir: str | Path, metrics: dict) -> list[str]:
     """The lines `textnn evaluate` prints for a run's metrics (the task lays them out)."""
-    config = RunDir(run_dir).load_config()
+    config = run_config(RunDir(run_dir))
     return registry.task_class(config.task).from_run(Path(run_dir), config).format_metrics(metrics)
 
 
@@ -606,7 +603,7 @@ def _finished_before(run: RunDir, config: Config) -> RunDir | None:
     if status != "finished":
         raise TextnnError(f"{run.path}: an earlier run of {config.name} is there and not finished "
                           f"(status: {status}); {remedy}")
-    changed = [item for item in run.changed_options(config) if item[0] not in COMPARE_IGNORED]
+    changed = [item for item in changed_options(run_config(run), config) if item[0] not in COMPARE_IGNORED]
     if changed:
         key, saved, wanted = changed[0]
         raise TextnnError(f"{run.path}: the run there was trained with {key}={saved!r}, this compare asks for "

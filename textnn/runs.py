@@ -26,6 +26,10 @@ A run's files and folders are its own: a symbolic link in the place of `.lock`, 
 written by replace (files.open_output), which replaces a link rather than writing through it.
 
 Every command other than `train` takes a run directory and rebuilds task and model from it.
+
+This module sits below the models and tasks, so it reads a run's config.yaml as saved (`raw_config`) and
+its train section (`train_config`), never resolved into a family's and a task's options: that is
+textnn/resolve.py `run_config`, and the checks here that compare the whole config take it as `saved`.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ import unicodedata
 from pathlib import Path
 from typing import Callable
 
-from textnn.config import Config, WordVectorData, config_from_dict
+from textnn.config import Config, TrainConfig, WordVectorData, build_train
 from textnn.data import fingerprint as fingerprints
 from textnn.errors import TextnnError, clip
 from textnn.files import atomic_write_text, process_alive, read_yaml, remove_stale_temporaries, unwritable
@@ -155,9 +159,10 @@ class RunDir:
             with contextlib.suppress(OSError):
                 self.path.rmdir()  # only if empty
 
-    def check_resume(self, config: Config) -> None:
+    def check_resume(self, config: Config, saved: Callable[[], Config]) -> None:
         """Refuse to continue the run here with `config` unless it has a checkpoint and the same config,
-        but for the options that may change (RESUMABLE_CHANGES), and no process trains it now."""
+        but for the options that may change (RESUMABLE_CHANGES), and no process trains it now. `saved` reads
+        the run's own config (resolve.run_config), once the run is known to have something to resume."""
         self.check_not_live()
         status = self.effective_status()
         if not self.checkpoint_file.is_file() and status in ENDED:
@@ -169,12 +174,12 @@ class RunDir:
             raise TextnnError(f"{self.path}: nothing to resume (no checkpoint/last.safetensors); "
                               f"run without --resume")
         self.status()  # a damaged run.json is refused now, not at the first status update mid-run
-        for key, saved, wanted in self.changed_options(config):
+        for key, before, wanted in changed_options(saved(), config):
             section, _, name = key.partition(".")
             if not (section == "train" and name in RESUMABLE_CHANGES):
                 allowed = ", ".join(f"train.{name}" for name in sorted(RESUMABLE_CHANGES))
                 raise TextnnError(f"{self.config_file}: cannot resume with {key}={wanted!r} (the run was started "
-                                  f"with {saved!r}; a resumed run keeps its settings, but for {allowed}); train "
+                                  f"with {before!r}; a resumed run keeps its settings, but for {allowed}); train "
                                   f"into a new --run-dir, from these weights if you like: model.init_from={self.path}")
         self.check_data_files(config)
 
@@ -191,13 +196,6 @@ class RunDir:
                 raise TextnnError(f"{file} ({key}) changed since the run started: {what}; the resumed steps "
                                   f"would train on other data than the checkpoint's. Put the file back as it was, "
                                   f"or train a new run from these weights (model.init_from={self.path})")
-
-    def changed_options(self, config: Config) -> list[tuple[str, object, object]]:
-        """(dotted key, the run's value, config's value) of every option but the name where `config`
-        differs from the run's config.yaml."""
-        saved, wanted = _flatten(self.load_config().to_dict()), _flatten(config.to_dict())
-        return [(key, saved.get(key), wanted.get(key)) for key in sorted(set(saved) | set(wanted))
-                if key != "name" and saved.get(key) != wanted.get(key)]
 
     def check_not_live(self) -> None:
         """Refuse to touch a run that a live process is training (two trainers would write over each other)."""
@@ -219,8 +217,10 @@ class RunDir:
         folder = self.checkpoint_file.parent
         return sorted(folder.glob("step-*.safetensors")) if folder.is_dir() and not folder.is_symlink() else []
 
-    def create(self, config: Config, resume: bool, start_over: bool = False) -> None:
-        """Make the directory for a new run, or check that `config` may continue the one here.
+    def create(self, config: Config, resume: bool, start_over: bool = False,
+               saved: Callable[[], Config] | None = None) -> None:
+        """Make the directory for a new run, or check that `config` may continue the one here (`saved`, with
+        `resume`: reads the run's own config, as for `check_resume`).
 
         `start_over` (see `starts_over`): the files of the attempt that stopped before its first
         checkpoint are removed and the run starts afresh in the same directory.
@@ -231,7 +231,9 @@ class RunDir:
                                   f"run's own folder, which training writes into; remove the link (move what it "
                                   f"points to into the run as a folder of that name to keep it)")
         if resume:
-            self.check_resume(config)
+            if saved is None:
+                raise ValueError("RunDir.create(resume=True) needs `saved`, the run's own config")
+            self.check_resume(config, saved)
         elif start_over:
             self.check_not_live()
             for stale in (self.status_file, self.metrics_file, self.weights_file, self.path / "report.md"):
@@ -285,8 +287,9 @@ class RunDir:
         shutil.rmtree(folder, ignore_errors=True)  # what cannot be removed only costs space
         return before - (size() if folder.is_dir() else 0)
 
-    def load_config(self) -> Config:
-        return config_from_dict(self.raw_config(), str(self.config_file), resolve_init=False)
+    def train_config(self) -> TrainConfig:
+        """The train section of config.yaml (the rest needs resolving: resolve.run_config)."""
+        return build_train(self.raw_config().get("train"), str(self.config_file))
 
     def raw_config(self) -> dict:
         """config.yaml as saved, unresolved: what a look at many runs (`textnn runs`) reads, since resolving
@@ -377,7 +380,7 @@ class RunDir:
         if not self.path.is_dir():
             raise TextnnError(f"{self.path}: run directory not found; check the path (`textnn train` writes "
                               f"runs/<config name> unless --run-dir was set)")
-        self.load_config()
+        self.raw_config()  # not a run's directory: refused by name (its config is resolved by the caller)
         if not self.weights_file.is_file():
             state = self.status().get("status", "unknown")
             raise TextnnError(f"{self.path}: run has no trained weights (status: {state}); "
@@ -426,7 +429,8 @@ class FollowerRunDir(RunDir):
     The trainer calls the same methods on every process; here the ones that write do nothing.
     """
 
-    def create(self, config: Config, resume: bool, start_over: bool = False) -> None:
+    def create(self, config: Config, resume: bool, start_over: bool = False,
+               saved: Callable[[], Config] | None = None) -> None:
         raise RuntimeError("process 0 creates the run directory")
 
     def set_status(self, status: str, **info: object) -> None:
@@ -440,6 +444,14 @@ class FollowerRunDir(RunDir):
 
     def truncate_metrics(self, after_step: int) -> None:
         pass
+
+
+def changed_options(saved: Config, config: Config) -> list[tuple[str, object, object]]:
+    """(dotted key, the run's value, config's value) of every option but the name where `config` differs
+    from `saved`, a run's own config (resolve.run_config)."""
+    before, wanted = _flatten(saved.to_dict()), _flatten(config.to_dict())
+    return [(key, before.get(key), wanted.get(key)) for key in sorted(set(before) | set(wanted))
+            if key != "name" and before.get(key) != wanted.get(key)]
 
 
 def data_files(config: Config) -> dict[str, tuple[str, list[Path]]]:

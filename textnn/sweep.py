@@ -72,10 +72,11 @@ from pathlib import Path
 from typing import Callable
 
 from textnn import registry
-from textnn.config import Config, check_run_name, coerce, is_int, load_config
+from textnn.config import Config, check_run_name, coerce, is_int
 from textnn.errors import TextnnError, clip, short
 from textnn.experiment import COMPARE_IGNORED, CompareRow, run_row, train
 from textnn.files import atomic_write_text, check_output_place, json_text, process_alive, read_yaml
+from textnn.resolve import load_config
 from textnn.runs import HEARTBEAT_SECONDS, STALE_SECONDS, RunDir, start_beating
 from textnn.training.trainer import TrainingInterrupted
 

@@ -108,9 +108,9 @@ def test_export_refuses_a_family_without_counterpart(tmp_path):
     train.write_text(SINGLE, encoding="utf-8")
     (tmp_path / "c.yaml").write_text(f"task: classification\ndata: {{train: {train}, cache: false}}\n"
                                      f"model: {{name: bow}}\ntrain: {{max_steps: 1, progress: false, bootstrap_samples: 0}}\n")
-    from textnn.config import load_config
     from textnn.errors import TextnnError
     from textnn.experiment import export_run, train as train_run
+    from textnn.resolve import load_config
 
     train_run(load_config(tmp_path / "c.yaml"), tmp_path / "run")
     with pytest.raises(TextnnError, match="model bow has no Hugging Face counterpart"):

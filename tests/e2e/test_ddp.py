@@ -25,7 +25,7 @@ from tests.conftest import write_sentiment_tsv
 from tests.e2e.test_lm_cli import write_corpus
 from tests.e2e.test_resume import _step_of
 from tests.e2e.test_tagging_cli import write_toy_ner
-from textnn.config import load_config
+from textnn.resolve import load_config
 from textnn.tasks.language_modeling import LanguageModelingTask
 
 LM = """\

@@ -16,9 +16,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from conftest import write_sentiment_tsv
-from textnn.config import load_config
 from textnn.errors import TextnnError
 from textnn.registry import task_class
+from textnn.resolve import load_config
 from textnn.transfer import RUN, Start
 
 LM_CONFIG = """task: language_modeling

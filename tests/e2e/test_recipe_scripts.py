@@ -1,6 +1,6 @@
 """The recipe scripts README names (recipes/run_ulmfit.sh, recipes/run_transfer_curves.sh), run as README shows
 them but with `--dry-run`: each prints the commands it would run, and every `textnn train` among them loads
-its config with its overrides (in this process, through textnn.config.load_config), each stage starting from
+its config with its overrides (in this process, through textnn.resolve.load_config), each stage starting from
 a stand-in of the run the command before it would write. Nothing trains, and no output folder is made.
 Then the recipes' Python scripts on small made-up inputs: token_overlap.py, transfer_curves.py,
 plot_curves.py and tsv_to_text.py."""
@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, shared_data
-from textnn.config import Config, load_config
+from textnn.config import Config
+from textnn.resolve import load_config
 from textnn.training.session import train_record_due
 
 SCRIPTS_TESTED = {"recipes/run_ulmfit.sh", "recipes/run_transfer_curves.sh",

@@ -34,6 +34,7 @@ import yaml
 from conftest import REPO, SHARED_DATA
 from textnn import registry
 from textnn.cli import main
+from textnn.resolve import run_config
 from textnn.runs import RunDir
 
 RECIPES = sorted(path.stem for path in (REPO / "recipes").glob("*.yaml"))
@@ -225,7 +226,7 @@ def test_recipe_round_trip(stem, work, trained, capsys, monkeypatch):
         monkeypatch.setenv("TEXTNN_CACHE", str(Path(os.environ["TEXTNN_WEIGHT_DIGESTS"]).parent / "cache"))
     run = prepare(stem, work, trained, capsys)
     # The lower-casing taggers' runs are used by real processes, as the README's NER run is.
-    use_run(RunDir(run).load_config(), run, work, capsys, process=lowercase_tagging(stem))
+    use_run(run_config(RunDir(run)), run, work, capsys, process=lowercase_tagging(stem))
 
 
 def finite_metrics(metrics: dict) -> None:

@@ -206,7 +206,7 @@ def config_value(rng: random.Random) -> object:
 
 def config_targets(path: Path) -> dict[str, Callable[[bytes], object]]:
     """One target per config section; its inputs are YAML files spoiling that section."""
-    from textnn.config import load_config
+    from textnn.resolve import load_config
 
     def run(data: bytes) -> object:
         path.write_bytes(data)

@@ -23,7 +23,7 @@ CONFIG_TARGETS = ["config.name", "config.task", "config.data", "config.model", "
 def test_the_config_seed_is_a_valid_config(tmp_path):
     """The config inputs spoil one section of a valid config, so the loader's deeper checks are reached."""
     from tests.fuzz.fuzz_inputs import seed_input
-    from textnn.config import load_config
+    from textnn.resolve import load_config
 
     (tmp_path / "seed.yaml").write_bytes(seed_input("config.train"))
     assert load_config(tmp_path / "seed.yaml").model_name == "cnn"

@@ -19,7 +19,7 @@ def build_lm(name: str, overrides: dict | None, vocab_size: int, seed: int = 0, 
     """Family `name` on its tiny preset with `overrides`, through the registry: encoder + LMHead."""
     encoder_cls = registry.encoder_class(name)
     torch.manual_seed(seed)
-    cfg = encoder_cls.config_class(**{**encoder_cls.presets["tiny"], **(overrides or {})})
+    cfg = encoder_cls.presets["tiny"].options(**(overrides or {}))
     return language_model(name, cfg, vocab_size, pad_id)
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
@@ -16,7 +18,7 @@ VOCAB, PAD = 30, 0
 
 def tiny(**overrides) -> Bert:
     torch.manual_seed(0)
-    return Bert(BertConfig(**{**PRESETS["tiny"], **overrides}), InputSpec(VOCAB, PAD))
+    return Bert(PRESETS["tiny"].options(**overrides), InputSpec(VOCAB, PAD))
 
 
 def test_shapes_and_every_parameter_gets_a_gradient():
@@ -94,10 +96,10 @@ def test_too_long_input_is_a_clear_error():
 @pytest.mark.parametrize("key,value", [("n_heads", 3), ("dropout", 1.0), ("gelu", "relu"), ("segments", -1)])
 def test_invalid_config_values_are_refused(key, value):
     with pytest.raises(TextnnError, match=f"model.{key}"):
-        build_dataclass(BertConfig, {**PRESETS["tiny"], key: value}, "model", "test")
+        build_dataclass(BertConfig, {**dataclasses.asdict(PRESETS["tiny"].model), key: value}, "model", "test")
 
 
 def test_presets_resolve_through_the_registry():
     config_cls, encoder_cls, presets = model_entry("bert")
     assert encoder_cls is Bert and {"tiny", "mini", "small", "base", "paper"} <= set(presets)
-    assert (presets["mini"]["n_layers"], presets["mini"]["d_model"]) == (4, 256)
+    assert (presets["mini"].model.n_layers, presets["mini"].model.d_model) == (4, 256)

@@ -68,9 +68,9 @@ def build(name: str, overrides: dict | None = None, pretrained: torch.Tensor | N
           pair: bool = False):
     """(encoder config, Classifier) with the tiny preset; `overrides` may hold a "head" dict."""
     config_cls, encoder_cls, presets = model_entry(name)
-    values = {**presets["tiny"], **(overrides or {})}
-    head_cfg = ClassificationHeadConfig(**{**presets["tiny"].get("head", {}), **values.pop("head", {})})
-    cfg = config_cls(**values)
+    values = dict(overrides or {})
+    head_cfg = ClassificationHeadConfig(**{**presets["tiny"].head.given(), **values.pop("head", {})})
+    cfg = presets["tiny"].options(**values)
     torch.manual_seed(seed)
     encoder = encoder_cls(cfg, InputSpec(vocab_size=VOCAB, pad_id=PAD, pretrained=pretrained))
     head = classifier_head(encoder, CLASSES, head_cfg, pair=pair)
@@ -190,14 +190,14 @@ def test_pretrained_vectors_initialise_the_embeddings(name, overrides):
             build(name, overrides, pretrained=vectors(CLASSES))
         return
     if name in NO_VECTORS:  # encoders without word vectors: the task refuses data.vectors up front
-        from textnn.config import config_from_dict
+        from textnn.resolve import config_from_dict
 
         raw = {"task": "classification", "data": {"train": "t.tsv", "vectors": "v.txt"}, "model": {"name": name}}
         with pytest.raises(TextnnError, match="does not start from word vectors"):
             config_from_dict(raw, "x.yaml")
         return
     config_cls, _, presets = model_entry(name)
-    cfg = config_cls(**{k: v for k, v in {**presets["tiny"], **overrides}.items() if k != "head"})
+    cfg = presets["tiny"].options(**{k: v for k, v in overrides.items() if k != "head"})
     if getattr(cfg, "mode", None) == "rand":
         with pytest.raises(TextnnError, match="rand"):
             build(name, overrides, pretrained=vectors(cfg.embedding_dim))
@@ -219,8 +219,8 @@ def test_every_family_has_tiny_and_paper_presets():
         config_cls, model_cls, presets = model_entry(name)
         assert {"tiny", "paper"} <= set(presets), name
         for preset in presets.values():
-            config_cls(**{k: v for k, v in preset.items() if k != "head"})
-            ClassificationHeadConfig(**preset.get("head", {}))
+            assert isinstance(preset.model, config_cls), name
+            ClassificationHeadConfig(**preset.head.given())
         _, model = build(name)
         assert model.num_parameters() < 10_000, f"{name} tiny preset is not tiny"
 
@@ -338,9 +338,8 @@ def test_invalid_config_value_raises_naming_the_field(name, field, value):
     """(Head options are checked by the task's head config: tests/unit/test_heads.py.)"""
     config_cls, _, presets = model_entry(name)
     assert field in {f.name for f in dataclasses.fields(config_cls)}
-    tiny = {k: v for k, v in presets["tiny"].items() if k != "head"}
     with pytest.raises(TextnnError) as err:
-        config_cls(**{**tiny, field: value})
+        presets["tiny"].options(**{field: value})
     assert field in str(err.value) and repr(value) in str(err.value)
 
 

@@ -11,10 +11,10 @@ import pytest
 import torch
 
 from textnn import registry
-from textnn.config import config_from_dict
 from textnn.models.base import TokenFeatures
 from textnn.models.elmo import BEGIN_OF_WORD, BYTE_OFFSET, END_OF_WORD, ELMo, reverse_padded, word_byte_ids
 from textnn.modules.highway import Highway
+from textnn.resolve import config_from_dict
 from textnn.tasks.language_modeling import (BidirectionalLanguageModel, LanguageModelingHead, LanguageModelingTask,
                                             language_model)
 from tests.models.lm_checks import assert_eval_deterministic_and_train_uses_dropout, assert_save_load_round_trip
@@ -24,8 +24,7 @@ VOCAB = len(WORDS)
 
 
 def tiny(**overrides):
-    values = {k: v for k, v in ELMo.presets["tiny"].items() if k != "head"}
-    return ELMo.config_class(**{**values, **overrides})
+    return ELMo.presets["tiny"].options(**overrides)
 
 
 def build(seed: int = 0, softmax: str = "adaptive") -> BidirectionalLanguageModel:
@@ -45,7 +44,7 @@ def test_registered_and_served_by_language_modelling_with_the_adaptive_softmax_b
     full = language_model("elmo", tiny(), VOCAB, 0, LanguageModelingHead(softmax="full"), words=WORDS)
     assert full.head.decoder.in_features == tiny().projection_dim  # one direction's states: the head is shared
     assert {"tiny", "small", "paper"} <= set(ELMo.presets)
-    paper = ELMo.config_class(**ELMo.presets["paper"])
+    paper = ELMo.presets["paper"].options()
     assert sum(n for _, n in paper.filters) == 2048 and paper.projection_dim == 512 and paper.hidden_size == 4096
 
 

@@ -17,12 +17,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from textnn.config import config_from_dict
 from textnn.errors import TextnnError
 from textnn.generation import DecodingConfig, decode
 from textnn.models.gpt import GPT, PRESETS, GPTConfig
-from textnn.models.rnn_lm import PRESETS as RNN_PRESETS, RNNLMConfig
+from textnn.models.rnn_lm import PRESETS as RNN_PRESETS
 from textnn.registry import model_entry
+from textnn.resolve import config_from_dict
 from textnn.tasks.language_modeling import AttentionLanguageModel, LanguageModelingTask, language_model
 from tests.models.lm_checks import (FullRecomputation, assert_eval_deterministic_and_train_uses_dropout,
                                     assert_save_load_round_trip, build_lm)
@@ -198,7 +198,7 @@ def test_initialisation_scales_the_residual_projections():
                                          ("context", 0), ("dropout", 1.0), ("dropout", -0.1)])
 def test_bad_config_values_name_the_field(field, value):
     with pytest.raises(TextnnError, match=f"model.{field}"):
-        GPTConfig(**{**PRESETS["tiny"], field: value})
+        PRESETS["tiny"].options(**{field: value})
 
 
 def test_presets_resolve_through_the_registry():
@@ -206,7 +206,7 @@ def test_presets_resolve_through_the_registry():
     assert (config_cls, model_cls) == (GPTConfig, GPT) and LanguageModelingTask.unusable_reason(GPT) is None
     assert {"tiny", "paper", "nanogpt_cpu", "small", "gpt2"} <= set(presets)
     for name in presets:
-        config_cls(**presets[name])
+        presets[name].options()
     config = config_from_dict({"task": "language_modeling", "data": {"format": "text", "bptt": 64},
                                "model": {"name": "gpt", "preset": "nanogpt_cpu", "dropout": 0.1}}, "test")
     assert (config.model.n_layers, config.model.n_heads, config.model.d_model, config.model.context,
@@ -216,14 +216,14 @@ def test_presets_resolve_through_the_registry():
 def test_gpt2_preset_has_gpt2_small_size():
     """12 x 768 with a 50,257-token vocabulary and 1,024 positions: GPT-2 small's 124M parameters."""
     with torch.device("meta"):
-        model = language_model("gpt", GPTConfig(**PRESETS["gpt2"]), 50257)
+        model = language_model("gpt", PRESETS["gpt2"].options(), 50257)
     assert model.num_parameters() == pytest.approx(124.4e6, rel=0.002)
 
 
 def test_small_preset_matches_a_two_layer_200_unit_tied_lstm_on_wikitext2():
     vocab = 33279  # WikiText-2's 33,278 tokens with <eos>, plus <pad>
     with torch.device("meta"):
-        gpt = language_model("gpt", GPTConfig(**PRESETS["small"]), vocab)
-        lstm = language_model("rnn_lm", RNNLMConfig(**RNN_PRESETS["gluon_2x200"]), vocab)
+        gpt = language_model("gpt", PRESETS["small"].options(), vocab)
+        lstm = language_model("rnn_lm", RNN_PRESETS["gluon_2x200"].options(), vocab)
     ours, theirs = gpt.num_parameters(), lstm.num_parameters()
     assert abs(ours - theirs) / theirs < 0.01

@@ -19,14 +19,14 @@ def members(group: list) -> list[nn.Parameter]:
 @pytest.mark.parametrize("name", [n for n in registry.ENCODERS if n != "char_lstm_lm"])
 def test_layer_groups_cover_every_parameter_once_input_first(name):
     cls = registry.encoder_class(name)
-    values = {k: v for k, v in cls.presets["tiny"].items() if k != "head"}
+    options = cls.presets["tiny"].options()
     spec = InputSpec(vocab_size=30, pad_id=1, num_chars=12, num_casings=5)
     # An encoder-decoder is built from a source and a target spec (here one joint vocabulary).
     if issubclass(cls, EncoderDecoder):
-        encoder = cls(cls.config_class(**values), spec, spec)
+        encoder = cls(options, spec, spec)
         size = encoder.token_size
     else:
-        encoder = cls(cls.config_class(**values), spec)
+        encoder = cls(options, spec)
         size = encoder.sentence_size or encoder.token_size or 1
     model = EncoderWithHead(encoder, ClassifierHead(size, 3))
     groups = model.layer_groups()

@@ -16,11 +16,11 @@ import torch
 import torch.nn.functional as F
 
 from textnn import registry
-from textnn.config import config_from_dict
 from textnn.errors import TextnnError
 from textnn.models.base import Encoder
 from textnn.modules.heads import LMHead
 from textnn.registry import model_entry
+from textnn.resolve import config_from_dict
 from textnn.tasks.language_modeling import LanguageModelingTask, language_model
 from tests.models.lm_checks import (assert_reordered_state_continues_like_reordered_prompts,
                                     assert_save_load_round_trip, build_lm)
@@ -208,20 +208,20 @@ def test_presets_resolve_through_the_registry_and_config(name):
     config_cls, _, presets = model_entry(name)
     assert {"tiny", "paper"} <= set(presets)
     for preset in presets.values():
-        config_cls(**preset)
+        assert isinstance(preset.model, config_cls)
     config = config_from_dict({"task": "language_modeling", "data": {"format": "text"},
                                "model": {"name": name, "preset": "paper"}}, "test")
     assert isinstance(config.model, config_cls)
 
 
 def test_paper_presets_have_the_published_sizes():
-    awd = model_entry("awd_lstm")[0](**model_entry("awd_lstm")[2]["paper"])
+    awd = model_entry("awd_lstm")[2]["paper"].options()
     assert (awd.embedding_dim, awd.hidden_size, awd.num_layers, awd.tie_weights) == (400, 1150, 3, True)
     model = language_model("awd_lstm", awd, 33_279)  # WikiText-2 with <pad>: the paper's 33M parameters
     assert 33.0e6 < model.num_parameters() < 34.0e6  # 33.56M: "33M" in Table 2
-    gluon = model_entry("rnn_lm")[2]["gluon_2x200"]
-    assert gluon == {"cell": "lstm", "embedding_dim": 200, "hidden_size": 200, "num_layers": 2, "dropout": 0.2,
-                     "tie_weights": True}
+    gluon = model_entry("rnn_lm")[2]["gluon_2x200"].model
+    assert (gluon.cell, gluon.embedding_dim, gluon.hidden_size, gluon.num_layers, gluon.dropout, gluon.tie_weights) \
+        == ("lstm", 200, 200, 2, 0.2, True)
     assert model_entry("char_lstm_lm") == model_entry("rnn_lm")  # the older name loads the same family
 
 
@@ -232,6 +232,6 @@ def test_paper_presets_have_the_published_sizes():
 def test_bad_config_values_name_the_field(name, field, value):
     config_cls, _, presets = model_entry(name)
     with pytest.raises(TextnnError, match=f"model.{field}"):
-        config_cls(**{**presets["tiny"], field: value})
+        presets["tiny"].options(**{field: value})
     with pytest.raises(TextnnError, match="model.hidden_size"):
         model_entry("nplm")[0](hidden_size=0, direct=False)

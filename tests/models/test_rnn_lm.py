@@ -12,10 +12,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from textnn.config import config_from_dict
 from textnn.errors import TextnnError
 from textnn.models.rnn_lm import PRESETS, RNNLM, RNNLMConfig
 from textnn.registry import model_entry
+from textnn.resolve import config_from_dict
 from textnn.tasks.language_modeling import LanguageModel
 from tests.models.lm_checks import (assert_eval_deterministic_and_train_uses_dropout,
                                     assert_save_load_round_trip, build_lm)
@@ -146,7 +146,7 @@ def test_lstm_forget_gate_bias_sums_to_one():
                                          ("tie_weights", "yes")])
 def test_bad_config_values_name_the_field(field, value):
     with pytest.raises(TextnnError, match=f"model.{field}"):
-        RNNLMConfig(**{**PRESETS["tiny"], field: value})
+        PRESETS["tiny"].options(**{field: value})
 
 
 def test_presets_resolve_through_the_registry():
@@ -154,7 +154,7 @@ def test_presets_resolve_through_the_registry():
     assert (config_cls, model_cls) == (RNNLMConfig, RNNLM)
     assert {"tiny", "demo", "paper"} <= set(presets)
     for name in presets:
-        config_cls(**presets[name])
+        presets[name].options()
     config = config_from_dict({"task": "language_modeling", "data": {"format": "text"},
                                "model": {"name": "char_lstm_lm", "preset": "paper", "dropout": 0.2}}, "test")
     assert (config.model.num_layers, config.model.hidden_size, config.model.dropout) == (3, 512, 0.2)

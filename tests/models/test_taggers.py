@@ -57,9 +57,9 @@ def build(name: str, overrides: dict | None = None, pretrained: torch.Tensor | N
     """The tagger as the tagging task builds it: the family's encoder and a TaggerHead; `overrides` may set
     the head's `output` and `constrained` too."""
     config_cls, model_cls, presets = MODELS[name]
-    values = {**{k: v for k, v in presets["tiny"].items() if k != "head"}, **(overrides or {})}
-    head_cfg = TaggingHeadConfig(**{**presets["tiny"]["head"], **{k: values.pop(k) for k in HEAD_KEYS & set(values)}})
-    cfg = config_cls(**values)
+    values = dict(overrides or {})
+    head_cfg = TaggingHeadConfig(**{**presets["tiny"].head.given(), **{k: values.pop(k) for k in HEAD_KEYS & set(values)}})
+    cfg = presets["tiny"].options(**values)
     torch.manual_seed(seed)
     encoder = model_cls(cfg, InputSpec(vocab_size=VOCAB, pad_id=PAD, pretrained=pretrained, num_chars=CHARS,
                                        num_casings=CASINGS))
@@ -335,7 +335,7 @@ def test_constrained_crf_decodes_valid_bioes_even_from_random_weights(name):
 
 @pytest.mark.parametrize("name", list(MODELS))
 def test_pretrained_vectors_initialise_the_word_embeddings(name):
-    dim = MODELS[name][2]["tiny"]["word_dim"]
+    dim = MODELS[name][2]["tiny"].model.word_dim
     given = torch.randn(VOCAB, dim, generator=torch.Generator().manual_seed(3))
     model = build(name, pretrained=given)
     keep = torch.arange(VOCAB) != PAD
@@ -357,17 +357,16 @@ def test_presets_build_and_follow_the_papers():
     for name, (config_cls, model_cls, presets) in MODELS.items():
         assert {"tiny", "paper"} <= set(presets), name
         for preset in presets.values():
-            config_cls(**{k: v for k, v in preset.items() if k != "head"})
-            TaggingHeadConfig(**preset["head"])
+            assert isinstance(preset.model, config_cls), name
+            TaggingHeadConfig(**preset.head.given())
         assert build(name).num_parameters() < 5_000, f"{name} tiny preset is not tiny"
-    without_head = lambda preset: {k: v for k, v in preset.items() if k != "head"}  # noqa: E731
-    lample = RNNTaggerConfig(**without_head(RNN_PRESETS["paper"]))
+    lample = RNN_PRESETS["paper"].options()
     assert (lample.word_dim, lample.char_encoder, lample.char_dim, lample.char_hidden, lample.hidden_size,
-            lample.dropout, RNN_PRESETS["paper"]["head"]["output"]) == (100, "lstm", 25, 25, 100, 0.5, "crf")
-    ma_hovy = RNNTaggerConfig(**without_head(RNN_PRESETS["ma_hovy"]))
+            lample.dropout, RNN_PRESETS["paper"].head.output) == (100, "lstm", 25, 25, 100, 0.5, "crf")
+    ma_hovy = RNN_PRESETS["ma_hovy"].options()
     assert (ma_hovy.char_encoder, ma_hovy.char_dim, ma_hovy.char_filters, ma_hovy.char_width, ma_hovy.hidden_size,
-            ma_hovy.dropout, RNN_PRESETS["ma_hovy"]["head"]["output"]) == ("cnn", 30, 30, 3, 200, 0.5, "crf")
-    collobert = WindowTaggerConfig(**without_head(WINDOW_PRESETS["paper"]))
+            ma_hovy.dropout, RNN_PRESETS["ma_hovy"].head.output) == ("cnn", 30, 30, 3, 200, 0.5, "crf")
+    collobert = WINDOW_PRESETS["paper"].options()
     assert (collobert.window, collobert.word_dim, collobert.casing_dim, collobert.hidden_size) == (5, 50, 5, 300)
 
 
@@ -394,9 +393,8 @@ def test_lstm_forget_gate_bias_sums_to_one():
 def test_invalid_config_value_raises_naming_the_field(name, field, value):
     config_cls, _, presets = MODELS[name]
     assert field in {f.name for f in dataclasses.fields(config_cls)}
-    tiny = {k: v for k, v in presets["tiny"].items() if k != "head"}
     with pytest.raises(TextnnError) as err:
-        config_cls(**{**tiny, field: value})
+        presets["tiny"].options(**{field: value})
     assert f"model.{field}" in str(err.value) and repr(value) in str(err.value)
 
 

@@ -21,12 +21,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from textnn.config import config_from_dict
 from textnn.errors import TextnnError
 from textnn.generation import DecodingConfig, greedy
 from textnn.models.rnn_lm import RNNLMConfig
 from textnn.models.transformer_xl import PRESETS, TransformerXL, TransformerXLConfig
 from textnn.modules.positions import sinusoid_encoding
+from textnn.resolve import config_from_dict
 from textnn.modules.relative_attention import (RelativeMultiHeadAttention, rel_shift, relative_causal_mask,
                                                relative_distances)
 from textnn.registry import model_entry
@@ -76,7 +76,7 @@ def test_every_weight_starts_from_the_authors_normal_init_the_heads_included():
     """N(0, 0.02) for the embedding, every layer's matrices, u and v, and an untied output layer (whose
     nn.Linear init would have std 1/sqrt(3 * 16) = 0.14); zero biases."""
     torch.manual_seed(0)
-    model = language_model("transformer_xl", TransformerXLConfig(**{**PRESETS["tiny"], "tie_weights": False}), 2000)
+    model = language_model("transformer_xl", PRESETS["tiny"].options(tie_weights=False), 2000)
     encoder, head = model.encoder, model.head.decoder
     for weight in (head.weight, encoder.embedding.weight[1:], encoder.layers[0].feed_forward.fc.weight,
                    torch.cat([encoder.biases.content, encoder.biases.position])):
@@ -339,13 +339,13 @@ def test_a_state_that_is_not_this_models_memory_is_refused():
                                          ("n_layers", True)])
 def test_bad_config_values_name_the_field(field, value):
     with pytest.raises(TextnnError, match=f"model.{field}"):
-        TransformerXLConfig(**{**PRESETS["tiny"], field: value})
+        PRESETS["tiny"].options(**{field: value})
 
 
 def test_same_length_needs_a_memory():
     with pytest.raises(TextnnError, match="model.same_length"):
-        TransformerXLConfig(**{**PRESETS["tiny"], "mem_len": 0, "eval_mem_len": 0, "same_length": True})
-    assert TransformerXLConfig(**{**PRESETS["tiny"], "mem_len": 0, "same_length": True}).eval_memory == 16
+        PRESETS["tiny"].options(mem_len=0, eval_mem_len=0, same_length=True)
+    assert PRESETS["tiny"].options(mem_len=0, same_length=True).eval_memory == 16
 
 
 def test_presets_resolve_through_the_registry():
@@ -354,7 +354,7 @@ def test_presets_resolve_through_the_registry():
     assert LanguageModelingTask.unusable_reason(TransformerXL) is None
     assert {"tiny", "small", "paper", "paper_wt103_base"} <= set(presets)
     for name in presets:
-        config_cls(**presets[name])
+        presets[name].options()
     config = config_from_dict({"task": "language_modeling", "data": {"format": "text"},
                                "model": {"name": "transformer_xl", "preset": "paper_wt103_base", "mem_len": 64}},
                               "test")
@@ -364,7 +364,7 @@ def test_presets_resolve_through_the_registry():
 
 def test_small_preset_matches_the_two_layer_200_unit_tied_lstm_in_size():
     vocab = 33279  # WikiText-2 train, whitespace tokens + <pad>, <unk>, <eos>
-    xl = language_model("transformer_xl", TransformerXLConfig(**PRESETS["small"]), vocab)
+    xl = language_model("transformer_xl", PRESETS["small"].options(), vocab)
     lstm = language_model("rnn_lm", RNNLMConfig(embedding_dim=200, hidden_size=200, num_layers=2, tie_weights=True),
                           vocab)
     assert abs(xl.num_parameters() - lstm.num_parameters()) / lstm.num_parameters() < 1e-3

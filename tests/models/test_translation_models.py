@@ -46,7 +46,7 @@ def build(family: str, overrides: dict, joint: bool = False, seed: int = 0) -> n
     source = InputSpec(vocab_size=SRC_V, pad_id=PAD)
     joint = joint or overrides.get("share_embeddings", False)
     target = source if joint else InputSpec(vocab_size=TGT_V, pad_id=PAD)
-    return cls(cls.config_class(**{**cls.presets["tiny"], **overrides}), source, target)
+    return cls(cls.presets["tiny"].options(**overrides), source, target)
 
 
 def padded(lengths: list[int], vocab: int, seed: int, first: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -246,7 +246,7 @@ def test_the_context_reaches_every_step_only_in_chos_arrangement():
 def test_bad_seq2seq_settings_are_one_line_errors(overrides, message):
     cls = registry.encoder_class("seq2seq")
     with pytest.raises(TextnnError, match=message):
-        cls.config_class(**{**cls.presets["tiny"], **overrides})
+        cls.presets["tiny"].options(**overrides)
 
 
 def test_location_attention_refuses_a_source_longer_than_its_positions():
@@ -261,13 +261,13 @@ def test_location_attention_refuses_a_source_longer_than_its_positions():
 def test_every_preset_builds(family):
     cls = registry.encoder_class(family)
     assert {"tiny", "paper"} <= set(cls.presets)
-    for name, values in cls.presets.items():
-        cls.config_class(**values)  # raises on a bad preset
+    for name, preset in cls.presets.items():
+        assert isinstance(preset.model, cls.config_class), name  # a bad preset raises when it is made
 
 
 @pytest.mark.parametrize("family", ["seq2seq", "transformer_mt"])
 def test_the_encoder_tasks_refuse_an_encoder_decoder(family):
-    from textnn.config import config_from_dict
+    from textnn.resolve import config_from_dict
 
     for task in ("classification", "tagging", "language_modeling"):
         assert family not in registry.models_for(task)
@@ -287,11 +287,11 @@ def test_shared_embeddings_are_one_matrix_and_need_one_vocabulary():
     separate = build("transformer_mt", {"tie_output": False})
     assert separate.output_embedding() is None and separate.src_embedding is not separate.tgt_embedding
     cls = registry.encoder_class("transformer_mt")
-    cfg = cls.config_class(**{**cls.presets["tiny"], "share_embeddings": True})
+    cfg = cls.presets["tiny"].options(share_embeddings=True)
     with pytest.raises(TextnnError, match="share_embeddings"):
         cls(cfg, InputSpec(vocab_size=SRC_V, pad_id=PAD), InputSpec(vocab_size=TGT_V, pad_id=PAD))
     with pytest.raises(TextnnError, match="model.tie_output"):
-        cls.config_class(**{**cls.presets["tiny"], "share_embeddings": True, "tie_output": False})
+        cls.presets["tiny"].options(share_embeddings=True, tie_output=False)
 
 
 def test_the_memory_is_projected_once_in_start_not_at_every_step():

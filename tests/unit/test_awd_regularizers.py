@@ -9,7 +9,7 @@ from torch import nn
 
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
-from textnn.models.awd_lstm import PRESETS, AWDLSTMConfig
+from textnn.models.awd_lstm import PRESETS
 from textnn.modules.dropout import dropout
 from textnn.modules.rnn import LockedDropout, WeightDrop, embedding_dropout, lstm_memory_cells
 from textnn.tasks.language_modeling import LanguageModel, LMBatch, LanguageModelingTask, language_model
@@ -93,9 +93,9 @@ def test_embedding_dropout_drops_whole_word_types_and_scales_the_rest():
 
 def no_dropout_model(**overrides) -> LanguageModel:
     torch.manual_seed(0)
-    values = {**PRESETS["tiny"], "dropout": 0.0, "dropout_hidden": 0.0, "dropout_input": 0.0,
-              "dropout_embedding": 0.0, "weight_drop": 0.0, **overrides}
-    return language_model("awd_lstm", AWDLSTMConfig(**values), 17)
+    values = {"dropout": 0.0, "dropout_hidden": 0.0, "dropout_input": 0.0, "dropout_embedding": 0.0,
+              "weight_drop": 0.0, **overrides}
+    return language_model("awd_lstm", PRESETS["tiny"].options(**values), 17)
 
 
 def test_ar_and_tar_match_their_definitions():
@@ -141,7 +141,7 @@ def test_memory_cells_match_the_fused_lstm(with_state):
         out, (_, c_fused) = lstm(x[None, :t + 1], state)
         torch.testing.assert_close(c[t], c_fused[0, 0], rtol=1e-5, atol=1e-6)
         torch.testing.assert_close(h[t], out[0, t], rtol=1e-5, atol=1e-6)
-    model = language_model("awd_lstm", AWDLSTMConfig(**PRESETS["tiny"]), 17).eval()
+    model = language_model("awd_lstm", PRESETS["tiny"].options(), 17).eval()
     cells = model.encoder.memory_cells(torch.tensor([[3, 4, 5, 6]]))
     assert [c.shape for c in cells] == [(4, 16), (4, 16), (4, 8)]
     final = model(torch.tensor([[3, 4, 5, 6]])).state

@@ -9,9 +9,9 @@ import random
 import numpy as np
 import pytest
 
-from textnn.config import config_from_dict
 from textnn.experiment import seed_everything
 from textnn.metrics import pearson, spearman
+from textnn.resolve import config_from_dict
 from textnn.tasks.classification import ClassificationTask
 from textnn.tasks.tagging import TaggingTask
 from tests.conftest import SUBWORD_CONLL

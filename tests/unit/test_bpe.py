@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from textnn.config import config_from_dict
 from textnn.data.tokenizers import Tokenizer
 from textnn.errors import TextnnError
+from textnn.resolve import config_from_dict
 from textnn.tasks.language_modeling import EOS, LanguageModelingTask
 
 LINES = ["The quick brown fox jumps over the lazy dog .", "", "Naïve café owners serve crème brûlée — twice !",

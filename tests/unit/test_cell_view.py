@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from textnn.config import config_from_dict
 from textnn.errors import TextnnError
 from textnn.experiment import load_run
+from textnn.resolve import config_from_dict
 from textnn.viz.lstm_cells import FEATURES, cell_name, excerpt, write_cell_view
 
 CODE = 'def f(x):\n    """Doc."""\n    return [x, (x + 1)]  # two\n\n\nclass A:\n    y = "s"\n' * 10

@@ -1,4 +1,5 @@
-"""textnn.config: YAML + dotted overrides, type coercion, presets, the saved round trip, `explain`."""
+"""textnn.config and textnn.resolve: YAML + dotted overrides, type coercion, presets, the saved round trip,
+`explain`."""
 
 from __future__ import annotations
 
@@ -10,16 +11,11 @@ import pytest
 import yaml
 
 from textnn import registry
-from textnn.config import (
-    TrainConfig,
-    coerce,
-    config_from_dict,
-    explain,
-    load_config,
-    read_yaml,
-)
+from textnn.config import TrainConfig, coerce
 from textnn.errors import TextnnError
+from textnn.files import read_yaml
 from textnn.models.base import EncoderDecoder
+from textnn.resolve import config_from_dict, explain, load_config, run_config
 from textnn.runs import RunDir
 
 BASE = {"task": "classification", "data": {"train": "train.tsv"}, "model": {"name": "cnn"}}
@@ -176,32 +172,61 @@ def test_unknown_section_and_missing_model_in_yaml(tmp_path):
 def test_presets_sit_under_explicit_values(tmp_path):
     from textnn.models.cnn import PRESETS, KimCNNConfig
 
-    tiny = PRESETS["tiny"]
+    tiny = PRESETS["tiny"].model
     defaults = KimCNNConfig()
-    raw = {**BASE, "model": {"name": "cnn", "preset": "tiny", "num_filters": tiny["num_filters"] + 3}}
-    config = load_config(write_yaml(tmp_path, raw), [f"model.num_filters={tiny['num_filters'] + 1}",
-                                                     f"model.mode={'static' if tiny['mode'] != 'static' else 'rand'}"])
+    raw = {**BASE, "model": {"name": "cnn", "preset": "tiny", "num_filters": tiny.num_filters + 3}}
+    config = load_config(write_yaml(tmp_path, raw), [f"model.num_filters={tiny.num_filters + 1}",
+                                                     f"model.mode={'static' if tiny.mode != 'static' else 'rand'}"])
     assert config.model_preset == "tiny"
-    assert config.model.num_filters == tiny["num_filters"] + 1  # the command line beats the YAML and the preset
-    assert config.model.mode != tiny["mode"]  # the command line beats the preset
-    assert config.model.embedding_dim == tiny["embedding_dim"] != defaults.embedding_dim  # the preset beats defaults
-    assert config.model.filter_widths == list(tiny["filter_widths"])
+    assert config.model.num_filters == tiny.num_filters + 1  # the command line beats the YAML and the preset
+    assert config.model.mode != tiny.mode  # the command line beats the preset
+    assert config.model.embedding_dim == tiny.embedding_dim != defaults.embedding_dim  # the preset beats defaults
+    assert config.model.filter_widths == list(tiny.filter_widths)
     again = load_config(write_yaml(tmp_path, raw))
-    assert again.model.num_filters == tiny["num_filters"] + 3  # the YAML beats the preset
+    assert again.model.num_filters == tiny.num_filters + 3  # the YAML beats the preset
 
 
 def test_a_preset_chosen_on_the_command_line(tmp_path):
     from textnn.models.cnn import PRESETS
 
     config = load_config(write_yaml(tmp_path, BASE), ["model.preset=paper"])
-    for key, value in PRESETS["paper"].items():
-        if key != "head":
-            assert getattr(config.model, key) == value
+    assert config.model == PRESETS["paper"].model
     # the preset's head options (Kim 2014: dropout 0.5, max-norm 3) reach the head section ...
-    assert (config.head.dropout, config.head.max_norm) == (PRESETS["paper"]["head"]["dropout"],
-                                                           PRESETS["paper"]["head"]["max_norm"])
+    assert (config.head.dropout, config.head.max_norm) == (PRESETS["paper"].head.dropout,
+                                                           PRESETS["paper"].head.max_norm)
     # ... and values given in head: win over them
     assert load_config(write_yaml(tmp_path, BASE), ["model.preset=paper", "head.dropout=0.1"]).head.dropout == 0.1
+
+
+@pytest.mark.parametrize("model", list(registry.ENCODERS))
+def test_every_preset_is_its_familys_options_and_heads_the_tasks_take(model):
+    """A preset is typed: its model part is the family's own Config, and each head option it sets is an option
+    of the head of some task the family serves, of the same type (PresetHead names no other)."""
+    config_cls, encoder_cls, presets = registry.model_entry(model)
+    heads = [registry.task_class(task).head_config for task in registry.TASKS if model in registry.models_for(task)]
+    for name, preset in presets.items():
+        assert type(preset.model) is config_cls, f"{model} preset {name}"
+        for key, value in preset.head.given().items():
+            takers = [head for head in heads if key in {f.name for f in dataclasses.fields(head)}]
+            assert takers, f"{model} preset {name}: head.{key} is an option of no head of the tasks it serves"
+            for head in takers:
+                typ = typing.get_type_hints(head)[key]
+                assert isinstance(value, typing.get_origin(typ) or typ) or typing.get_origin(typ) is list \
+                    and isinstance(value, tuple), f"{model} preset {name}: head.{key}={value!r} is no {typ}"
+
+
+def test_a_preset_does_not_change_what_a_config_that_names_it_resolves_to(tmp_path):
+    """Applying a preset is writing its values into the config: the same config with every value of the
+    preset written out resolves to the same options, model and head."""
+    from textnn.models.tagger import PRESETS
+
+    named = config_from_dict({"task": "tagging", "data": {"train": "t"}, "model": {"name": "rnn_tagger",
+                                                                                   "preset": "ma_hovy"}}, "x.yaml")
+    preset = PRESETS["ma_hovy"]
+    written = config_from_dict({"task": "tagging", "data": {"train": "t"}, "head": preset.head.given(),
+                                "model": {"name": "rnn_tagger", **dataclasses.asdict(preset.model)}}, "x.yaml")
+    assert (named.model, named.head) == (written.model, written.head)
+    assert named.model is not preset.model  # the preset itself is never handed out to be changed
 
 
 # ------------------------------------------------------------------------------------------------ round trip
@@ -231,8 +256,8 @@ def test_run_directory_config_round_trips_with_overrides(tmp_path):
                                                       "data.lowercase=true", "name=custom"])
     run = RunDir(tmp_path / "run")
     run.create(config, resume=False)
-    assert run.load_config() == config
-    assert run.load_config().name == "custom"
+    assert run_config(run) == config
+    assert run_config(run).name == "custom"
 
 
 def test_config_name_defaults_to_the_file_stem(tmp_path):

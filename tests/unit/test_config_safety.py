@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from textnn.config import load_config
 from textnn.errors import TextnnError
+from textnn.resolve import load_config
 
 BASE = """\
 task: classification

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from textnn.config import config_from_dict
+from textnn.resolve import config_from_dict
 from textnn.runs import data_files
 
 

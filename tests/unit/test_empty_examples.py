@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from textnn.config import config_from_dict
 from textnn.data.readers import Record
 from textnn.data.tokenizers import Tokenizer
 from textnn.errors import TextnnError
+from textnn.resolve import config_from_dict
 from textnn.tasks.classification import ClassificationTask
 
 ROWS = [("good film", "1"), ("", "0"), ("bad film", "0"), ("   ", "1"), ("a fine film", "1"), ("dull", "0")]

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from tests.conftest import SUBWORD_CONLL
-from textnn.config import config_from_dict
 from textnn.experiment import seed_everything, train
 from textnn.modules.scalar_mix import ScalarMix, combine_layers, combined_size
+from textnn.resolve import config_from_dict
 from textnn.tasks.tagging import TaggingTask
 
 

@@ -12,11 +12,11 @@ import pytest
 
 from tests.conftest import write_sentiment_tsv
 from tests.e2e.test_translation_cli import write_corpus
-from textnn.config import config_from_dict
 from textnn.errors import TextnnError
 from textnn.front import answer, options_for, output_lines, predicted, read_examples
 from textnn.generation.decoding import DecodingConfig
 from textnn.registry import task_class
+from textnn.resolve import config_from_dict
 from textnn.tasks.base import NoOptions
 
 TRAIN = {"batch_size": 4, "threads": 1, "progress": False}

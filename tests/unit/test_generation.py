@@ -17,13 +17,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from textnn.config import config_from_dict
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.errors import TextnnError
 from textnn.generation import DecodingConfig, PromptDecoder, filter_logits, generate_text
-from textnn.models.gpt import PRESETS, GPTConfig
-from textnn.models.rnn_lm import PRESETS as RNN_PRESETS, RNNLMConfig
+from textnn.models.gpt import PRESETS
+from textnn.models.rnn_lm import PRESETS as RNN_PRESETS
+from textnn.resolve import config_from_dict
 from textnn.tasks.language_modeling import EOS, LanguageModel, LanguageModelingTask, language_model
 
 CHARS = "abcdefgh ."
@@ -46,7 +46,7 @@ def word_task() -> LanguageModelingTask:
 
 def gpt(vocab_size: int, seed: int = 0) -> LanguageModel:
     torch.manual_seed(seed)
-    model = language_model("gpt", GPTConfig(**{**PRESETS["tiny"], "context": 32}), vocab_size)
+    model = language_model("gpt", PRESETS["tiny"].options(context=32), vocab_size)
     with torch.no_grad():  # a peaked distribution, so that seeds and prompts visibly matter
         for param in model.parameters():
             param.normal_(0.0, 0.4)
@@ -55,7 +55,7 @@ def gpt(vocab_size: int, seed: int = 0) -> LanguageModel:
 
 def lstm(vocab_size: int) -> LanguageModel:
     torch.manual_seed(0)
-    return language_model("rnn_lm", RNNLMConfig(**RNN_PRESETS["tiny"]), vocab_size).eval()
+    return language_model("rnn_lm", RNN_PRESETS["tiny"].options(), vocab_size).eval()
 
 
 def generate(model, task, prompt: str, num_samples: int = 1, **options):

@@ -133,7 +133,7 @@ def test_which_tasks_an_encoder_serves_follows_from_what_it_gives():
 
 
 def test_a_task_refuses_an_encoder_it_cannot_use_naming_why():
-    from textnn.config import config_from_dict
+    from textnn.resolve import config_from_dict
 
     raw = {"task": "language_modeling", "data": {"format": "text", "train": "t.txt"}, "model": {"name": "cnn"}}
     with pytest.raises(TextnnError, match="cnn cannot serve task language_modeling"):
@@ -238,7 +238,7 @@ def test_every_head_in_modules_declares_what_it_is():
 @pytest.mark.parametrize("raw, head_input", [({}, "sentence"), ({"head": {"sentence": "pooled", "pooling": "mean"}},
                                                                 "tokens pooled by mean")])
 def test_a_classifier_on_bert_says_whether_its_head_reads_the_pooled_vector(tmp_path, raw, head_input):
-    from textnn.config import config_from_dict
+    from textnn.resolve import config_from_dict
     from textnn.tasks.classification import ClassificationTask
 
     (tmp_path / "train.tsv").write_text("sentence\tlabel\na good film\t1\na bad film\t0\n", encoding="utf-8")

@@ -9,10 +9,10 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from textnn.config import load_config
 from textnn.data.tokenizers import WORDPIECE_SPECIALS
 from textnn.errors import TextnnError
 from textnn.interop import huggingface
+from textnn.resolve import load_config
 
 BERT = {"model_type": "bert", "vocab_size": 12, "hidden_size": 4, "num_hidden_layers": 1, "num_attention_heads": 1,
         "intermediate_size": 8, "max_position_embeddings": 16, "type_vocab_size": 2}

@@ -9,9 +9,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from textnn.config import config_from_dict
-from textnn.errors import TextnnError
 from textnn.data.vocab import UNK
+from textnn.errors import TextnnError
+from textnn.resolve import config_from_dict
 from textnn.tasks.language_modeling import EOS, LanguageModelingTask
 
 CODE = '''def add(a, b):

@@ -7,9 +7,11 @@ cost), and checked against LAYERS below, which follows the layer table of the de
     errors, files (atomic writes, safe YAML), limits (the input-size policy), defaults (what the commands
     and the Python API do when not told), progress (bars, stage lines, --quiet)
     -> registry, data, modules, metrics, interop readers, weights, transfer (reading a start)
-    -> config, runs
+    -> config (the sections' dataclasses, YAML, overrides), runs (a run's files, its config.yaml as saved)
     -> models
     -> tasks, training, generation, viz
+    -> resolve (a raw config made typed: the task and family it names looked up, its start opened, presets
+       applied, the task's checks run; `textnn explain`)
     -> experiment (run loading, transfer into a model), sweep (searches over settings, on experiment)
     -> front (predict input read into a task's examples, flags into its options, predictions printed)
     -> server (`textnn serve`: the runs behind an HTTP API, standing on the front layer)
@@ -20,7 +22,7 @@ importing module, the imported one, both layers and the line. A cycle among text
 too, even within one layer (it makes import order matter), with the modules that form it.
 
 The registry (textnn/registry.py) maps names to "module:Class" strings and imports them only when a
-name is asked for (config.py, experiment.py and the commands ask). Those strings are a table of
+name is asked for (resolve.py, experiment.py and the commands ask). Those strings are a table of
 names, not imports: they are how the lower layers reach a family or a task without depending on
 it, and they do not count here. They are checked instead to name modules in the layer their table
 is for (ENCODERS: models, TASKS: tasks), so the table cannot become a way round the layers.
@@ -52,6 +54,7 @@ LAYERS: list[list[str]] = [
     ["textnn.config", "textnn.runs"],
     ["textnn.models"],
     ["textnn.tasks", "textnn.training", "textnn.generation", "textnn.viz"],
+    ["textnn.resolve"],
     ["textnn.experiment", "textnn.sweep"],
     ["textnn.front"],
     ["textnn.server"],
@@ -59,7 +62,7 @@ LAYERS: list[list[str]] = [
 ]
 
 LAYER_NAMES = ["errors, files, limits, defaults and progress", "readers and building blocks", "config", "models",
-               "tasks, training, generation, viz", "experiment", "front layer",
+               "tasks, training, generation, viz", "resolution", "experiment", "front layer",
                "HTTP server", "commands"]
 
 
@@ -243,3 +246,13 @@ def test_a_module_outside_the_table_is_in_no_layer():
     for newcomer in ("textnn.serving", "textnn.newpackage.module"):
         with pytest.raises(AssertionError, match="in no layer"):
             layer_of(newcomer)
+
+
+@pytest.mark.parametrize("module", ["textnn.config", "textnn.runs"])
+def test_the_schema_looks_up_no_class_a_config_names(module):
+    """config.py and runs.py sit below the models and tasks: they read and check a config's sections, and never
+    look up (through the registry) the task or family a config names, nor run their code. That is resolution,
+    above the tasks (textnn/resolve.py)."""
+    modules = all_modules()
+    found = [(target, line) for target, line in imports_of(module, modules[module], modules) if target == "textnn.registry"]
+    assert not found, f"{module} imports textnn.registry (line {found[0][1]}); resolve classes in textnn/resolve.py"

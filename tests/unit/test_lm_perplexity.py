@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from textnn.config import config_from_dict
+from textnn.resolve import config_from_dict
 from textnn.tasks.language_modeling import LanguageModelingTask
 
 TEXT = "".join(f"the {w} sat on the {v} .\n" for w, v in zip("cat dog bird cow fox".split() * 8,

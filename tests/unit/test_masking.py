@@ -270,7 +270,7 @@ def _task(tmp_path, dynamic: bool):
     # break ties differently from one training to the next)
     import random
 
-    from textnn.config import config_from_dict
+    from textnn.resolve import config_from_dict
     from textnn.tasks.pretraining import PretrainingTask
 
     rng = random.Random(0)

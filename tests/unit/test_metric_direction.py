@@ -8,8 +8,8 @@ import math
 import pytest
 
 from textnn import registry
-from textnn.config import config_from_dict
 from textnn.errors import TextnnError
+from textnn.resolve import config_from_dict
 from textnn.training.trainer import is_better
 
 

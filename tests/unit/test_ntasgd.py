@@ -6,7 +6,7 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
-from textnn.config import config_from_dict
+from textnn.resolve import config_from_dict
 from textnn.runs import RunDir
 from textnn.tasks.language_modeling import LanguageModelingTask, language_model
 from textnn.training.checkpoint import load_checkpoint, save_checkpoint

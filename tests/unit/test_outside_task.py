@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from textnn import registry
-from textnn.config import config_from_dict
+from textnn.resolve import config_from_dict
 from textnn.errors import TextnnError
 from textnn.tasks.base import BatchTask
 

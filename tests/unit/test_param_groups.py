@@ -9,8 +9,8 @@ from dataclasses import replace
 import pytest
 import torch
 
-from textnn.config import config_from_dict
 from textnn.errors import TextnnError
+from textnn.resolve import config_from_dict
 from torch import nn
 
 from textnn.runs import RunDir

@@ -2,10 +2,10 @@
 
 import pytest
 
-from textnn.config import config_from_dict
 from textnn.data.tokenizers import CLS, MASK, SEP, Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.errors import TextnnError
+from textnn.resolve import config_from_dict
 from textnn.tasks import pipeline
 
 TEXTS = ["the cat sat", "the dog sat", "a cat ran"]

@@ -15,11 +15,11 @@ import torch
 
 from tests.conftest import write_sentiment_tsv
 from textnn import experiment, front
-from textnn.config import config_from_dict
 from textnn.errors import TextnnError
 from textnn.generation import DecodingConfig, beam_search, greedy
 from textnn.modules.crf import LinearChainCRF
 from textnn.modules.heads import AdaptiveLMHead, LMHead, TaggerHead
+from textnn.resolve import config_from_dict
 from textnn.tasks.classification import ClassificationTask
 from textnn.training import precision
 from textnn.training.precision import Precision, choose

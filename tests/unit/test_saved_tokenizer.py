@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from textnn.config import config_from_dict
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import Vocab
 from textnn.errors import TextnnError
 from textnn.experiment import load_run, train
 from textnn.front import evaluate_run, predict_run, read_examples
 from textnn.registry import task_class
+from textnn.resolve import config_from_dict
 
 TRAIN = """\
 Peter NNP I-NP I-PER

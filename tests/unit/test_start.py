@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from textnn import transfer
-from textnn.config import load_config
 from textnn.experiment import train
 from textnn.interop import huggingface
+from textnn.resolve import load_config
 
 
 def counted(counts: Counter, key: str, function):

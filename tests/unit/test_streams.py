@@ -12,13 +12,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from textnn.config import config_from_dict
 from textnn.data import streams
 from textnn.data.streams import EOS, batchify, bptt_lengths, read_file_stream, to_vocab_ids, vocab_from_counts
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
 from textnn.errors import TextnnError
 from textnn.models.base import ModelOutput
+from textnn.resolve import config_from_dict
 from textnn.runs import RunDir
 from textnn.tasks.language_modeling import LanguageModelingTask
 from textnn.training.trainer import Trainer

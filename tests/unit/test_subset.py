@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import write_sentiment_tsv
-from textnn.config import config_from_dict
 from textnn.data.subset import subset_indices
 from textnn.errors import TextnnError
+from textnn.resolve import config_from_dict
 from textnn.tasks.classification import ClassificationTask
 
 

@@ -8,11 +8,11 @@ import pytest
 import torch
 from torch import nn
 
-from textnn.config import config_from_dict
 from textnn.data.conll import MAX_WORD_CHARS
 from textnn.errors import TextnnError
 from textnn.models.base import ModelOutput
 from textnn.modules.heads import TaggerHead
+from textnn.resolve import config_from_dict
 from textnn.tasks.tagging import CASINGS, TaggingTask, casing
 
 # Every word has one tag wherever it occurs, so a word -> tag lookup is a perfect tagger.

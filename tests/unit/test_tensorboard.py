@@ -6,7 +6,7 @@ import pytest
 
 from tests.conftest import write_sentiment_tsv
 from textnn import experiment
-from textnn.config import config_from_dict
+from textnn.resolve import config_from_dict
 
 
 def _config(tmp_path, **train):

@@ -19,14 +19,14 @@ from safetensors.torch import load_file
 from torch import nn
 
 from tests.conftest import write_sentiment_tsv
-from textnn.config import config_from_dict
 from textnn.errors import TextnnError
+from textnn.resolve import config_from_dict
 from textnn.runs import RunDir
 from textnn.tasks.classification import ClassificationTask, EncodedTexts
-from textnn.training.checkpoint import read_trainer_state
-from textnn.training.budget import planned_steps
 from textnn.training import precision as torch_precision
 from textnn.training import trainer as trainer_module
+from textnn.training.budget import planned_steps
+from textnn.training.checkpoint import read_trainer_state
 from textnn.training.trainer import Trainer, TrainingInterrupted, finished_status, is_better
 
 

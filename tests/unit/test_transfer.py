@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from textnn.config import load_config
 from textnn.errors import TextnnError
+from textnn.resolve import load_config
 from textnn.transfer import HUGGING_FACE, RUN, hub_cache, hub_download, resolve_start, start_kind
 
 

@@ -12,13 +12,14 @@ import pytest
 import torch
 
 from textnn import registry
-from textnn.config import TrainConfig, config_from_dict
+from textnn.config import TrainConfig
 from textnn.data.batching import token_budget_batches
 from textnn.data.parallel import detokenize_words, read_parallel
 from textnn.errors import TextnnError
 from textnn.front import options_for
 from textnn.generation.decoding import DecodingConfig, greedy
 from textnn.metrics.bleu import corpus_scores
+from textnn.resolve import config_from_dict
 from textnn.tasks.translation import BOS, TranslationTask, label_smoothed_nll
 from textnn.training.optim import lr_factor
 

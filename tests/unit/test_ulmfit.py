@@ -14,13 +14,14 @@ from safetensors.torch import load_file
 from torch import nn
 
 from conftest import write_sentiment_tsv
-from textnn.config import TrainConfig, config_from_dict
+from textnn.config import TrainConfig
 from textnn.errors import TextnnError
 from textnn.models.base import InputSpec
 from textnn.modules.dropout import Dropout
 from textnn.modules.heads import BatchNorm, ClassifierHead
 from textnn.modules.pooling import concat_pool, last_valid, masked_max, masked_mean
 from textnn.registry import model_entry
+from textnn.resolve import config_from_dict
 from textnn.runs import RunDir
 from textnn.tasks.classification import Classifier, ClassificationHeadConfig, ClassificationTask, classifier_head
 from textnn.tasks.language_modeling import EOS, LanguageModelingTask
@@ -147,7 +148,7 @@ def test_batch_norm_reads_a_training_batch_of_one_with_its_running_statistics():
 def awd_classifier(bptt: int, pooling: str = "concat", seed: int = 0, vocab: int = 30) -> Classifier:
     config_cls, encoder_cls, presets = model_entry("awd_lstm")
     torch.manual_seed(seed)
-    encoder = encoder_cls(config_cls(**presets["tiny"]), InputSpec(vocab_size=vocab, pad_id=0))
+    encoder = encoder_cls(presets["tiny"].options(), InputSpec(vocab_size=vocab, pad_id=0))
     head_cfg = ulmfit_head_config(pooling=pooling, bptt=bptt)
     return Classifier(encoder, classifier_head(encoder, 2, head_cfg), pooling, bptt=bptt)
 
@@ -264,8 +265,8 @@ def test_the_language_model_reads_the_text_column_of_a_table(tmp_path):
 
 
 def test_a_language_model_started_from_one_keeps_its_output_layer_vocabulary_and_head_options(tmp_path, capsys):
-    from textnn.config import starts_with_head
     from textnn.experiment import _start_encoder, train
+    from textnn.resolve import starts_with_head
 
     text = tmp_path / "wiki.txt"
     text.write_text("the cat sat on the mat .\nthe dog ran .\n" * 30, encoding="utf-8")

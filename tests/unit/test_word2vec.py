@@ -12,9 +12,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from textnn.config import config_from_dict
 from textnn.errors import TextnnError
 from textnn.interop.vectors import read_vectors
+from textnn.resolve import config_from_dict
 from textnn.metrics.word_vectors import (WordVectors, evaluate_analogies, evaluate_similarity, read_analogies,
                                         read_similarity_pairs)
 from textnn.models.word2vec import huffman_tree, keep_probabilities

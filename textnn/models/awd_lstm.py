@@ -32,8 +32,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from textnn.config import check_model_field as _check
-from textnn.config import opt
+from textnn.config import ModelOptions, Preset, check_model_field as _check, opt
 from textnn.models.base import (Encoder, EncoderOutput, InputSpec, LayerGroups, TokenFeatures, require_bools,
                                 require_ints, require_probabilities)
 from textnn.modules.rnn import LockedDropout, WeightDrop, embedding_dropout, lstm_memory_cells
@@ -43,7 +42,7 @@ INIT_RANGE = 0.1  # embeddings ~ U(-0.1, 0.1), as in the authors' code
 
 
 @dataclass
-class AWDLSTMConfig:
+class AWDLSTMConfig(ModelOptions):
     embedding_dim: int = opt(400, "embedding size E (and, when tied, the last LSTM layer's size)")
     hidden_size: int = opt(1150, "size H of every LSTM layer but the last")
     num_layers: int = opt(3, "number of stacked one-layer LSTMs L")
@@ -146,26 +145,29 @@ class AWDLSTM(Encoder):
         return cells
 
 
-PRESETS: dict[str, dict] = {
+PRESETS: dict[str, Preset] = {
     # For tests: every regulariser on, small enough to run in milliseconds.
-    "tiny": {"embedding_dim": 8, "hidden_size": 16, "num_layers": 3, "tie_weights": True, "dropout": 0.2,
-             "dropout_hidden": 0.1, "dropout_input": 0.2, "dropout_embedding": 0.1, "weight_drop": 0.3,
-             "alpha": 2.0, "beta": 1.0},
+    "tiny": Preset(
+        AWDLSTMConfig(embedding_dim=8, hidden_size=16, num_layers=3, tie_weights=True, dropout=0.2,
+                      dropout_hidden=0.1, dropout_input=0.2, dropout_embedding=0.1, weight_drop=0.3, alpha=2.0,
+                      beta=1.0)),
     # Merity et al. (2018) §5 on WikiText-2: 3 layers, 400 / 1150 / 400 units, tied, dropouts
     # (output, between layers, input, embedding, weight drop) = 0.4, 0.2, 0.65, 0.1, 0.5, AR 2, TAR 1
     # (the authors' WikiText-2 command sets dropouth 0.2). 33M parameters; with NT-ASGD (lr 30,
     # batch 80, bptt 70, clip 0.25, 750 epochs) the paper reports 68.6 / 65.8 validation / test
     # perplexity (Table 2, after fine-tuning); the authors' README gives about 68.7 / 65.6 without
     # fine-tuning for its current code.
-    "paper": {"embedding_dim": 400, "hidden_size": 1150, "num_layers": 3, "tie_weights": True, "dropout": 0.4,
-              "dropout_hidden": 0.2, "dropout_input": 0.65, "dropout_embedding": 0.1, "weight_drop": 0.5,
-              "alpha": 2.0, "beta": 1.0},
+    "paper": Preset(
+        AWDLSTMConfig(embedding_dim=400, hidden_size=1150, num_layers=3, tie_weights=True, dropout=0.4,
+                      dropout_hidden=0.2, dropout_input=0.65, dropout_embedding=0.1, weight_drop=0.5, alpha=2.0,
+                      beta=1.0)),
     # For 2-core CPU runs: the paper's WikiText-2 regularisation on a 200 / 400 / 200 stack (9.4M
     # parameters with the 33k WikiText-2 vocabulary, most of them the tied embedding). Measured at
     # batch 20 x bptt 35 on one thread of a shared 2-core machine: ~1 step/s, about the speed of the
     # 2 x 200 LSTM (rnn_lm gluon_2x200), since both spend most of a step in the 33k-way softmax.
-    "cpu": {"embedding_dim": 200, "hidden_size": 400, "num_layers": 3, "tie_weights": True, "dropout": 0.4,
-            "dropout_hidden": 0.2, "dropout_input": 0.65, "dropout_embedding": 0.1, "weight_drop": 0.5,
-            "alpha": 2.0, "beta": 1.0},
+    "cpu": Preset(
+        AWDLSTMConfig(embedding_dim=200, hidden_size=400, num_layers=3, tie_weights=True, dropout=0.4,
+                      dropout_hidden=0.2, dropout_input=0.65, dropout_embedding=0.1, weight_drop=0.5, alpha=2.0,
+                      beta=1.0)),
 }
 AWDLSTM.presets = PRESETS

@@ -35,7 +35,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from textnn.config import check_model_field, is_int
+from textnn.config import ModelOptions, Preset, check_model_field, is_int
 from textnn.modules.heads import Head
 
 # Named groups, input first: each a list of modules (or of parameters a module holds directly).
@@ -141,8 +141,8 @@ class Family(nn.Module):
     what it gives (the ClassVars the tasks read; all False here), and the hooks the tasks and the trainer
     call on it."""
 
-    config_class: ClassVar[type]
-    presets: ClassVar[dict[str, dict]]
+    config_class: ClassVar[type[ModelOptions]]
+    presets: ClassVar[dict[str, Preset]]
     gives_tokens: ClassVar[bool] = False
     gives_sentence: ClassVar[bool] = False
     causal: ClassVar[bool] = False

@@ -26,12 +26,12 @@ sentence [B, D]). T may not exceed `max_positions` (`max_length`, which tasks ch
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
 
-from textnn.config import check_model_field as _check, is_int, opt
+from textnn.config import ModelOptions, Preset, check_model_field as _check, is_int, opt
 from textnn.errors import TextnnError
 from textnn.models.base import (Encoder, EncoderOutput, Head, InputSpec, LayerGroups, TokenFeatures, require_choice,
                                 require_ints)
@@ -44,7 +44,7 @@ INIT_STD = 0.02
 
 
 @dataclass
-class BertConfig:
+class BertConfig(ModelOptions):
     n_layers: int = opt(2, "number of Transformer blocks L")
     n_heads: int = opt(2, "attention heads per block; must divide d_model")
     d_model: int = opt(128, "hidden size D")
@@ -177,17 +177,18 @@ class Bert(Encoder):
 
 # ------------------------------------------------------------------------------------------- presets
 
-_BASE = {"d_ff": 0, "max_positions": 512, "segments": 2, "dropout": 0.1, "attention_dropout": 0.1,
-         "eps": 1e-12, "gelu": "exact", "pooler": True}
-PRESETS: dict[str, dict] = {
+# What every BERT preset shares; each sets its size on it.
+_BASE = BertConfig(d_ff=0, max_positions=512, segments=2, dropout=0.1, attention_dropout=0.1, eps=1e-12, gelu="exact",
+                   pooler=True)
+PRESETS: dict[str, Preset] = {
     # For tests: two blocks so the residual stack is exercised, dropout on so train mode differs.
-    "tiny": {**_BASE, "n_layers": 2, "n_heads": 2, "d_model": 16, "max_positions": 64},
+    "tiny": Preset(replace(_BASE, n_layers=2, n_heads=2, d_model=16, max_positions=64)),
     # The compact BERTs of Turc et al. 2019 ("Well-Read Students Learn Better", Table 1 / released
     # grid): BERT-Mini L=4, H=256 and BERT-Small L=4, H=512, heads of 64, F = 4H.
-    "mini": {**_BASE, "n_layers": 4, "n_heads": 4, "d_model": 256},
-    "small": {**_BASE, "n_layers": 4, "n_heads": 8, "d_model": 512},
+    "mini": Preset(replace(_BASE, n_layers=4, n_heads=4, d_model=256)),
+    "small": Preset(replace(_BASE, n_layers=4, n_heads=8, d_model=512)),
     # BERT-Base (Devlin et al. 2019 §3: L=12, H=768, A=12, 110M parameters).
-    "base": {**_BASE, "n_layers": 12, "n_heads": 12, "d_model": 768},
+    "base": Preset(replace(_BASE, n_layers=12, n_heads=12, d_model=768)),
 }
-PRESETS["paper"] = dict(PRESETS["base"])
+PRESETS["paper"] = PRESETS["base"]
 Bert.presets = PRESETS

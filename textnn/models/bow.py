@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from textnn.config import opt
+from textnn.config import ModelOptions, Preset, opt
 from textnn.errors import TextnnError
 from textnn.models.base import Encoder, EncoderOutput, InputSpec, TokenFeatures, require_ints
 from textnn.modules.embeddings import TokenEmbedding
@@ -31,7 +31,7 @@ from textnn.modules.pooling import masked_sum
 
 
 @dataclass
-class BOWConfig:
+class BOWConfig(ModelOptions):
     """BOW has no sizes to choose: its only table (in the head) is vocab x classes."""
 
 
@@ -40,7 +40,7 @@ class BOW(Encoder):
     in the head). Padding is not counted; every other id, <unk> included, is."""
 
     config_class = BOWConfig
-    presets = {"tiny": {}, "paper": {}}
+    presets = {"tiny": Preset(BOWConfig()), "paper": Preset(BOWConfig())}
     gives_sentence = True
 
     def __init__(self, cfg: BOWConfig, spec: InputSpec) -> None:
@@ -63,7 +63,7 @@ class BOW(Encoder):
 
 
 @dataclass
-class CBOWConfig:
+class CBOWConfig(ModelOptions):
     embedding_dim: int = opt(64, "word embedding size D (must match data.vectors when given)")
     freeze_embeddings: bool = opt(False, "keep the (pretrained) embeddings fixed during training")
 
@@ -76,8 +76,8 @@ class CBOW(Encoder):
     01-intro/cbow.py; the head's linear layer gives the class scores)."""
 
     config_class = CBOWConfig
-    presets = {"tiny": {"embedding_dim": 8},
-               "paper": {"embedding_dim": 64}}  # cbow.py: EMB_SIZE = 64
+    presets = {"tiny": Preset(CBOWConfig(embedding_dim=8)),
+               "paper": Preset(CBOWConfig(embedding_dim=64))}  # cbow.py: EMB_SIZE = 64
     gives_sentence = True
     uses_vectors = True
 
@@ -97,7 +97,7 @@ class CBOW(Encoder):
 
 
 @dataclass
-class DeepCBOWConfig:
+class DeepCBOWConfig(ModelOptions):
     embedding_dim: int = opt(64, "word embedding size D (must match data.vectors when given)")
     hidden_dim: int = opt(64, "size H of each tanh hidden layer")
     num_layers: int = opt(2, "number of tanh hidden layers between the embedding sum and the output")
@@ -112,9 +112,9 @@ class DeepCBOW(Encoder):
     (nn4nlp 01-intro/deep-cbow.py)."""
 
     config_class = DeepCBOWConfig
-    presets = {"tiny": {"embedding_dim": 8, "hidden_dim": 8, "num_layers": 2},
+    presets = {"tiny": Preset(DeepCBOWConfig(embedding_dim=8, hidden_dim=8, num_layers=2)),
                # deep-cbow.py: EMB_SIZE, HID_SIZE, HID_LAY
-               "paper": {"embedding_dim": 64, "hidden_dim": 64, "num_layers": 2}}
+               "paper": Preset(DeepCBOWConfig(embedding_dim=64, hidden_dim=64, num_layers=2))}
     gives_sentence = True
     uses_vectors = True
 

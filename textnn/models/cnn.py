@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
-from textnn.config import opt, check_model_field as _check, is_int as _is_int
+from textnn.config import ModelOptions, Preset, PresetHead, check_model_field as _check, is_int as _is_int, opt
 from textnn.errors import TextnnError
 from textnn.models.base import Encoder, EncoderOutput, InputSpec, TokenFeatures, require_choice, require_ints
 from textnn.modules.conv import MultiWidthConv
@@ -33,7 +33,7 @@ MODES = ("rand", "static", "non-static", "multichannel")
 
 
 @dataclass
-class KimCNNConfig:
+class KimCNNConfig(ModelOptions):
     mode: str = opt("rand", "embedding variant: rand, static, non-static or multichannel (Kim 2014 §3.3)")
     embedding_dim: int = opt(300, "word embedding size D (must match data.vectors when given)")
     filter_widths: list[int] = opt([3, 4, 5], "widths of the convolution filters, in words")
@@ -48,14 +48,16 @@ class KimCNNConfig:
         require_ints(self, "num_filters")
 
 
-PRESETS: dict[str, dict] = {
-    "tiny": {"mode": "rand", "embedding_dim": 8, "filter_widths": [2, 3], "num_filters": 4,
-             "head": {"dropout": 0.5, "max_norm": 3.0}},
+PRESETS: dict[str, Preset] = {
+    "tiny": Preset(
+        KimCNNConfig(mode="rand", embedding_dim=8, filter_widths=[2, 3], num_filters=4),
+        PresetHead(dropout=0.5, max_norm=3.0)),
     # Kim 2014 §3.1 "Hyperparameters and Training": ReLU, filter windows 3, 4, 5 with 100 feature maps
     # each, dropout 0.5, l2 constraint s = 3 (mini-batches of 50, Adadelta); §3.2: 300-d word2vec
     # vectors. Table 2 reports all four modes; non-static is the single-channel fine-tuned one.
-    "paper": {"mode": "non-static", "embedding_dim": 300, "filter_widths": [3, 4, 5], "num_filters": 100,
-              "head": {"dropout": 0.5, "max_norm": 3.0}},
+    "paper": Preset(
+        KimCNNConfig(mode="non-static", embedding_dim=300, filter_widths=[3, 4, 5], num_filters=100),
+        PresetHead(dropout=0.5, max_norm=3.0)),
 }
 
 

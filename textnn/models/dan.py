@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from textnn.config import opt, check_model_field as _check
+from textnn.config import ModelOptions, Preset, check_model_field as _check, opt
 from textnn.models.base import Encoder, EncoderOutput, InputSpec, TokenFeatures, require_choice, require_ints
 from textnn.modules.embeddings import TokenEmbedding
 from textnn.modules.masking import word_dropout_mask
@@ -26,7 +26,7 @@ ACTIVATIONS = {"relu": nn.ReLU, "tanh": nn.Tanh}
 
 
 @dataclass
-class DANConfig:
+class DANConfig(ModelOptions):
     embedding_dim: int = opt(300, "word embedding size D (must match data.vectors when given)")
     hidden_dim: int = opt(300, "size H of each feed-forward layer")
     num_layers: int = opt(3, "feed-forward layers k on the average (0 = NBOW: classify the average)")
@@ -42,14 +42,15 @@ class DANConfig:
         require_choice(self, "activation", ACTIVATIONS, one_of=True)
 
 
-PRESETS: dict[str, dict] = {
-    "tiny": {"embedding_dim": 8, "hidden_dim": 8, "num_layers": 2, "word_dropout": 0.3},
+PRESETS: dict[str, Preset] = {
+    "tiny": Preset(DANConfig(embedding_dim=8, hidden_dim=8, num_layers=2, word_dropout=0.3)),
     # Iyyer et al. 2015 §4 (sentiment experiments: RT, SST, IMDB): 300-d GloVe embeddings fine-tuned,
     # three 300-d ReLU layers, word-dropout rate 0.3 (the best rate in their dropout study, §5);
     # the same values are the defaults of the authors' code (github.com/miyyer/dan, dan_sentiment.py:
     # -d 300 -dh 300 -deep 3 -drop 0.3, f=relu; trained with AdaGrad lr 0.005, L2 1e-4).
-    "paper": {"embedding_dim": 300, "hidden_dim": 300, "num_layers": 3, "word_dropout": 0.3,
-              "activation": "relu", "freeze_embeddings": False},
+    "paper": Preset(
+        DANConfig(embedding_dim=300, hidden_dim=300, num_layers=3, word_dropout=0.3, activation="relu",
+                  freeze_embeddings=False)),
 }
 
 

@@ -40,8 +40,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from textnn.config import check_model_field as _check
-from textnn.config import is_int, opt
+from textnn.config import ModelOptions, Preset, PresetHead, check_model_field as _check, is_int, opt
 from textnn.models.base import (Encoder, EncoderOutput, InputSpec, LayerGroups, TokenFeatures, require_ints,
                                 require_probabilities)
 from textnn.modules.char_encoders import MultiWidthCharCNN
@@ -82,7 +81,7 @@ def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
 
 
 @dataclass
-class ELMoConfig:
+class ELMoConfig(ModelOptions):
     char_dim: int = opt(16, "character (byte) embedding size")
     filters: list[list[int]] = opt([[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]],
                                    "character CNN: [width, number of filters] pairs (the paper's 2048 filters)")
@@ -202,22 +201,25 @@ class ELMo(Encoder):
         return self.dropout(forward[-1]), self.dropout(backward[-1]), state
 
 
-PRESETS: dict[str, dict] = {
+PRESETS: dict[str, Preset] = {
     # For tests: every part present (three filter widths, a highway layer, two residual LSTM layers).
-    "tiny": {"char_dim": 4, "filters": [[1, 3], [2, 4], [3, 5]], "highway_layers": 1, "projection_dim": 6,
-             "hidden_size": 8, "num_layers": 2, "dropout": 0.1, "max_chars": 12,
-             "head": {"softmax": "adaptive", "cutoffs": [8], "div_value": 2.0}},
+    "tiny": Preset(
+        ELMoConfig(char_dim=4, filters=[[1, 3], [2, 4], [3, 5]], highway_layers=1, projection_dim=6,
+                   hidden_size=8, num_layers=2, dropout=0.1, max_chars=12),
+        PresetHead(softmax="adaptive", cutoffs=(8,), div_value=2.0)),
     # For a 2-core CPU: WikiText-2 in a few minutes. 256 filters of widths 1-5, one highway layer, P = 128,
     # two layers of 512 cells; the adaptive softmax keeps each step's output layer cheap.
-    "small": {"char_dim": 16, "filters": [[1, 16], [2, 32], [3, 64], [4, 64], [5, 80]], "highway_layers": 1,
-              "projection_dim": 128, "hidden_size": 512, "num_layers": 2, "dropout": 0.1, "max_chars": 50},
+    "small": Preset(
+        ELMoConfig(char_dim=16, filters=[[1, 16], [2, 32], [3, 64], [4, 64], [5, 80]], highway_layers=1,
+                   projection_dim=128, hidden_size=512, num_layers=2, dropout=0.1, max_chars=50)),
     # Peters et al. (2018) §3.4 and the released bilm-tf options of the original model: 2048 character
     # filters (widths 1-7 with 32, 32, 64, 128, 256, 512, 1024 filters) on 16-d character embeddings,
     # two highway layers, a projection to 512, two biLSTM layers of 4096 cells projected to 512 with a
     # residual connection, dropout 0.1, words cut at 50 characters. (They trained 10 epochs on the
     # 1B Word Benchmark with a sampled softmax; the average of the two perplexities was 39.7.)
-    "paper": {"char_dim": 16, "filters": [[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]],
-              "highway_layers": 2, "projection_dim": 512, "hidden_size": 4096, "num_layers": 2, "dropout": 0.1,
-              "max_chars": 50},
+    "paper": Preset(
+        ELMoConfig(char_dim=16,
+                   filters=[[1, 32], [2, 32], [3, 64], [4, 128], [5, 256], [6, 512], [7, 1024]], highway_layers=2,
+                   projection_dim=512, hidden_size=4096, num_layers=2, dropout=0.1, max_chars=50)),
 }
 ELMo.presets = PRESETS

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from textnn.config import check_model_field as _check, is_int, opt
+from textnn.config import ModelOptions, Preset, check_model_field as _check, is_int, opt
 from textnn.errors import TextnnError
 from textnn.models.base import (Encoder, EncoderOutput, Head, InputSpec, LayerGroups, TokenFeatures, require_choice,
                                 require_ints)
@@ -57,7 +57,7 @@ INIT_STD = 0.02
 
 
 @dataclass
-class GPTConfig:
+class GPTConfig(ModelOptions):
     n_layers: int = opt(4, "number of Transformer blocks L")
     n_heads: int = opt(4, "attention heads per block; must divide d_model")
     d_model: int = opt(128, "model (embedding and residual stream) size D")
@@ -226,25 +226,25 @@ class GPT(Encoder):
 
 # ------------------------------------------------------------------------------------------- presets
 
-PRESETS: dict[str, dict] = {
+PRESETS: dict[str, Preset] = {
     # For tests: two blocks so the residual stack is exercised, dropout on so train mode differs.
-    "tiny": {"n_layers": 2, "n_heads": 2, "d_model": 16, "d_ff": 0, "context": 16, "dropout": 0.1,
-             "tie": True, "bias": True},
+    "tiny": Preset(GPTConfig(n_layers=2, n_heads=2, d_model=16, d_ff=0, context=16, dropout=0.1, tie=True, bias=True)),
     # nanoGPT's CPU Tiny Shakespeare configuration (karpathy/nanoGPT README, "I only have a macbook"):
     # n_layer 4, n_head 4, n_embd 128, block_size 64, dropout 0, and its train.py default bias=False.
-    "nanogpt_cpu": {"n_layers": 4, "n_heads": 4, "d_model": 128, "d_ff": 0, "context": 64, "dropout": 0.0,
-                    "tie": True, "bias": False},
+    "nanogpt_cpu": Preset(
+        GPTConfig(n_layers=4, n_heads=4, d_model=128, d_ff=0, context=64, dropout=0.0, tie=True, bias=False)),
     # WikiText-2 with the whitespace tokenizer (V = 33,279 with <pad>), sized to the 2 x 200 tied LSTM
     # (embedding 200, 2 layers of 200 cells, tied): LSTM 33,279*200 + 2*4*(200*200 + 200*200 + 2*200)
     # + 33,279 (decoder bias) = 7,332,279 parameters; this GPT: 33,279*192 (tied) + 128*192
     # (positions) + 2*(12*192^2 + 13*192) + 2*192 (final LayerNorm) = 7,304,256, within 0.4%.
     # The tied embedding is 87% of the budget: depth and width beyond this cost as much as the LSTM.
-    "small": {"n_layers": 2, "n_heads": 6, "d_model": 192, "d_ff": 0, "context": 128, "dropout": 0.2,
-              "tie": True, "bias": True},
+    "small": Preset(
+        GPTConfig(n_layers=2, n_heads=6, d_model=192, d_ff=0, context=128, dropout=0.2, tie=True, bias=True)),
     # GPT-2 small (Radford et al. 2019, Table 2, first row: 12 layers, d_model 768; context 1024;
     # 12 heads of 64 and dropout 0.1 as in the released hparams).
-    "gpt2": {"n_layers": 12, "n_heads": 12, "d_model": 768, "d_ff": 0, "context": 1024, "dropout": 0.1,
-             "tie": True, "bias": True},
+    "gpt2": Preset(
+        GPTConfig(n_layers=12, n_heads=12, d_model=768, d_ff=0, context=1024, dropout=0.1, tie=True,
+                  bias=True)),
 }
-PRESETS["paper"] = dict(PRESETS["gpt2"])  # every family's "paper" preset: here GPT-2 small
+PRESETS["paper"] = PRESETS["gpt2"]  # every family's "paper" preset: here GPT-2 small
 GPT.presets = PRESETS

@@ -35,8 +35,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from textnn.config import check_model_field as _check
-from textnn.config import opt
+from textnn.config import ModelOptions, Preset, check_model_field as _check, opt
 from textnn.models.base import (Encoder, EncoderOutput, InputSpec, LayerGroups, TokenFeatures, require_bools,
                                 require_ints, require_probabilities)
 from textnn.modules.dropout import Dropout
@@ -44,7 +43,7 @@ from textnn.modules.embeddings import TokenEmbedding
 
 
 @dataclass
-class NPLMConfig:
+class NPLMConfig(ModelOptions):
     context_size: int = opt(4, "n - 1: how many previous tokens each prediction reads (Bengio et al. 2003: n = 5)")
     embedding_dim: int = opt(60, "feature vector size m of each word")
     hidden_size: int = opt(50, "tanh hidden units h; 0 = no hidden layer (then model.direct must be true)")
@@ -114,11 +113,11 @@ class NPLM(Encoder):
         return groups
 
 
-PRESETS: dict[str, dict] = {
+PRESETS: dict[str, Preset] = {
     # For tests: a hidden layer and direct connections, so that every path is exercised.
-    "tiny": {"context_size": 3, "embedding_dim": 8, "hidden_size": 16, "direct": True, "dropout": 0.1},
+    "tiny": Preset(NPLMConfig(context_size=3, embedding_dim=8, hidden_size=16, direct=True, dropout=0.1)),
     # Bengio et al. (2003) Table 1, the Brown-corpus model "MLP1": n = 5, h = 50, m = 60, with
     # direct connections.
-    "paper": {"context_size": 4, "embedding_dim": 60, "hidden_size": 50, "direct": True, "dropout": 0.0},
+    "paper": Preset(NPLMConfig(context_size=4, embedding_dim=60, hidden_size=50, direct=True, dropout=0.0)),
 }
 NPLM.presets = PRESETS

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import torch
 
-from textnn.config import opt
+from textnn.config import ModelOptions, Preset, PresetHead, opt
 from textnn.models.base import (Encoder, EncoderOutput, InputSpec, TokenFeatures, require_choice, require_ints,
                                 require_probabilities)
 from textnn.modules.dropout import Dropout
@@ -36,7 +36,7 @@ POOLINGS = ("last", "max", "mean")
 
 
 @dataclass
-class RNNClassifierConfig:
+class RNNClassifierConfig(ModelOptions):
     cell: str = opt("lstm", "recurrent cell: rnn (Elman, tanh), lstm or gru")
     embedding_dim: int = opt(300, "word embedding size D (must match data.vectors when given)")
     hidden_size: int = opt(256, "hidden state size H of each direction")
@@ -54,16 +54,20 @@ class RNNClassifierConfig:
         require_choice(self, "pooling", POOLINGS, one_of=True)
 
 
-PRESETS: dict[str, dict] = {
-    "tiny": {"cell": "lstm", "embedding_dim": 8, "hidden_size": 8, "num_layers": 2, "bidirectional": True,
-             "dropout": 0.2, "embedding_dropout": 0.1, "pooling": "max", "head": {"dropout": 0.2}},
+PRESETS: dict[str, Preset] = {
+    "tiny": Preset(
+        RNNClassifierConfig(cell="lstm", embedding_dim=8, hidden_size=8, num_layers=2, bidirectional=True,
+                            dropout=0.2, embedding_dropout=0.1, pooling="max"),
+        PresetHead(dropout=0.2)),
     # InferSent's BiLSTM-max encoder (Conneau et al. 2017): §3.2.2 one bidirectional LSTM layer with 2048
     # units per direction (4096-d sentence vectors) and max pooling; §3.3 300-d GloVe (Common Crawl 840B)
     # vectors kept fixed, an MLP classifier with one 512-unit hidden layer, no dropout (SGD lr 0.1,
     # batch 64). Their code (facebookresearch/InferSent train_nli.py) has the same defaults.
-    "paper": {"cell": "lstm", "embedding_dim": 300, "hidden_size": 2048, "num_layers": 1, "bidirectional": True,
-              "dropout": 0.0, "embedding_dropout": 0.0, "pooling": "max", "freeze_embeddings": True,
-              "head": {"hidden": 512, "dropout": 0.0}},
+    "paper": Preset(
+        RNNClassifierConfig(cell="lstm", embedding_dim=300, hidden_size=2048, num_layers=1,
+                            bidirectional=True, dropout=0.0, embedding_dropout=0.0, pooling="max",
+                            freeze_embeddings=True),
+        PresetHead(hidden=512, dropout=0.0)),
 }
 
 

@@ -39,7 +39,7 @@ from typing import Union
 import torch
 from torch import nn
 
-from textnn.config import opt
+from textnn.config import ModelOptions, Preset, opt
 from textnn.errors import TextnnError
 from textnn.models.base import (Encoder, EncoderOutput, InputSpec, LayerGroups, TokenFeatures, require_bools,
                                 require_choice, require_ints, require_probabilities)
@@ -52,7 +52,7 @@ RNNState = Union[tuple[torch.Tensor, torch.Tensor], torch.Tensor, None]
 
 
 @dataclass
-class RNNLMConfig:
+class RNNLMConfig(ModelOptions):
     cell: str = opt("lstm", "recurrent cell: lstm, gru, or rnn (Elman, tanh)")
     embedding_dim: int = opt(64, "token embedding size E")
     hidden_size: int = opt(256, "hidden (and LSTM memory cell) size H of every layer")
@@ -216,27 +216,31 @@ class RNNLM(Encoder):
 
 # ------------------------------------------------------------------------------------------- presets
 
-PRESETS: dict[str, dict] = {
+PRESETS: dict[str, Preset] = {
     # For tests: two layers so that the inter-layer path and dropout are exercised.
-    "tiny": {"cell": "lstm", "embedding_dim": 8, "hidden_size": 16, "num_layers": 2, "dropout": 0.1,
-             "tie_weights": False},
+    "tiny": Preset(
+        RNNLMConfig(cell="lstm", embedding_dim=8, hidden_size=16, num_layers=2, dropout=0.1,
+                    tie_weights=False)),
     # `textnn demo` (~3 minutes on 2 CPU cores). Measured on the demo's stdlib corpus, each size given
     # 90 CPU-seconds of one thread (Adam, batch 32 x 128 characters), dev bpc: 1 x 256: 1.66 (lr 1e-2),
     # 1.75 (lr 5e-3), 2.35 (lr 2e-3); 2 x 128: 2.22 (5e-3); 1 x 384: 2.18 (1e-2); 1 x 512: 3.00 (2e-3);
     # 2 x 256: 3.06 (2e-3 and 5e-3: still on the early plateau).
     # In a budget this short, updates count more than depth; more layers win with hours, not minutes.
-    "demo": {"cell": "lstm", "embedding_dim": 64, "hidden_size": 256, "num_layers": 1, "dropout": 0.0,
-             "tie_weights": False},
+    "demo": Preset(
+        RNNLMConfig(cell="lstm", embedding_dim=64, hidden_size=256, num_layers=1, dropout=0.0,
+                    tie_weights=False)),
     # Karpathy et al. (2015) §4.1 trained 1-3 layer LSTMs of 64-512 cells on one-hot characters; this
     # is the largest setting of that grid. A learned E = 128 embedding is at least as expressive as
     # their one-hot input for vocabularies of up to 128 characters (their Linux kernel set has 101).
-    "paper": {"cell": "lstm", "embedding_dim": 128, "hidden_size": 512, "num_layers": 3, "dropout": 0.0,
-              "tie_weights": False},
+    "paper": Preset(
+        RNNLMConfig(cell="lstm", embedding_dim=128, hidden_size=512, num_layers=3, dropout=0.0,
+                    tie_weights=False)),
     # The 2 x 200 tied LSTM of gluon-nlp's WikiText-2 table (`standard_lstm_lm_200`: embedding 200,
     # hidden 200, 2 layers, dropout 0.2, tied; trained with SGD lr 20, batch 20, bptt 35, clip 0.25;
     # validation / test perplexity 108.25 / 102.26), the "small" setting of Zaremba et al. (2014)'s
     # family with Press & Wolf's tying.
-    "gluon_2x200": {"cell": "lstm", "embedding_dim": 200, "hidden_size": 200, "num_layers": 2, "dropout": 0.2,
-                    "tie_weights": True},
+    "gluon_2x200": Preset(
+        RNNLMConfig(cell="lstm", embedding_dim=200, hidden_size=200, num_layers=2, dropout=0.2,
+                    tie_weights=True)),
 }
 RNNLM.presets = PRESETS

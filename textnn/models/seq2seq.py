@@ -46,7 +46,7 @@ from typing import Union
 import torch
 from torch import nn
 
-from textnn.config import check_model_field as _check, opt
+from textnn.config import ModelOptions, Preset, check_model_field as _check, opt
 from textnn.models.base import (DecoderOutput, EncoderDecoder, InputSpec, LayerGroups, require_bools, require_choice,
                                 require_ints, require_probabilities)
 from textnn.modules.attention import SCORES, Attended, make_attention
@@ -61,7 +61,7 @@ RNNState = Union[tuple[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 @dataclass
-class Seq2SeqConfig:
+class Seq2SeqConfig(ModelOptions):
     cell: str = opt("gru", "recurrent cell of the encoder and the decoder: gru or lstm")
     embedding_dim: int = opt(256, "source and target embedding size E")
     encoder_hidden: int = opt(256, "encoder hidden size He per direction (its states are K * He)")
@@ -303,43 +303,49 @@ class Seq2Seq(EncoderDecoder):
 # ------------------------------------------------------------------------------------------- presets
 
 _NO_ATTENTION = {"attention": "none", "arrangement": "bahdanau", "input_feeding": False, "attention_size": 256}
-PRESETS: dict[str, dict] = {
+PRESETS: dict[str, Preset] = {
     # For tests: two layers, a bidirectional encoder whose states match the decoder's size (so dot,
     # scaled_dot and cosine apply too), dropout on so train mode differs.
-    "tiny": {"cell": "gru", "embedding_dim": 8, "encoder_hidden": 6, "hidden_size": 12, "num_layers": 2,
-             "bidirectional": True, "bridge": True, "reverse_source": False, "context_every_step": False,
-             "attention": "additive", "arrangement": "bahdanau", "attention_size": 8, "input_feeding": False,
-             "max_source_positions": 24, "dropout": 0.1},
+    "tiny": Preset(
+        Seq2SeqConfig(cell="gru", embedding_dim=8, encoder_hidden=6, hidden_size=12, num_layers=2,
+                      bidirectional=True, bridge=True, reverse_source=False, context_every_step=False,
+                      attention="additive", arrangement="bahdanau", attention_size=8, input_feeding=False,
+                      max_source_positions=24, dropout=0.1)),
     # The CPU presets below are sized for Multi30k (29,000 pairs, ~8k BPE types a side) to make several
     # passes over the data in about 45 minutes on 2 CPU threads; the papers' models are 4-8x wider.
     # Sutskever et al. (2014): stacked LSTMs (they use 4 x 1000), states copied, source reversed.
-    "sutskever": {"cell": "lstm", "embedding_dim": 256, "encoder_hidden": 256, "hidden_size": 256, "num_layers": 2,
-                  "bidirectional": False, "bridge": False, "reverse_source": True, "context_every_step": False,
-                  **_NO_ATTENTION, "max_source_positions": 100, "dropout": 0.3},
+    "sutskever": Preset(
+        Seq2SeqConfig(cell="lstm", embedding_dim=256, encoder_hidden=256, hidden_size=256, num_layers=2,
+                      bidirectional=False, bridge=False, reverse_source=True, context_every_step=False,
+                      **_NO_ATTENTION, max_source_positions=100, dropout=0.3)),
     # Cho et al. (2014): one GRU layer a side (1000 in the paper), the summary fed at every step.
-    "cho": {"cell": "gru", "embedding_dim": 256, "encoder_hidden": 512, "hidden_size": 512, "num_layers": 1,
-            "bidirectional": False, "bridge": True, "reverse_source": False, "context_every_step": True,
-            **_NO_ATTENTION, "max_source_positions": 100, "dropout": 0.3},
+    "cho": Preset(
+        Seq2SeqConfig(cell="gru", embedding_dim=256, encoder_hidden=512, hidden_size=512, num_layers=1,
+                      bidirectional=False, bridge=True, reverse_source=False, context_every_step=True,
+                      **_NO_ATTENTION, max_source_positions=100, dropout=0.3)),
     # Bahdanau et al. (2015), RNNsearch at CPU size: bidirectional GRU encoder, additive attention with
     # the previous state.
-    "bahdanau": {"cell": "gru", "embedding_dim": 256, "encoder_hidden": 256, "hidden_size": 512, "num_layers": 1,
-                 "bidirectional": True, "bridge": True, "reverse_source": False, "context_every_step": False,
-                 "attention": "additive", "arrangement": "bahdanau", "attention_size": 256, "input_feeding": False,
-                 "max_source_positions": 100, "dropout": 0.3},
+    "bahdanau": Preset(
+        Seq2SeqConfig(cell="gru", embedding_dim=256, encoder_hidden=256, hidden_size=512, num_layers=1,
+                      bidirectional=True, bridge=True, reverse_source=False, context_every_step=False,
+                      attention="additive", arrangement="bahdanau", attention_size=256, input_feeding=False,
+                      max_source_positions=100, dropout=0.3)),
     # Luong et al. (2015): LSTM, the current state attends, input feeding. The score is cosine with a
     # learned gain rather than the paper's general (bilinear) one: at an equal budget of 800 steps the
     # general score, whose raw products of 512-wide states saturate the softmax, learned slowest of five
     # and cosine fastest (docs/RESULTS.md, the attention score functions). The encoder states (2 x 256)
     # match the decoder (512), so every score applies: model.attention=general gives the paper's.
-    "luong": {"cell": "lstm", "embedding_dim": 256, "encoder_hidden": 256, "hidden_size": 512, "num_layers": 1,
-              "bidirectional": True, "bridge": True, "reverse_source": False, "context_every_step": False,
-              "attention": "cosine", "arrangement": "luong", "attention_size": 256, "input_feeding": True,
-              "max_source_positions": 100, "dropout": 0.3},
+    "luong": Preset(
+        Seq2SeqConfig(cell="lstm", embedding_dim=256, encoder_hidden=256, hidden_size=512, num_layers=1,
+                      bidirectional=True, bridge=True, reverse_source=False, context_every_step=False,
+                      attention="cosine", arrangement="luong", attention_size=256, input_feeding=True,
+                      max_source_positions=100, dropout=0.3)),
     # Bahdanau et al. (2015), appendix A.2: RNNsearch, embeddings 620, 1000 GRU units a direction and
     # in the decoder, alignment model of 1000.
-    "paper": {"cell": "gru", "embedding_dim": 620, "encoder_hidden": 1000, "hidden_size": 1000, "num_layers": 1,
-              "bidirectional": True, "bridge": True, "reverse_source": False, "context_every_step": False,
-              "attention": "additive", "arrangement": "bahdanau", "attention_size": 1000, "input_feeding": False,
-              "max_source_positions": 100, "dropout": 0.0},
+    "paper": Preset(
+        Seq2SeqConfig(cell="gru", embedding_dim=620, encoder_hidden=1000, hidden_size=1000, num_layers=1,
+                      bidirectional=True, bridge=True, reverse_source=False, context_every_step=False,
+                      attention="additive", arrangement="bahdanau", attention_size=1000, input_feeding=False,
+                      max_source_positions=100, dropout=0.0)),
 }
 Seq2Seq.presets = PRESETS

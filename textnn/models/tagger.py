@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-from textnn.config import opt
+from textnn.config import ModelOptions, Preset, PresetHead, opt
 from textnn.models.base import Encoder, EncoderOutput, InputSpec, TokenFeatures, require_choice, require_ints
 from textnn.models.word_features import add_word_features, check_word_feature_options, concat_word_features
 from textnn.modules.dropout import Dropout
@@ -37,7 +37,7 @@ from textnn.modules.rnn import CELLS, RNNEncoder
 
 
 @dataclass
-class RNNTaggerConfig:
+class RNNTaggerConfig(ModelOptions):
     word_dim: int = opt(100, "word embedding size D (must match data.vectors when given)")
     char_encoder: str = opt("lstm", "character features of each word: none, cnn (Ma & Hovy 2016) or lstm (Lample et al. 2016)")
     char_dim: int = opt(25, "character embedding size (cnn or lstm)")
@@ -87,22 +87,25 @@ class RNNTagger(Encoder):
         return EncoderOutput(tokens=self.dropout(self.rnn(x, mask)))  # [B, T, 2H]
 
 
-PRESETS: dict[str, dict] = {
+PRESETS: dict[str, Preset] = {
     # For tests: every part present (char BiLSTM, casing, CRF with constraints) and still tiny.
-    "tiny": {"word_dim": 8, "char_encoder": "lstm", "char_dim": 4, "char_filters": 5, "char_width": 3,
-             "char_hidden": 3, "casing_dim": 2, "cell": "lstm", "hidden_size": 6, "num_layers": 1,
-             "dropout": 0.1, "head": {"output": "crf", "constrained": True}},
+    "tiny": Preset(
+        RNNTaggerConfig(word_dim=8, char_encoder="lstm", char_dim=4, char_filters=5, char_width=3,
+                        char_hidden=3, casing_dim=2, cell="lstm", hidden_size=6, num_layers=1, dropout=0.1),
+        PresetHead(output="crf", constrained=True)),
     # Lample et al. (2016) LSTM-CRF: §4.1-4.2 100-d pretrained word embeddings and a character BiLSTM of
     # 25 units per direction on 25-d character embeddings; §5.1 a one-layer word BiLSTM of 100 units per
     # direction and dropout 0.5; §2.2 a CRF with freely learned transitions (hence constrained: false).
-    "paper": {"word_dim": 100, "char_encoder": "lstm", "char_dim": 25, "char_hidden": 25, "casing_dim": 0,
-              "cell": "lstm", "hidden_size": 100, "num_layers": 1, "dropout": 0.5,
-              "head": {"output": "crf", "constrained": False}},
+    "paper": Preset(
+        RNNTaggerConfig(word_dim=100, char_encoder="lstm", char_dim=25, char_hidden=25, casing_dim=0,
+                        cell="lstm", hidden_size=100, num_layers=1, dropout=0.5),
+        PresetHead(output="crf", constrained=False)),
     # Ma & Hovy (2016) BLSTM-CNN-CRF, Table 1: 100-d GloVe, character CNN with 30 filters of width 3 on
     # 30-d character embeddings, LSTM of 200 units per direction, dropout 0.5; CRF with learned transitions.
-    "ma_hovy": {"word_dim": 100, "char_encoder": "cnn", "char_dim": 30, "char_filters": 30, "char_width": 3,
-                "casing_dim": 0, "cell": "lstm", "hidden_size": 200, "num_layers": 1, "dropout": 0.5,
-                "head": {"output": "crf", "constrained": False}},
+    "ma_hovy": Preset(
+        RNNTaggerConfig(word_dim=100, char_encoder="cnn", char_dim=30, char_filters=30, char_width=3,
+                        casing_dim=0, cell="lstm", hidden_size=200, num_layers=1, dropout=0.5),
+        PresetHead(output="crf", constrained=False)),
 }
 
 RNNTagger.presets = PRESETS

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from textnn.config import check_model_field as _check, opt
+from textnn.config import ModelOptions, Preset, check_model_field as _check, opt
 from textnn.errors import TextnnError
 from textnn.models.base import (DecoderOutput, EncoderDecoder, Head, InputSpec, LayerGroups, require_bools,
                                 require_choice, require_ints, require_probabilities)
@@ -52,7 +52,7 @@ from textnn.modules.transformer import ACTIVATIONS, DecoderBlock, TransformerBlo
 
 
 @dataclass
-class TransformerMTConfig:
+class TransformerMTConfig(ModelOptions):
     n_layers: int = opt(6, "layers N in the encoder and in the decoder (Vaswani et al. 2017, §3.1)")
     n_heads: int = opt(8, "attention heads h per attention; must divide d_model")
     d_model: int = opt(512, "model size d_model: embeddings and every layer's states; even (sinusoids)")
@@ -229,20 +229,23 @@ class TransformerMT(EncoderDecoder):
 
 # ------------------------------------------------------------------------------------------- presets
 
-PRESETS: dict[str, dict] = {
+PRESETS: dict[str, Preset] = {
     # For tests: two layers a side so the stacks are exercised, dropout on so train mode differs;
     # separate embeddings so it builds for separate vocabularies too.
-    "tiny": {"n_layers": 2, "n_heads": 2, "d_model": 16, "d_ff": 32, "dropout": 0.1, "activation": "relu",
-             "pre_ln": False, "share_embeddings": False, "tie_output": True},
+    "tiny": Preset(
+        TransformerMTConfig(n_layers=2, n_heads=2, d_model=16, d_ff=32, dropout=0.1, activation="relu",
+                            pre_ln=False, share_embeddings=False, tie_output=True)),
     # CPU size for Multi30k under a joint BPE: the model of bentrevett's pytorch-seq2seq Transformer
     # tutorial (3 layers, d_model 256, 8 heads, d_ff 512, dropout 0.1; 36.5 BLEU on the 2016 test set),
     # with the paper's shared embeddings.
-    "small": {"n_layers": 3, "n_heads": 8, "d_model": 256, "d_ff": 512, "dropout": 0.1, "activation": "relu",
-              "pre_ln": False, "share_embeddings": True, "tie_output": True},
+    "small": Preset(
+        TransformerMTConfig(n_layers=3, n_heads=8, d_model=256, d_ff=512, dropout=0.1, activation="relu",
+                            pre_ln=False, share_embeddings=True, tie_output=True)),
     # The base model (Vaswani et al. 2017, Table 3 "base": N 6, d_model 512, d_ff 2048, h 8, P_drop 0.1;
     # shared source/target/output embeddings under a joint BPE, §3.4 and §5.1).
-    "base": {"n_layers": 6, "n_heads": 8, "d_model": 512, "d_ff": 2048, "dropout": 0.1, "activation": "relu",
-             "pre_ln": False, "share_embeddings": True, "tie_output": True},
+    "base": Preset(
+        TransformerMTConfig(n_layers=6, n_heads=8, d_model=512, d_ff=2048, dropout=0.1, activation="relu",
+                            pre_ln=False, share_embeddings=True, tie_output=True)),
 }
-PRESETS["paper"] = dict(PRESETS["base"])  # every family's "paper" preset: here the base model
+PRESETS["paper"] = PRESETS["base"]  # every family's "paper" preset: here the base model
 TransformerMT.presets = PRESETS

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from textnn.config import check_model_field as _check, is_int, opt
+from textnn.config import ModelOptions, Preset, check_model_field as _check, is_int, opt
 from textnn.errors import TextnnError
 from textnn.models.base import (Encoder, EncoderOutput, Head, InputSpec, LayerGroups, TokenFeatures, require_ints,
                                 require_probabilities)
@@ -62,7 +62,7 @@ INIT_STD = 0.02  # the authors' init_std
 
 
 @dataclass
-class TransformerXLConfig:
+class TransformerXLConfig(ModelOptions):
     n_layers: int = opt(2, "number of Transformer layers N")
     n_heads: int = opt(4, "attention heads H per layer")
     d_model: int = opt(200, "model (and embedding) size D; even, for the sinusoid encodings")
@@ -284,26 +284,29 @@ class TransformerXL(Encoder):
 
 # ------------------------------------------------------------------------------------------- presets
 
-PRESETS: dict[str, dict] = {
+PRESETS: dict[str, Preset] = {
     # For tests: two layers (the memory of a layer > 0 is a layer's output), H * Dh != D.
-    "tiny": {"n_layers": 2, "n_heads": 2, "d_model": 16, "d_head": 6, "d_ff": 24, "mem_len": 8,
-             "eval_mem_len": 16, "clamp_len": 0, "same_length": False, "dropout": 0.1, "dropatt": 0.1,
-             "tie_weights": True, "pre_ln": False},
+    "tiny": Preset(
+        TransformerXLConfig(n_layers=2, n_heads=2, d_model=16, d_head=6, d_ff=24, mem_len=8,
+                            eval_mem_len=16, clamp_len=0, same_length=False, dropout=0.1, dropatt=0.1,
+                            tie_weights=True, pre_ln=False)),
     # WikiText-2 on a CPU, sized like a 2-layer, 200-unit tied LSTM LM: with the whitespace vocabulary
     # of WikiText-2 train (33,279 entries incl. <pad>, <unk>, <eos>) this has 7,332,199 parameters
     # (6,655,800 of them the tied embedding, 642,800 in the two layers); the LSTM has 7,332,279 (the
     # same embedding, 643,200 LSTM weights, the output bias). Memory = the segment (data.bptt 64) in
     # training, 4 x that in evaluation.
-    "small": {"n_layers": 2, "n_heads": 4, "d_model": 200, "d_head": 40, "d_ff": 400, "mem_len": 64,
-              "eval_mem_len": 256, "clamp_len": 0, "same_length": False, "dropout": 0.1, "dropatt": 0.0,
-              "tie_weights": True, "pre_ln": False},
+    "small": Preset(
+        TransformerXLConfig(n_layers=2, n_heads=4, d_model=200, d_head=40, d_ff=400, mem_len=64,
+                            eval_mem_len=256, clamp_len=0, same_length=False, dropout=0.1, dropatt=0.0,
+                            tie_weights=True, pre_ln=False)),
     # For reference: the authors' WikiText-103 base model (run_wt103_base.sh in their code: 16 layers,
     # D 410, 10 heads of 41, F 2100, dropout 0.1, dropatt 0, training memory = segment = 150; evaluation
     # with a 640-token memory, clamp 400, same_length). Their 24.0 test perplexity also relies on an
     # adaptive softmax, which textnn does not have.
-    "paper_wt103_base": {"n_layers": 16, "n_heads": 10, "d_model": 410, "d_head": 41, "d_ff": 2100,
-                         "mem_len": 150, "eval_mem_len": 640, "clamp_len": 400, "same_length": True,
-                         "dropout": 0.1, "dropatt": 0.0, "tie_weights": True, "pre_ln": False},
+    "paper_wt103_base": Preset(
+        TransformerXLConfig(n_layers=16, n_heads=10, d_model=410, d_head=41, d_ff=2100, mem_len=150,
+                            eval_mem_len=640, clamp_len=400, same_length=True, dropout=0.1, dropatt=0.0,
+                            tie_weights=True, pre_ln=False)),
 }
 PRESETS["paper"] = PRESETS["paper_wt103_base"]  # every family's "paper" preset is its published setting
 TransformerXL.presets = PRESETS

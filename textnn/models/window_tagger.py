@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from textnn.config import opt, check_model_field as _check, is_int as _is_int
+from textnn.config import ModelOptions, Preset, PresetHead, check_model_field as _check, is_int as _is_int, opt
 from textnn.models.base import Encoder, EncoderOutput, InputSpec, TokenFeatures, require_ints
 from textnn.models.word_features import add_word_features, check_word_feature_options, concat_word_features
 from textnn.modules.dropout import Dropout
@@ -38,7 +38,7 @@ from textnn.modules.dropout import Dropout
 
 
 @dataclass
-class WindowTaggerConfig:
+class WindowTaggerConfig(ModelOptions):
     window: int = opt(5, "words per window (odd): a word's scores see (window-1)/2 words on each side")
     word_dim: int = opt(50, "word embedding size (must match data.vectors when given)")
     casing_dim: int = opt(5, "size of the embedding of each word's casing category (Collobert's caps feature); 0 = none")
@@ -101,15 +101,18 @@ class WindowTagger(Encoder):
         return [("features", [*inputs, *padding]), ("window", [self.window_layer])]
 
 
-PRESETS: dict[str, dict] = {
+PRESETS: dict[str, Preset] = {
     # For tests: small, with casing, a window of 3 and the sentence-level likelihood.
-    "tiny": {"window": 3, "word_dim": 8, "casing_dim": 2, "char_encoder": "none", "char_dim": 4, "char_filters": 5,
-             "char_width": 3, "char_hidden": 3, "hidden_size": 10, "dropout": 0.1,
-             "head": {"output": "crf", "constrained": True}},
+    "tiny": Preset(
+        WindowTaggerConfig(window=3, word_dim=8, casing_dim=2, char_encoder="none", char_dim=4,
+                           char_filters=5, char_width=3, char_hidden=3, hidden_size=10, dropout=0.1),
+        PresetHead(output="crf", constrained=True)),
     # Collobert et al. (2011) Table 5: window 5, 50-d words, 5-d caps feature, 300 hidden units; the
     # sentence-level log-likelihood (their NER results use it) with freely learned transitions; no dropout.
-    "paper": {"window": 5, "word_dim": 50, "casing_dim": 5, "char_encoder": "none", "hidden_size": 300,
-              "dropout": 0.0, "head": {"output": "crf", "constrained": False}},
+    "paper": Preset(
+        WindowTaggerConfig(window=5, word_dim=50, casing_dim=5, char_encoder="none", hidden_size=300,
+                           dropout=0.0),
+        PresetHead(output="crf", constrained=False)),
 }
 
 WindowTagger.presets = PRESETS

@@ -22,12 +22,12 @@ import numpy as np
 import torch
 from torch import nn
 
-from textnn.config import check_model_field, is_int, opt
+from textnn.config import ModelOptions, Preset, check_model_field, is_int, opt
 from textnn.models.base import Encoder, EncoderOutput, InputSpec, LayerGroups, require_choice, require_ints
 
 
 @dataclass
-class Word2VecConfig:
+class Word2VecConfig(ModelOptions):
     architecture: str = opt("skipgram", "skipgram (predict each window word from the word) or cbow (the word from the window's mean)")
     loss: str = opt("negative", "negative (negative sampling, Mikolov et al. 2013b section 2.2) or hierarchical (softmax over a Huffman tree, section 2.1)")
     dim: int = opt(100, "vector size")
@@ -56,10 +56,10 @@ class Word2VecConfig:
         return self.alpha or (0.05 if self.architecture == "cbow" else 0.025)
 
 
-PRESETS: dict[str, dict] = {
-    "tiny": {"dim": 16, "window": 2, "negative": 3, "batch_words": 256},
+PRESETS: dict[str, Preset] = {
+    "tiny": Preset(Word2VecConfig(dim=16, window=2, negative=3, batch_words=256)),
     # The 2013b setting: 300-d skip-gram, 5 negatives, t = 1e-5 (they report 1e-5 for large corpora).
-    "paper": {"dim": 300, "window": 5, "negative": 5, "sample": 1e-5},
+    "paper": Preset(Word2VecConfig(dim=300, window=5, negative=5, sample=1e-5)),
 }
 
 
@@ -138,8 +138,8 @@ class Word2Vec(Encoder):
     sentence vector, so the other tasks refuse it by what it declares.
     """
 
-    config_class: ClassVar[type] = Word2VecConfig
-    presets: ClassVar[dict[str, dict]] = PRESETS
+    config_class: ClassVar[type[ModelOptions]] = Word2VecConfig
+    presets: ClassVar[dict[str, Preset]] = PRESETS
 
     def __init__(self, cfg: Word2VecConfig, spec: InputSpec) -> None:
         super().__init__()

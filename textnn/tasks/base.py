@@ -123,7 +123,8 @@ class Task(ABC):
     start_vocab_size: int | None = None
     # Examples per forward pass when evaluating or predicting, as a command asked (--batch-size; the unit is
     # the task's: sentences, lines, pairs, windows); None = the task's own rule (`pipeline.eval_batch_size`,
-    # or its fixed sizes). A loaded run is given it once, by `experiment.load_run`; training never sets it.
+    # or its fixed sizes). Given once, when a trained run's task is made for a command (`for_inference`);
+    # training never sets it.
     inference_batch_size: int | None = None
 
     def __init_subclass__(cls, **kwargs) -> None:
@@ -149,6 +150,14 @@ class Task(ABC):
     @abstractmethod
     def from_run(cls, run_path: Path, config: Config) -> "Task":
         """The task as a run saved it (`save`), without reading any data file."""
+
+    @classmethod
+    def for_inference(cls, run_path: Path, config: Config, batch_size: int | None = None) -> "Task":
+        """The task of a trained run (`from_run`) as a command evaluates and predicts with it: `batch_size`
+        examples per forward pass (its --batch-size, `inference_batch_size`); None = the task's own rule."""
+        task = cls.from_run(run_path, config)
+        task.inference_batch_size = batch_size
+        return task
 
     @abstractmethod
     def save(self, run_path: Path) -> None:

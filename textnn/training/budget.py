@@ -46,7 +46,7 @@ def check_resume_budget(run: RunDir, config: Config, task, extend: bool = False)
     max_steps or max_minutes between evaluations), which a longer run would not have made, unless
     `extend` (--extend) accepts that evaluation: the run goes on with it in its history, and says so.
     """
-    saved, wanted = run.load_config().train, config.train
+    saved, wanted = run.train_config(), config.train
     changed = [key for key in BUDGET if getattr(saved, key) != getattr(wanted, key)]
     if not changed:
         return

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from textnn.config import check_key, is_int, opt
+from textnn.config import HeadOptions, check_key, is_int, opt
 from textnn.models.base import EncoderWithHead, ModelOutput, TokenFeatures, detach_state
 from textnn.modules.heads import ClassifierHead, PairClassifierHead, RegressionHead
 from textnn.modules.pooling import concat_pool, last_valid, masked_max, masked_mean
@@ -23,7 +23,7 @@ POOLS = {"max": masked_max, "mean": masked_mean, "last": last_valid, "concat": c
 
 
 @dataclass
-class ClassificationHeadConfig:
+class ClassificationHeadConfig(HeadOptions):
     dropout: float = opt(0.0, "dropout on the sentence vector (and on the hidden layer, unless head.hidden_dropout says otherwise), in [0, 1)")
     hidden: int = opt(0, "size of a hidden layer before the output layer (InferSent's MLP: tanh; ULMFiT: 50, relu); 0 = linear output")
     hidden_dropout: float = opt(-1.0, "head.hidden > 0: dropout on the hidden layer before the output layer, in [0, 1); -1 = head.dropout")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 
 from textnn import registry
-from textnn.config import check_key, opt
+from textnn.config import HeadOptions, check_key, opt
 from textnn.errors import TextnnError
 from textnn.generation.decoding import PromptDecoder
 from textnn.models.base import EncoderWithHead, InputSpec, ModelOutput
@@ -21,7 +21,7 @@ SOFTMAXES = ("auto", "full", "adaptive")
 
 
 @dataclass
-class LanguageModelingHead:
+class LanguageModelingHead(HeadOptions):
     """Head options of language modelling: the output layer over the vocabulary."""
 
     softmax: str = opt("auto", "auto (the family's own choice: adaptive for elmo, full for the others), full (one linear map over the vocabulary) or adaptive (Grave et al. 2017: frequency clusters, smaller dimensions for rare words; the training loss never scores the whole vocabulary, evaluation is exact)")

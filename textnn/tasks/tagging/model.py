@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from textnn.config import check_key, opt
+from textnn.config import HeadOptions, check_key, opt
 from textnn.models.base import EncoderWithHead, ModelOutput, TokenFeatures
 from textnn.modules.heads import TAGGER_OUTPUTS
 from textnn.tasks.features import FrozenLayers
@@ -17,7 +17,7 @@ from textnn.tasks.tagging.data import SubwordInput
 
 
 @dataclass
-class TaggingHeadConfig:
+class TaggingHeadConfig(HeadOptions):
     output: str = opt("crf", "softmax (each tag on its own, cross-entropy) or crf (linear-chain CRF, Lample et al. 2016 §2.2)")
     constrained: bool = opt(True, "crf: forbid the tag transitions that data.train_tag_scheme never produces "
                                   "(e.g. O -> I-PER in bio), in training and decoding; no effect with softmax")

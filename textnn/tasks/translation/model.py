@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from textnn.config import check_key, is_int, opt
+from textnn.config import HeadOptions, check_key, is_int, opt
 from textnn.generation.decoding import Decoder
 from textnn.models.base import EncoderDecoder, EncoderWithHead
 from textnn.modules.heads import LMHead
@@ -17,7 +17,7 @@ from textnn.tasks.translation.data import TranslationBatch
 
 
 @dataclass
-class TranslationHeadConfig:
+class TranslationHeadConfig(HeadOptions):
     """The output layer, the loss and the decoding length rule."""
 
     label_smoothing: float = opt(0.0, "eps of label-smoothed cross-entropy (Vaswani et al. 2017 §5.4: 0.1); 0 = plain")

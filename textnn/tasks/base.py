@@ -27,6 +27,7 @@ Class attributes:
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,6 +98,11 @@ def build_encoder(config: Config, vocab: Vocab, **inputs):
     `InputSpec` says of its inputs (word vectors, characters, casings, a frozen encoder's size)."""
     return registry.encoder_class(config.model_name)(config.model,
                                                      InputSpec(vocab_size=len(vocab), pad_id=vocab.pad_id, **inputs))
+
+
+def perplexity(loss: float) -> float:
+    """exp of a mean loss in nats per token; inf where that overflows a float (a loss past 700)."""
+    return math.exp(loss) if loss < 700 else float("inf")
 
 
 # Capabilities a task may declare (Task.capabilities), each with the method it then has:

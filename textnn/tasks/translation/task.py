@@ -6,7 +6,6 @@ in text.py; greedy / sampling / beam decoding in decoding.py; the attention view
 
 from __future__ import annotations
 
-import math
 import sys
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from textnn.metrics.bleu import corpus_scores
 from textnn.models.base import EncoderDecoder, InputSpec
 from textnn.modules.heads import LMHead
 from textnn.tasks import pipeline
-from textnn.tasks.base import EPOCH_SEED_STRIDE, BatchTask
+from textnn.tasks.base import EPOCH_SEED_STRIDE, BatchTask, perplexity
 from textnn.tasks.checks import refuse_init_from, require_train
 from textnn.tasks.translation.data import EncodedPairs, TranslationBatch, TranslationData
 from textnn.tasks.translation.decoding import GREEDY_SENTENCES, TranslationDecoding
@@ -206,7 +205,7 @@ class TranslationTask(TranslationIO, TranslationText, TranslationDecoding, Atten
             total += label_smoothed_nll(logits, batch.tgt_out, batch.tgt_mask, 0.0)[1].double()
             count += batch.count
         loss = float(total) / count
-        results: dict = {"loss": loss, "perplexity": math.exp(loss) if loss < 700 else float("inf")}
+        results: dict = {"loss": loss, "perplexity": perplexity(loss)}
         if decoding is None and (self.config.train.metric in DECODE_METRICS or bootstrap_samples > 0):
             decoding = self.decoding_config()
         if decoding is not None:

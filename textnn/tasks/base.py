@@ -27,16 +27,19 @@ Class attributes:
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, ClassVar, Iterable, Iterator, Protocol
 
+from textnn import registry
 from textnn.config import Config, DataConfig, NoHeadOptions
 from textnn.data.batching import Batch, bucket_batches
 from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import Vocab, read_run_json
 from textnn.errors import TextnnError, short
+from textnn.models.base import InputSpec
 from textnn.tasks import pipeline
 
 
@@ -81,6 +84,25 @@ class Table:
     delimiter: str = "\t"
     quoting: bool = False
     reading: str = ""  # what the line said on stderr says is read: "predicting on its 'sentence' column"
+
+
+def unbuilt_inputs(encoder_cls: type, builds: tuple[str, ...], task: str) -> str | None:
+    """Why `task`, which builds the inputs `builds` beside the token ids, cannot feed an encoder of `encoder_cls`
+    (the inputs it reads that the task does not build); None when it can (`Task.unusable_reason`)."""
+    missing = [name for name in encoder_cls.reads if name not in builds]
+    return f"it reads {' and '.join(missing)} features, which {task} does not build" if missing else None
+
+
+def build_encoder(config: Config, vocab: Vocab, **inputs):
+    """The encoder model.name names, built with model's options to read ids of `vocab`; `inputs`: what else
+    `InputSpec` says of its inputs (word vectors, characters, casings, a frozen encoder's size)."""
+    return registry.encoder_class(config.model_name)(config.model,
+                                                     InputSpec(vocab_size=len(vocab), pad_id=vocab.pad_id, **inputs))
+
+
+def perplexity(loss: float) -> float:
+    """exp of a mean loss in nats per token; inf where that overflows a float (a loss past 700)."""
+    return math.exp(loss) if loss < 700 else float("inf")
 
 
 # Capabilities a task may declare (Task.capabilities), each with the method it then has:
@@ -200,6 +222,12 @@ class Task(ABC):
 
     def higher_is_better(self, metric: str) -> bool:
         return self.metric_directions[metric]
+
+    @property
+    def selected_metric(self) -> str:
+        """The metric the run selects on: train.metric, else the task's default (the one a bootstrap interval
+        is drawn for)."""
+        return self.config.train.metric or self.default_metric  # type: ignore[attr-defined]
 
     # --- state carried between training batches ----------------------------------------------------
     def carried_state(self) -> object:
@@ -335,6 +363,21 @@ class BatchTask(Task):
         `batch_size` 0: a command's --batch-size, else the task's rule (`pipeline.eval_batch_size`)."""
         size = batch_size or pipeline.eval_batch_size(self.config, self.inference_batch_size)  # type: ignore[attr-defined]
         return [split.collate(index) for index in bucket_batches(split.lengths(), size, shuffle=False)]
+
+    def batches_on_device(self, model, split: EncodedSplit, batch_size: int = 0) -> Iterator[Batch]:
+        """`eval_batches(split, batch_size)`, each on the model's device, with the model put in evaluation mode
+        first: what every pass that scores a split without training reads."""
+        model.eval()
+        device = next(model.parameters()).device
+        for batch in self.eval_batches(split, batch_size):
+            yield batch.to(device)
+
+    def encode_files(self, splits: Iterable[str] = ("dev", "test")) -> None:
+        """Encode each of `splits` whose data option (data.dev, data.test, ...) names a file (`encode_file`)."""
+        for split in splits:
+            path = getattr(self.config.data, split)  # type: ignore[attr-defined]
+            if path:
+                self.splits[split] = self.encode_file(path)
 
     @abstractmethod
     def loss(self, model, batch):

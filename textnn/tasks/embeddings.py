@@ -37,6 +37,7 @@ from textnn.metrics.word_vectors import (WordVectors, evaluate_analogies, evalua
 from textnn.models.base import InputSpec
 from textnn.models.word2vec import Word2Vec, huffman_tree, keep_probabilities, noise_distribution, seed_of
 from textnn.tasks.base import Task
+from textnn.tasks.checks import refuse_init_from, require_train
 
 # Rows of the noise table (word2vec.c uses 1e8): enough that a word of probability p holds about
 # p * size rows, so the table's distribution is the unigram^0.75 one to within 1e-7 per word.
@@ -105,10 +106,8 @@ class EmbeddingsTask(Task):
             raise TextnnError(f"config key data.tokenizer: got {short(data.tokenizer)}; task embeddings reads "
                               f"whitespace-separated tokens: set data.tokenizer: whitespace (tokenize the corpus "
                               f"first)")
-        if config.init_from:
-            raise TextnnError("config key model.init_from: task embeddings trains its vectors from scratch; remove it")
-        if not data.train:
-            raise TextnnError("config key data.train: missing; give a plain text file (one sentence per line)")
+        refuse_init_from(config, "task embeddings trains its vectors from scratch; remove it")
+        require_train(config, "a plain text file (one sentence per line)")
 
     @property
     def default_metric(self) -> str:

@@ -82,15 +82,16 @@ def train_wordpiece(config: Config, texts: Callable[[], Iterable[str]], source: 
     return Tokenizer.from_dict(cached(data.train, settings, compute, enabled=data.cache))
 
 
-def tokenizer(config: Config, wordpiece_texts: Callable[[], Iterable[str]], wordpiece_source: dict
-              ) -> tuple[Tokenizer, Vocab | None]:
+def tokenizer(config: Config, wordpiece_texts: Callable[[], Iterable[str]], wordpiece_source: dict,
+              wordpiece_kind: str = "wordpiece_model") -> tuple[Tokenizer, Vocab | None]:
     """(tokenizer, the starting run's vocabulary or None): model.init_from's pipeline, a WordPiece trained
-    on `wordpiece_texts()` (data.tokenizer wordpiece), or the rule-based tokenizer data.tokenizer names."""
+    on `wordpiece_texts()` (data.tokenizer wordpiece; cached as `train_wordpiece` says), or the rule-based
+    tokenizer data.tokenizer names."""
     data = config.data
     if config.start is not None:  # the starting run's: its encoder was trained on its pieces
         return config.start.pipeline
     if data.tokenizer == "wordpiece":
-        return train_wordpiece(config, wordpiece_texts, wordpiece_source), None
+        return train_wordpiece(config, wordpiece_texts, wordpiece_source, wordpiece_kind), None
     return Tokenizer(data.tokenizer, data.lowercase), None
 
 

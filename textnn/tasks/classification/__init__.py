@@ -25,9 +25,10 @@ Regression (`data.regression: true`, STS-B's similarity scores): the label colum
 numbers; a `RegressionHead` gives one value per input, trained with the squared error and scored
 by Pearson's and Spearman's correlation (GLUE's STS-B metrics) and the mean squared error.
 
-This package keeps four things apart: `data.py` reads files into examples and batches, `io.py` is what
+This package keeps its parts apart: `data.py` reads files into examples and batches, `building.py` draws
+the rows a run trains, selects and evaluates on, `encoding.py` turns them into ids, `io.py` is what
 `predict` takes and gives (typed) and how its input reads, `model.py` puts the head on an encoder,
-`task.py` is the task's own logic (loss, metrics, predictions, report).
+`report.py` is its part of the report, and `task.py` is the task's own logic (loss, metrics, predictions).
 """
 
 from textnn.tasks.classification.data import ClassificationBatch, ClassificationData, EncodedTexts

@@ -4,12 +4,17 @@ object (the run's column names, or `text` / `text_pair`) or a row of the run's t
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from textnn.data.readers import quoted_rows
+from textnn.data.vocab import read_run_json
 from textnn.errors import TextnnError
 from textnn.tasks.base import Table
 from textnn.tasks.inputs import field as json_field
+
+TABLE_HEADER = "table_header.json"  # a run's file holding its training table's header line (JSON string)
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,19 @@ class ClassificationIO:
         named = " and ".join(repr(spec) for spec in specs)
         return Table([names.index(spec) if spec in names else int(spec) for spec in specs], delimiter, data.quoting,
                      f"predicting on its {named} column{'s' if self.is_pair else ''}")
+
+    def save_table_header(self, run_path: Path) -> None:
+        """Write the training table's header line (`table_header`), when training read one, for `load_table_header`."""
+        if self.table_header is not None:
+            (run_path / TABLE_HEADER).write_text(json.dumps(self.table_header, ensure_ascii=False), encoding="utf-8")
+
+    def load_table_header(self, run_path: Path) -> None:
+        """Read back what `save_table_header` wrote (a run trained before it, or on no table, has none)."""
+        if (run_path / TABLE_HEADER).is_file():
+            self.table_header = read_run_json(run_path / TABLE_HEADER)
+            if not isinstance(self.table_header, str):
+                raise TextnnError(f"{run_path / TABLE_HEADER}: expected a JSON string, the training table's header "
+                                  f"line; the file is damaged: delete it (predict then reads no header) or re-train")
 
     def example_from_row(self, fields: list[str], place: str) -> ClassificationExample | None:
         text, *pair = (value.strip().replace("\t", " ") for value in fields)

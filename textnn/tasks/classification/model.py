@@ -9,8 +9,10 @@ from dataclasses import dataclass
 
 import torch
 
-from textnn.config import HeadOptions, check_key, is_int, opt
-from textnn.models.base import EncoderWithHead, ModelOutput, TokenFeatures, detach_state
+from textnn import registry
+from textnn.config import Config, HeadOptions, check_key, is_int, opt
+from textnn.errors import TextnnError
+from textnn.models.base import Encoder, EncoderWithHead, ModelOutput, TokenFeatures, detach_state
 from textnn.modules.heads import ClassifierHead, PairClassifierHead, RegressionHead
 from textnn.modules.pooling import concat_pool, last_valid, masked_max, masked_mean
 from textnn.tasks.classification.data import ClassificationBatch
@@ -133,3 +135,19 @@ def scores(model: torch.nn.Module, batch: ClassificationBatch) -> ModelOutput:
     """The model's output on a batch: class scores (or regression values) as `logits`."""
     return model(batch.ids, batch.mask, batch.pair_ids, batch.pair_mask, batch.segments, batch.word_inputs,
                  batch.pair_word_inputs)
+
+
+def check_head(config: Config) -> None:
+    """The head options against the encoder they go on (`ClassificationTask.check_config`): windows carrying a
+    state (head.bptt) need an encoder that carries one; pooling (head.sentence: pooled) needs per-token states."""
+    encoder_cls = registry.encoder_class(config.model_name)
+    if config.head.bptt and (not encoder_cls.carries_state() or config.data.features_from):
+        carriers = [name for name in registry.ENCODERS if issubclass(registry.encoder_class(name), Encoder)
+                    and registry.encoder_class(name).carries_state()]
+        raise TextnnError(f"config key head.bptt: reading inputs in windows carries a recurrent state from one to "
+                          f"the next, which model {config.model_name} does not"
+                          f"{' with data.features_from' if encoder_cls.carries_state() else ''}; use one of "
+                          f"{', '.join(carriers)} or set head.bptt=0")
+    if config.head.sentence == "pooled" and not encoder_cls.gives_tokens:
+        raise TextnnError(f"config key head.sentence: pooled pools per-token states, which model "
+                          f"{config.model_name} does not give; set head.sentence=encoder")

@@ -64,8 +64,9 @@ the family's choice (`Encoder.lm_softmax`: adaptive for elmo, full for the other
 targets and returns the summed loss, so neither training nor evaluation builds [B, T, V] scores
 for it; evaluation is exact either way.
 
-This package keeps three things apart: `data.py` reads files into examples and batches, `model.py`
-puts the head on an encoder, `task.py` is the task's own logic (loss, metrics, predictions, report).
+This package keeps its parts apart: `data.py` reads files into streams and batches, `building.py` builds
+the training stream with its tokenizer and vocabulary, `text.py` turns text into ids and back, `model.py`
+puts the head on an encoder, `task.py` is the task's own logic (loss, metrics).
 """
 
 from textnn.data.streams import EOS, LMBatch, WindowBatches

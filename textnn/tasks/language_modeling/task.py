@@ -1,5 +1,6 @@
 """The language-modelling task: building its pipeline and streams, BPTT batches with the carried state,
-the next-token loss, perplexity / bpc / word perplexity, and encoding and decoding text for generation."""
+the next-token loss, perplexity / bpc / word perplexity (the training stream is read in building.py; text
+is encoded and decoded for generation in text.py)."""
 
 # B batch (parallel windows or rows), T window length (data.bptt), V vocabulary size, N stream length,
 # D encoder state size, B' batch rows kept by reorder_state, L layers, H heads
@@ -10,28 +11,29 @@ import math
 import sys
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from textnn import registry
 from textnn.config import Config
-from textnn.data.streams import (EOS, LMBatch, SlidingWindows, StreamBatches, WindowBatches, batchify, bptt_lengths,
-                                 document_tokens, shuffled_windows, to_vocab_ids, vocab_from_counts)
+from textnn.data.streams import (LMBatch, SlidingWindows, StreamBatches, WindowBatches, batchify, bptt_lengths,
+                                 shuffled_windows, to_vocab_ids)
 from textnn.data.tokenizers import Tokenizer
-from textnn.data.vocab import PAD, UNK, Vocab
+from textnn.data.vocab import Vocab
 from textnn.errors import TextnnError
 from textnn.models.base import detach_state
 from textnn.tasks import pipeline
-from textnn.tasks.base import BatchTask
-from textnn.tasks.language_modeling.data import (SPECIALS, EncodedStream, LanguageModelingData, LanguageModelingOptions,
-                                                 kept_lines, read_stream, text_lines, train_bpe)
+from textnn.tasks.base import BatchTask, perplexity
+from textnn.tasks.checks import require_train
+from textnn.tasks.language_modeling.building import training_stream
+from textnn.tasks.language_modeling.data import EncodedStream, LanguageModelingData, LanguageModelingOptions, read_stream
 from textnn.tasks.language_modeling.model import LanguageModel, LanguageModelingHead, language_model
+from textnn.tasks.language_modeling.text import StreamText
 from textnn.training import distributed
 
 DIRECTIONS = ("forward", "backward")  # a bidirectional LM reports each one's loss and perplexity
 
 
-class LanguageModelingTask(BatchTask):
+class LanguageModelingTask(StreamText, BatchTask):
     """Next-token prediction on plain-text streams, in the trainer's task protocol (see the module doc)."""
 
     Options = LanguageModelingOptions
@@ -101,42 +103,11 @@ class LanguageModelingTask(BatchTask):
         """Read train/dev/test as token streams and encode every split, with the vocabulary built from
         train, or the tokenizer and vocabulary of the run in model.init_from."""
         data = config.data
-        if not data.train:
-            raise TextnnError("config key data.train is empty; set it to the training text file")
-        holdout = data.holdout if not data.dev else 0.0
-        vocab: Vocab | None = None
-        lines: list[str] | None = None
-        if config.start is not None:  # the starting run's tokenizer and vocabulary: its encoder was trained on them
-            tokenizer, vocab = config.start.pipeline
-        elif data.tokenizer == "bpe":
-            # The BPE must not see held-out text, and until it exists there are no tokens to count:
-            # the held-out part is the final fraction of the LINES, and the stream is cut there too.
-            lines = text_lines(data, data.train)
-            tokenizer = train_bpe(config, lines[:kept_lines(lines, holdout, data.train)])
-        else:
-            tokenizer = Tokenizer(data.tokenizer, data.lowercase)
-        stream = read_stream(data, data.train, tokenizer)
-        if tokenizer.kind == "bpe":
-            lines = lines if lines is not None else text_lines(data, data.train)
-            kept = kept_lines(lines, holdout, data.train)
-            held = sum(len(tokens) + 1 for tokens in tokenizer.tokenize_lines(lines[kept:]))  # + <eos> per line
-            cut = len(stream.ids) - held
-        else:
-            cut = len(stream.ids) - int(round(len(stream.ids) * holdout))
-        start_vocab_size = None
-        if vocab is not None and data.extend_vocab:
-            counts = np.bincount(stream.ids[:cut], minlength=len(stream.types))
-            start_vocab_size = len(vocab)
-            vocab = pipeline.extend_start_vocab(vocab, dict(zip(stream.types, counts.tolist())), data.extend_vocab)
-        elif vocab is None and tokenizer.kind == "bpe":
-            vocab = Vocab(tokenizer.vocabulary())
-        elif vocab is None:
-            counts = np.bincount(stream.ids[:cut], minlength=len(stream.types))
-            specials = (PAD, UNK) if tokenizer.kind == "char" else SPECIALS
-            vocab = vocab_from_counts(stream.types, counts, data.min_freq, data.max_vocab, specials)
-        task = cls(config, tokenizer, vocab)
-        task.start_vocab_size = start_vocab_size
-        ids = to_vocab_ids(stream, vocab)  # [N]
+        require_train(config, "the training text file")
+        stream = training_stream(config)
+        task = cls(config, stream.tokenizer, stream.vocab)
+        task.start_vocab_size = stream.start_vocab_size
+        ids, cut, holdout = stream.ids, stream.cut, stream.holdout
         task.splits["train"] = EncodedStream(ids[:cut], data.train)
         if cut < data.bptt + 1:
             raise TextnnError(f"{data.train}: the training stream has {cut} tokens, fewer than "
@@ -146,10 +117,7 @@ class LanguageModelingTask(BatchTask):
                 raise TextnnError(f"{data.train}: data.holdout={holdout} keeps {len(ids) - cut} token(s) for dev; "
                                   f"a language model needs at least 2; raise data.holdout")
             task.splits["dev"] = EncodedStream(ids[cut:], f"{data.train} (final {holdout:g} held out)")
-        for split in ("dev", "test"):
-            path = getattr(data, split)
-            if path:
-                task.splits[split] = task.encode_file(path)
+        task.encode_files()
         return task
 
     @classmethod
@@ -164,60 +132,13 @@ class LanguageModelingTask(BatchTask):
         return language_model(self.config.model_name, self.config.model, len(self.vocab), self.vocab.pad_id,
                               self.config.head, words=self.vocab.itos)
 
-    # --- encoding and decoding ----------------------------------------------------------------------
+    # --- encoding ---------------------------------------------------------------------------------
     def encode_file(self, path: str, require_labels: bool = True) -> EncodedStream:
         """A text file as one encoded stream (`require_labels` is accepted for the task protocol: text has none)."""
         stream = read_stream(self.config.data, path, self.tokenizer)
         if len(stream.ids) < 2:
             raise TextnnError(f"{path}: {len(stream.ids)} token(s); a language model needs at least 2 to predict one")
         return EncodedStream(to_vocab_ids(stream, self.vocab), str(path))
-
-    def encode_text(self, text: str) -> list[int]:
-        """Ids of a piece of text as the model reads it (a generation prompt): no `<eos>` is added."""
-        return self.vocab.encode(self.tokenizer(text))
-
-    def encode_document(self, text: str) -> list[int]:
-        """Ids of a text read as a file would be: characters as they are, or each line followed by `<eos>`."""
-        return self.vocab.encode(document_tokens(text, self.tokenizer))
-
-    def decode(self, ids) -> str:
-        """Text of a list of ids: characters concatenate; words and BPE pieces form lines that `<eos>` ends."""
-        tokens = self.vocab.decode(ids)
-        if self.tokenizer.kind == "char":
-            return "".join(tokens)
-        lines, line = [], []
-        for token in tokens:
-            if token == EOS:
-                lines.append(self.tokenizer.join(line) + "\n")
-                line = []
-            else:
-                line.append(token)
-        return "".join(lines) + self.tokenizer.join(line)
-
-    def token_pieces(self, ids) -> list[str]:
-        """The text each token stands for, so that a view can colour text token by token.
-
-        Characters are themselves; a word is followed by a space; `<eos>` is a newline. A BPE piece is
-        its decoded bytes; a character whose bytes span several pieces belongs to the piece that
-        completes it (the others stand for ""), so the pieces of BPE ids join to exactly `decode(ids)`.
-        """
-        tokens = self.vocab.decode(ids)
-        if self.tokenizer.kind == "char":
-            return tokens
-        pieces: list[str] = []
-        pending: list[str] = []  # BPE pieces whose last character is not complete yet
-        for token in tokens + [EOS]:  # a final <eos> flushes what is pending; its piece is dropped below
-            if pending and (token == EOS or not self.tokenizer.join(pending).endswith("\ufffd")):
-                pieces[-1] = self.tokenizer.join(pending)
-                pending = []
-            if token == EOS:
-                pieces.append("\n")
-            elif self.tokenizer.kind != "bpe":
-                pieces.append(token + " ")
-            else:
-                pending.append(token)
-                pieces.append("")
-        return pieces[:-1]
 
     # --- batches ----------------------------------------------------------------------------------
     def train_batches(self, epoch: int) -> StreamBatches | WindowBatches:
@@ -313,31 +234,15 @@ class LanguageModelingTask(BatchTask):
             count += batch.count
         nll = float(total)
         loss = nll / count
-        results = {"loss": loss, "perplexity": _exp(loss)}
+        results = {"loss": loss, "perplexity": perplexity(loss)}
         for name, value in parts.items():  # the mean's perplexity is the geometric mean of these two
             results[f"{name}_loss"] = float(value) / count
-            results[f"{name}_perplexity"] = _exp(float(value) / count)
+            results[f"{name}_perplexity"] = perplexity(float(value) / count)
         if self.tokenizer.kind == "char":
             results["bpc"] = loss / math.log(2)
         if self.tokenizer.kind == "bpe":
             words = self.word_count(data)
-            results["word_perplexity"] = _exp(nll / words)
+            results["word_perplexity"] = perplexity(nll / words)
             results["words"] = words
         results["tokens"] = count
         return results
-
-    def word_count(self, data: EncodedStream) -> int:
-        """Word-level targets of a stream: its whitespace words + one per `<eos>`, less the first token.
-
-        This is the token count a word-level model predicts on the same text, so total nll / words is
-        a per-word perplexity whatever the tokenizer (counted by decoding; cached on the stream).
-        """
-        if data.words is None:
-            ids = data.ids.tolist()
-            eos = ids.count(self.vocab.stoi[EOS]) if EOS in self.vocab.stoi else 0
-            data.words = max(1, len(self.decode(ids).split()) + eos - 1)
-        return data.words
-
-
-def _exp(loss: float) -> float:
-    return math.exp(loss) if loss < 700 else float("inf")

@@ -21,7 +21,8 @@ The run directory holds the encoder (`encoder.*`) and the WordPiece vocabulary: 
 tagging or qa run starts from it with `model.init_from: RUN_DIR`.
 
 This package keeps three things apart: `data.py` reads files into examples and batches, `model.py`
-puts the head on an encoder, `task.py` is the task's own logic (loss, metrics, predictions, report).
+puts the head on an encoder, `task.py` is the task's own logic (loss, metrics); the WordPiece pipeline and
+window checks it shares with span QA are tasks/windows.py.
 """
 
 from textnn.tasks.pretraining.data import PretrainingBatch, PretrainingData, PretrainingSplit

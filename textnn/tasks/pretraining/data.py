@@ -11,6 +11,7 @@ import torch
 
 from textnn.config import DataConfig, check_key, is_int, opt
 from textnn.data.batching import Batch
+from textnn.tasks.windows import check_wordpiece_windows
 
 DOCUMENTS = ("blank_lines", "wikitext")
 
@@ -34,12 +35,10 @@ class PretrainingData(DataConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_key(self.tokenizer == "wordpiece", "data.tokenizer", self.tokenizer, "wordpiece")
+        check_wordpiece_windows(self)
         check_key(self.documents in DOCUMENTS, "data.documents", self.documents, " or ".join(DOCUMENTS))
         check_key(is_int(self.wordpiece_vocab_size) and self.wordpiece_vocab_size >= 8, "data.wordpiece_vocab_size",
                   self.wordpiece_vocab_size, "an integer >= 8")
-        check_key(is_int(self.max_length) and (self.max_length == 0 or self.max_length >= 8), "data.max_length",
-                  self.max_length, "0 (the default) or an integer >= 8")
         check_key(0.0 < self.mask_rate < 1.0, "data.mask_rate", self.mask_rate, "a fraction in (0, 1)")
         check_key(0.0 <= self.short_seq_rate <= 1.0, "data.short_seq_rate", self.short_seq_rate, "a fraction in [0, 1]")
         check_key(0.0 <= self.single_segment_rate < 1.0, "data.single_segment_rate", self.single_segment_rate,

@@ -5,13 +5,11 @@ MLM + NSP loss per sequence, and the MLM/NSP metrics."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from textnn import registry
 from textnn.config import Config
 from textnn.data.batching import bucket_batches, pad
 from textnn.data.cache import cached
@@ -20,11 +18,12 @@ from textnn.data.masking import (IGNORE, Sentence, full_sentence_blocks, mask_in
 from textnn.data.tokenizers import CLS, MASK, SEP, WORDPIECE_SPECIALS, Tokenizer
 from textnn.data.vocab import Vocab
 from textnn.errors import TextnnError
-from textnn.models.base import InputSpec
 from textnn.tasks import pipeline
-from textnn.tasks.base import BatchTask
+from textnn.tasks.base import build_encoder
+from textnn.tasks.checks import require_train
 from textnn.tasks.pretraining.data import PretrainingBatch, PretrainingData, PretrainingSplit
 from textnn.tasks.pretraining.model import Pretrainer, PretrainingHead, PretrainingOutput
+from textnn.tasks.windows import WordPieceWindowTask, check_window_length, window_length
 
 
 def sequence_losses(out: PretrainingOutput, targets: torch.Tensor, is_next: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -43,7 +42,7 @@ def sequence_losses(out: PretrainingOutput, targets: torch.Tensor, is_next: torc
     return mlm, nsp, counts
 
 
-class PretrainingTask(BatchTask):
+class PretrainingTask(WordPieceWindowTask):
     data_config = PretrainingData
     formats = ("text",)
     intervals = False  # MLM/NSP metrics have no bootstrap interval
@@ -64,12 +63,8 @@ class PretrainingTask(BatchTask):
     @classmethod
     def check_config(cls, config: Config) -> None:
         super().check_config(config)
-        if not config.data.train:
-            raise TextnnError("config key data.train is empty; set it to the text file to pre-train on")
-        limit = registry.encoder_class(config.model_name).max_length(config.model)
-        if limit and config.data.max_length > limit:
-            raise TextnnError(f"config key data.max_length: got {config.data.max_length}, but the encoder reads at "
-                              f"most {limit} positions; lower data.max_length")
+        require_train(config, "the text file to pre-train on")
+        check_window_length(config)
 
     @classmethod
     def metrics_for(cls, config: Config) -> list[str]:
@@ -89,36 +84,21 @@ class PretrainingTask(BatchTask):
         self.random_ids = np.asarray([i for i, t in enumerate(vocab.itos) if i not in specials
                                       and not (t.startswith("[") and t.endswith("]"))], dtype=np.int64)
         self.splits: dict[str, PretrainingSplit] = {}
-        limit = registry.encoder_class(config.model_name).max_length(config.model)
-        self.max_length = config.data.max_length or min(128, limit or 128)
+        self.max_length = window_length(config, 128)
 
     # --- building ---------------------------------------------------------------------------------
     @classmethod
     def from_data(cls, config: Config) -> "PretrainingTask":
         data = config.data
-        if config.start is not None:
-            tokenizer, vocab = config.start.pipeline
-        else:  # a WordPiece trained on the sentences of data.train
-            tokenizer = pipeline.train_wordpiece(
-                config, lambda: (s for d in read_documents(data.train, data.documents == "wikitext", data.encoding)
-                                 for s in d), {"documents": data.documents})
-            vocab = pipeline.piece_vocabulary(tokenizer)
-        task = cls(config, tokenizer, vocab)
-        for split in ("train", "dev", "test"):
-            if getattr(data, split):
-                task.splits[split] = task.encode_file(getattr(data, split))
+        # without model.init_from: a WordPiece trained on the sentences of data.train
+        task = cls(config, *cls.wordpiece_pipeline(
+            config, lambda: (s for d in read_documents(data.train, data.documents == "wikitext", data.encoding)
+                             for s in d), {"documents": data.documents}, "wordpiece_model"))
+        task.encode_files(("train", "dev", "test"))
         return task
 
-    @classmethod
-    def from_run(cls, run_path: Path, config: Config) -> "PretrainingTask":
-        return cls(config, *cls.load_text_pipeline(run_path))
-
-    def save(self, run_path: Path) -> None:
-        pipeline.save(run_path, self.tokenizer, self.vocab)
-
     def build_model(self) -> Pretrainer:
-        encoder = registry.encoder_class(self.config.model_name)(
-            self.config.model, InputSpec(vocab_size=len(self.vocab), pad_id=self.vocab.pad_id))
+        encoder = build_encoder(self.config, self.vocab)
         head = PretrainingHead(encoder.token_size, encoder.sentence_size, len(self.vocab), encoder.output_embedding(),
                                self.config.model.eps, self.config.data.nsp)
         return Pretrainer(encoder, head)

@@ -25,8 +25,10 @@ Only the SQuAD v1.1 dev set may be at hand: `data.holdout_articles: N` with no d
 last N articles of data.train as the dev set (the recipe: 38 of the 48 dev articles to fine-tune, the
 other 10 to evaluate).
 
-This package keeps three things apart: `data.py` reads files into examples and batches, `model.py`
-puts the head on an encoder, `task.py` is the task's own logic (loss, metrics, predictions, report).
+This package keeps its parts apart: `data.py` reads files into examples and batches, `io.py` is what
+`predict` takes and gives, `model.py` puts the head on an encoder, `task.py` is the task's own logic (loss,
+metrics, predictions); the WordPiece pipeline and window checks it shares with pre-training are
+tasks/windows.py.
 """
 
 from textnn.tasks.qa.data import QABatch, QAData, Question, answer_pieces, read_squad, window_starts

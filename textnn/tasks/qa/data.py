@@ -14,6 +14,7 @@ from textnn.config import DataConfig, check_key, is_int, opt
 from textnn.data.batching import Batch, pad
 from textnn.data.readers import parse_json, read_text
 from textnn.errors import TextnnError, short
+from textnn.tasks.windows import check_wordpiece_windows
 
 
 @dataclass
@@ -32,12 +33,10 @@ class QAData(DataConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_key(self.tokenizer == "wordpiece", "data.tokenizer", self.tokenizer, "wordpiece")
+        check_wordpiece_windows(self)
         for key in ("doc_stride", "max_query_length", "max_answer_length", "wordpiece_vocab_size"):
             check_key(is_int(getattr(self, key)) and getattr(self, key) >= 1, f"data.{key}", getattr(self, key),
                       "an integer >= 1")
-        check_key(is_int(self.max_length) and (self.max_length == 0 or self.max_length >= 8), "data.max_length",
-                  self.max_length, "0 (the default) or an integer >= 8")
         check_key(is_int(self.holdout_articles) and self.holdout_articles >= 0, "data.holdout_articles",
                   self.holdout_articles, "an integer >= 0")
 

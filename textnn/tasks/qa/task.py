@@ -7,13 +7,11 @@ io.py)."""
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from textnn import registry
 from textnn.config import Config
 from textnn.data.batching import bucket_batches
 from textnn.data.packing import pack
@@ -21,13 +19,13 @@ from textnn.data.tokenizers import CLS, SEP, Tokenizer
 from textnn.data.vocab import Vocab
 from textnn.errors import TextnnError
 from textnn.metrics.squad import squad_scores
-from textnn.models.base import InputSpec
 from textnn.modules.heads import SpanHead
-from textnn.tasks import pipeline
-from textnn.tasks.base import EPOCH_SEED_STRIDE, BatchTask, NoOptions
+from textnn.tasks.base import EPOCH_SEED_STRIDE, NoOptions, build_encoder
+from textnn.tasks.checks import require_train
 from textnn.tasks.qa.data import QABatch, QAData, QASplit, Question, Window, answer_pieces, read_squad, window_starts
 from textnn.tasks.qa.io import QAExample, QAIO, QAPrediction
 from textnn.tasks.qa.model import SpanModel
+from textnn.tasks.windows import WordPieceWindowTask, check_window_length, window_length
 
 
 def best_span(start: np.ndarray, end: np.ndarray, lo: int, hi: int, max_answer: int) -> tuple[int, int, float]:
@@ -41,7 +39,7 @@ def best_span(start: np.ndarray, end: np.ndarray, lo: int, hi: int, max_answer: 
     return lo + s, lo + e, float(scores[s, e])
 
 
-class QATask(QAIO, BatchTask):
+class QATask(QAIO, WordPieceWindowTask):
     Example = QAExample
     Prediction = QAPrediction
     data_config = QAData
@@ -60,15 +58,11 @@ class QATask(QAIO, BatchTask):
     @classmethod
     def check_config(cls, config: Config) -> None:
         super().check_config(config)
-        if not config.data.train:
-            raise TextnnError("config key data.train is empty; set it to a SQuAD JSON file")
+        require_train(config, "a SQuAD JSON file")
         if config.data.holdout_articles and config.data.dev:
             raise TextnnError("data.holdout_articles and data.dev are both set; holding out articles makes the dev "
                               "set, so leave data.dev empty")
-        limit = registry.encoder_class(config.model_name).max_length(config.model)
-        if limit and config.data.max_length > limit:
-            raise TextnnError(f"config key data.max_length: got {config.data.max_length}, but the encoder reads at "
-                              f"most {limit} positions; lower data.max_length")
+        check_window_length(config)
 
     def __init__(self, config: Config, tokenizer: Tokenizer, vocab: Vocab):
         self.config = config
@@ -78,8 +72,7 @@ class QATask(QAIO, BatchTask):
             raise TextnnError(f"the vocabulary has no {CLS} or {SEP}; span QA packs [CLS] question [SEP] context "
                               f"[SEP]: start from a BERT-family run or checkpoint")
         self.splits: dict[str, QASplit] = {}
-        limit = registry.encoder_class(config.model_name).max_length(config.model)
-        self.max_length = config.data.max_length or min(384, limit or 384)
+        self.max_length = window_length(config, 384)
         self.max_query = min(config.data.max_query_length, self.max_length // 2)  # the context keeps half or more
 
     # --- building ---------------------------------------------------------------------------------
@@ -97,14 +90,10 @@ class QATask(QAIO, BatchTask):
             dev = [q for q in questions if q.article in held]
             questions = [q for q in questions if q.article not in held]
             outside = sum(q.outside for q in questions)
-        if config.start is not None:
-            tokenizer, vocab = config.start.pipeline
-        else:  # a WordPiece trained on the training contexts (each once) and questions
-            tokenizer = pipeline.train_wordpiece(
-                config, lambda: sorted({q.context for q in questions}) + [q.question for q in questions],
-                {"questions": len(questions)}, kind="wordpiece_model_squad")
-            vocab = pipeline.piece_vocabulary(tokenizer)
-        task = cls(config, tokenizer, vocab)
+        # without model.init_from: a WordPiece trained on the training contexts (each once) and questions
+        task = cls(config, *cls.wordpiece_pipeline(
+            config, lambda: sorted({q.context for q in questions}) + [q.question for q in questions],
+            {"questions": len(questions)}, "wordpiece_model_squad"))
         task.splits["train"] = task.encode(questions, outside, data.train)
         unanswerable = sum(q.answer_start < 0 for q in questions)
         if outside:
@@ -112,22 +101,11 @@ class QATask(QAIO, BatchTask):
                   f"{unanswerable} training questions are left without an answer and are not trained on", file=sys.stderr)
         if dev is not None:
             task.splits["dev"] = task.encode(dev, sum(q.outside for q in dev), f"{data.train} (last {data.holdout_articles} articles)")
-        elif data.dev:
-            task.splits["dev"] = task.encode_file(data.dev)
-        if data.test:
-            task.splits["test"] = task.encode_file(data.test)
+        task.encode_files(("test",) if dev is not None else ("dev", "test"))
         return task
 
-    @classmethod
-    def from_run(cls, run_path: Path, config: Config) -> "QATask":
-        return cls(config, *cls.load_text_pipeline(run_path))
-
-    def save(self, run_path: Path) -> None:
-        pipeline.save(run_path, self.tokenizer, self.vocab)
-
     def build_model(self) -> SpanModel:
-        encoder = registry.encoder_class(self.config.model_name)(
-            self.config.model, InputSpec(vocab_size=len(self.vocab), pad_id=self.vocab.pad_id))
+        encoder = build_encoder(self.config, self.vocab)
         return SpanModel(encoder, SpanHead(encoder.token_size))
 
     # --- encoding ---------------------------------------------------------------------------------
@@ -181,19 +159,16 @@ class QATask(QAIO, BatchTask):
     def answers(self, model: torch.nn.Module, split: QASplit) -> tuple[list[tuple[str, int, float]], float]:
         """The best answer of every question (text, character start, score; "" when it has no window)
         and the mean window loss."""
-        model.eval()
-        device = next(model.parameters()).device
         best: list[tuple[str, int, float]] = [("", -1, -np.inf)] * len(split.questions)
         loss_sum = 0.0
         max_answer = self.config.data.max_answer_length
         size = self.inference_batch_size or max(32, self.config.train.batch_size)  # windows per batch
-        for index in bucket_batches(split.lengths(), size, shuffle=False):
-            batch = split.collate(index).to(device)
+        for batch in self.batches_on_device(model, split, size):
             out = model(batch.ids, batch.mask, batch.segments)
             loss_sum += float((F.cross_entropy(out.start.float(), batch.starts, reduction="sum")
                                + F.cross_entropy(out.end.float(), batch.ends, reduction="sum")) / 2)
             starts, ends = out.start.float().cpu().numpy(), out.end.float().cpu().numpy()
-            for row, w_index in enumerate(index):
+            for row, w_index in enumerate(batch.index):
                 w = split.windows[w_index]
                 s, e, score = best_span(starts[row], ends[row], w.context_at, w.context_at + w.length, max_answer)
                 if score > best[w.question][2]:

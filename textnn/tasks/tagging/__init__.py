@@ -39,8 +39,9 @@ encoder reads the pieces the same way and its layers at each word's first piece 
 tagger's input (tasks/features.py; Devlin et al. 2019 Table 7). A frozen ELMo reads the words
 themselves (their bytes), so no piece mapping is needed (Peters et al. 2018 §3.3).
 
-This package keeps three things apart: `data.py` reads files into examples and batches, `model.py`
-puts the head on an encoder, `task.py` is the task's own logic (loss, metrics, predictions, report).
+This package keeps its parts apart: `data.py` reads files into examples and batches, `encoding.py` turns
+sentences into ids, `io.py` is what `predict` takes and gives, `model.py` puts the head on an encoder,
+`task.py` is the task's own logic (loss, metrics, predictions, report).
 """
 
 from textnn.tasks.tagging.data import CASINGS, TaggingBatch, TaggingData, casing

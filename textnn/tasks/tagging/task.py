@@ -1,38 +1,36 @@
 """The tagging task: building its pipeline, splits and model, the loss, decoding tags, span metrics,
-predictions (what they take and give, and how their input reads, are in io.py) and its part of the report."""
+predictions (what they take and give, and how their input reads, are in io.py; how sentences become ids in
+encoding.py) and its part of the report."""
 
 # B batch (sentences), T tokens per sentence, C characters per token, P pieces, K tags
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from textnn import registry
 from textnn.config import Config
-from textnn.data.conll import (MAX_WORD_CHARS, Sentence, convert_tags, normalise_scheme, span_records, split_tag,
-                               tag_set)
-from textnn.data.tokenizers import CLS, SEP, UNK as WORDPIECE_UNK, Tokenizer
+from textnn.data.conll import Sentence, convert_tags, normalise_scheme, span_records, split_tag, tag_set
+from textnn.data.tokenizers import Tokenizer
 from textnn.data.vocab import PAD, UNK, Vocab
-from textnn.errors import TextnnError, where
-from textnn.limits import check_example
+from textnn.errors import TextnnError
 from textnn.metrics.spans import SPAN_METRICS, sentence_counts, span_bootstrap_ci, span_scores
-from textnn.models.base import InputSpec
 from textnn.modules.heads import TaggerHead
 from textnn.tasks import pipeline
-from textnn.tasks.base import BatchTask, NoOptions
+from textnn.tasks.base import BatchTask, NoOptions, build_encoder, unbuilt_inputs
+from textnn.tasks.checks import require_train
 from textnn.tasks.features import FeatureSource, frozen_layers, read_source, save_source, source_from_run
-from textnn.tasks.tagging.data import (NUM_CASINGS, EncodedSentences, TaggingBatch, TaggingData, casing, extra_inputs,
+from textnn.tasks.tagging.data import (NUM_CASINGS, EncodedSentences, TaggingBatch, TaggingData, extra_inputs,
                                        read_sentences, word_form)
+from textnn.tasks.tagging.encoding import TaggingEncoding
 from textnn.tasks.tagging.io import TaggingExample, TaggingIO, TaggingPrediction
 from textnn.tasks.tagging.model import Tagger, TaggingHeadConfig
 
 
-class TaggingTask(TaggingIO, BatchTask):
+class TaggingTask(TaggingIO, TaggingEncoding, BatchTask):
     """Sequence labelling in the trainer's task protocol (see the module doc)."""
 
     Example = TaggingExample
@@ -48,16 +46,12 @@ class TaggingTask(TaggingIO, BatchTask):
     def unusable_reason(cls, encoder_cls: type) -> str | None:
         if not encoder_cls.gives_tokens:
             return "it gives no per-token states to tag"
-        missing = [name for name in encoder_cls.reads if name not in ("chars", "casing", "segments")]
-        if missing:
-            return f"it reads {', '.join(missing)} features, which tagging does not build"
-        return None
+        return unbuilt_inputs(encoder_cls, ("chars", "casing", "segments"), "tagging")
 
     @classmethod
     def check_config(cls, config: Config) -> None:
         super().check_config(config)
-        if not config.data.train:
-            raise TextnnError("config key data.train is empty; set it to the training CoNLL file")
+        require_train(config, "the training CoNLL file")
         pipeline.check_vectors(config)
         subwords = "segments" in registry.encoder_class(config.model_name).reads
         if config.data.tokenizer == "wordpiece" and not subwords:
@@ -105,9 +99,7 @@ class TaggingTask(TaggingIO, BatchTask):
         if data.features_from:
             task.features = read_source(data.features_from)
         task.splits["train"] = task.encode(train)
-        for split in ("dev", "test"):
-            if getattr(data, split):
-                task.splits[split] = task.encode(read_sentences(config, getattr(data, split)))
+        task.encode_files()
         if data.vectors:
             task.pretrained = pipeline.pretrained_vectors(config, words)[0]
         return task
@@ -141,84 +133,11 @@ class TaggingTask(TaggingIO, BatchTask):
 
     def build_model(self) -> Tagger:
         frozen = frozen_layers(self.features, self.config.data)
-        spec = InputSpec(vocab_size=len(self.vocab), pad_id=self.vocab.pad_id, pretrained=self.pretrained,
-                         num_chars=len(self.chars), num_casings=NUM_CASINGS,
-                         context_dim=frozen.size if frozen is not None else 0)
-        encoder = registry.encoder_class(self.config.model_name)(self.config.model, spec)
+        encoder = build_encoder(self.config, self.vocab, pretrained=self.pretrained, num_chars=len(self.chars),
+                                num_casings=NUM_CASINGS, context_dim=frozen.size if frozen is not None else 0)
         head = TaggerHead(encoder.token_size, self.tags, self.scheme, self.config.head.output,
                           self.config.head.constrained)
         return Tagger(encoder, head, frozen)
-
-    # --- encoding ---------------------------------------------------------------------------------
-    def encode(self, sentences: list[Sentence]) -> EncodedSentences:
-        """Id arrays of each sentence; tags (if present) converted to the training scheme."""
-        words, chars, casings, tags = [], [], [], []
-        unknown: dict[str, int] = {}
-        for s in sentences:
-            check_example(len(s.tokens), where(s.path, s.line), "a sentence")  # read whole, the CRF's table too
-            words.append(np.asarray(self.vocab.encode([word_form(self.config, t) for t in s.tokens]), dtype=np.int64))
-            width = min(MAX_WORD_CHARS, max(len(t) for t in s.tokens))
-            table = np.zeros((len(s.tokens), width), dtype=np.int64)  # [T, C]
-            for i, token in enumerate(s.tokens):
-                ids = self.chars.encode(list(token[:MAX_WORD_CHARS]))
-                table[i, :len(ids)] = ids
-            chars.append(table)
-            casings.append(np.asarray([casing(t) for t in s.tokens], dtype=np.int64))
-            if s.tags is not None:
-                converted = convert_tags(s.tags, self.file_scheme, self.scheme)
-                for tag in converted:
-                    if tag not in self.tag_ids:
-                        unknown[split_tag(tag)[1]] = unknown.get(split_tag(tag)[1], 0) + 1
-                # A chunk of an unseen type is O for the loss; whole chunks go, so the rest stays valid.
-                tags.append(np.asarray([self.tag_ids.get(tag, 0) for tag in converted], dtype=np.int64))
-        if unknown:
-            print(f"{sentences[0].path}: {sum(unknown.values())} tokens are in chunks of types never seen in "
-                  f"training ({', '.join(sorted(unknown))}); they cannot be predicted and count as misses",
-                  file=sys.stderr)
-        labelled = all(s.tags is not None for s in sentences)
-        encoded = EncodedSentences(sentences, words, chars, casings, tags if labelled else None)
-        if self.features is not None and self.features.word_level:  # ELMo reads the words as they are
-            encoded.word_inputs = [self.features.encode_words(s.tokens) for s in sentences]
-        elif self.subwords or self.features is not None:
-            encoded.pieces, encoded.first = self.encode_pieces(sentences)
-            encoded.piece_pad_id = self.features.vocab.pad_id if self.features is not None else self.vocab.pad_id
-        return encoded
-
-    def encode_pieces(self, sentences: list[Sentence]) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        """[CLS] pieces [SEP] of each sentence (words split one at a time, so pieces never straddle
-        words) and the position of each word's first piece; see the module docstring."""
-        if self.features is not None:  # the frozen feature encoder's pieces
-            tokenizer, vocab = self.features.tokenizer, self.features.vocab
-            name, model = self.features.model_name, self.features.model
-        else:
-            tokenizer, vocab, name, model = self.tokenizer, self.vocab, self.config.model_name, self.config.model
-        limit = [n for n in (self.config.data.max_length, registry.encoder_class(name).max_length(model)) if n]
-        budget = (min(limit) if limit else 512) - 2
-        unk = vocab.stoi.get(WORDPIECE_UNK, vocab.pad_id)
-        words = [t for s in sentences for t in s.tokens]
-        # a trained tokenizer splits each word into pieces; a rule-based one's "piece" is the word itself
-        pieces = iter(tokenizer.tokenize_lines(words) if tokenizer.model is not None
-                      else [[word_form(self.config, w)] for w in words])
-        cls_id, sep_id = vocab.stoi[CLS], vocab.stoi[SEP]
-        all_ids, all_first, cut = [], [], 0
-        for s in sentences:
-            ids, first = [cls_id], []
-            for _ in s.tokens:
-                word = vocab.encode(next(pieces)) or [unk]  # a word the pipeline drops entirely reads as [UNK]
-                room = budget - (len(ids) - 1)
-                if room <= 0:
-                    first.append(-1)  # past the cut: tagged from [SEP], below
-                    continue
-                first.append(len(ids))
-                ids += word[:room]
-            ids.append(sep_id)
-            cut += sum(f < 0 for f in first)
-            all_ids.append(np.asarray(ids, dtype=np.int64))
-            all_first.append(np.asarray([f if f >= 0 else len(ids) - 1 for f in first], dtype=np.int64))
-        if cut:
-            print(f"warning: {sentences[0].path}: {cut} words lie past data.max_length pieces in their sentence; "
-                  f"they are tagged from the [SEP] state (raise data.max_length)", file=sys.stderr)
-        return all_ids, all_first
 
     def encode_file(self, path: str, require_labels: bool = True) -> EncodedSentences:
         """Read and encode a CoNLL file with the run's column and scheme settings."""
@@ -240,12 +159,9 @@ class TaggingTask(TaggingIO, BatchTask):
     def decode_tags(self, model: torch.nn.Module, data: EncodedSentences) -> tuple[list[list[str]], float | None]:
         """Predicted tags of every sentence in `data.tag_scheme` (file order), and the mean sentence NLL
         of the gold tags (None for unlabelled input)."""
-        model.eval()
-        device = next(model.parameters()).device
         predicted: list[list[str]] = [[] for _ in data.sentences]
         nll_sum = 0.0
-        for batch in self.eval_batches(data):
-            batch = batch.to(device)
+        for batch in self.batches_on_device(model, data):
             emissions = model(batch.words, batch.chars, batch.casing, batch.mask,
                               **extra_inputs(batch)).logits.float()  # [B, T, K]
             best = model.head.decode(emissions, batch.mask).cpu().tolist()  # [B, T]
@@ -268,7 +184,7 @@ class TaggingTask(TaggingIO, BatchTask):
         results: dict = {"loss": loss, "sentences": len(gold)}
         results.update({name: scores[name] for name in SPAN_METRICS})
         results.update({k: scores[k] for k in ("gold_spans", "predicted_spans", "correct_spans", "tokens")})
-        metric = self.config.train.metric or self.default_metric
+        metric = self.selected_metric
         if bootstrap_samples and metric in SPAN_METRICS:
             counts = sentence_counts(gold, predicted, self.file_scheme)
             low, high = span_bootstrap_ci(counts, metric, n_samples=bootstrap_samples, seed=self.config.train.seed)

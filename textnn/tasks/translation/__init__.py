@@ -39,8 +39,10 @@ Decoding (`translate`, `predict`, `evaluate --beam`) goes through generation/dec
 follows beam hypotheses. Outputs are at most min(max_tokens, head.max_len_a * S + head.max_len_b) tokens for
 a source of S tokens; `<pad>` and `<s>` are never emitted.
 
-This package keeps three things apart: `data.py` reads files into examples and batches, `model.py`
-puts the head on an encoder, `task.py` is the task's own logic (loss, metrics, predictions, report).
+This package keeps its parts apart: `data.py` reads files into examples and batches, `text.py` turns text
+into ids and back, `decoding.py` decodes, `views.py` draws the attention, `io.py` is what `predict` takes
+and gives, `model.py` puts the head on an encoder, `task.py` is the task's own logic (loss, metrics,
+predictions).
 """
 
 from textnn.tasks.translation.data import BOS, EOS, EncodedPairs, TranslationBatch, TranslationData

@@ -11,7 +11,8 @@ tasks for prediction. A task computes (`Task.predict`: a list of its typed `Exam
   still answers input line N). Auto-detected, in this order: JSON lines, when the first non-blank line is a
   JSON object (every non-blank line must then be one; the fields the task names hold the text); the run's
   own training table, when the first line is its header line (classification, and translation from a
-  TSV: each row after it gives its text column(s)); CoNLL columns (taggers, `conll.looks_like_conll`,
+  TSV: each row after it gives its text column(s)), or, for a classifier trained on a TSV table without
+  header, a row with all the columns training read; CoNLL columns (taggers, `conll.looks_like_conll`,
   one example per sentence); else plain text, one example per line. Each task's hooks (tasks/base.py)
   say which fields and columns it reads and how a text becomes its example.
 - `predicted`: the examples a part at a time (constant memory, the first answers out while the rest is
@@ -89,7 +90,8 @@ def read_examples(task, lines: Iterable[str], source: str, input_format: str = "
         yield from _json_examples(task, lines, source)
     elif auto and table_header and head and (table := task.table(_first_row(head[0]))) is not None:
         print(f"{source}: its first line is the header of the run's training table; {table.reading}, one output "
-              f"line per row after the header", file=sys.stderr)
+              f"line per row after the header" if table.header else f"{source}: its first line is {table.reading}; "
+              f"one output line per row", file=sys.stderr)
         yield from _table_examples(task, table, lines, source)
     elif input_format == "conll" or (auto and task.reads_conll and looks_like_conll(head)):
         yield from _conll_examples(task, lines, source)
@@ -132,13 +134,14 @@ def _table_examples(task, table: Table, lines: Iterable[str], source: str) -> It
     """The example of each row after the header, as training reads the table: split at its delimiter, or by
     standard CSV quoting, where a quoted field may hold the delimiter, a line break or a carriage return."""
     rows = _cr_lines(lines)
-    next(rows)  # the header
-    for number, row in _table_rows(rows, table, source, first=2):
+    if table.header:
+        next(rows)  # the header
+    for number, row in _table_rows(rows, table, source, first=2 if table.header else 1):
         if row is None:
             yield None
         elif max(table.columns) >= len(row):
-            raise TextnnError(f"{source}:{number}: the row has {len(row)} field(s), fewer than the header's; "
-                              f"fix the row")
+            raise TextnnError(f"{source}:{number}: the row has {len(row)} field(s), fewer than the "
+                              f"{'header' if table.header else 'first row'}'s; fix the row")
         else:
             yield task.example_from_row([row[i] for i in table.columns], f"{source}:{number}")
 

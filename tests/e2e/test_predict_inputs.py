@@ -218,3 +218,32 @@ def test_the_python_api_refuses_what_the_commands_refuse(classifier, translator)
     for beam in (0, -5):
         with pytest.raises(TextnnError, match="beam_size"):
             translating.translate(["ein hund"], beam_size=beam)
+
+
+@pytest.fixture(scope="module")
+def headless_classifier(tmp_path_factory) -> Path:
+    """A classifier trained on a TSV table without header whose text is its 4th column (GLUE CoLA's layout:
+    source, label, original label, sentence)."""
+    folder = tmp_path_factory.mktemp("headless-classifier")
+    write_sentiment_tsv(folder / "rows.tsv", 120, seed=1)
+    rows = [line.split("\t") for line in (folder / "rows.tsv").read_text(encoding="utf-8").splitlines()[1:]]
+    (folder / "train.tsv").write_text("".join(f"src{i}\t{label}\t\t{text}\n" for i, (text, label) in enumerate(rows)),
+                                      encoding="utf-8")
+    return trained(folder, "task: classification\n"
+                           "data: {format: tsv, train: train.tsv, header: false, text_column: '3', label_column: '1'}\n"
+                           "model: {name: dan, preset: tiny}\n"
+                           "train: {batch_size: 16, max_steps: 5, progress: false, bootstrap_samples: 0}\n")
+
+
+def test_a_table_like_the_headless_training_table_is_read_by_its_columns_from_its_first_row(headless_classifier):
+    rows = (headless_classifier / "train.tsv").read_text(encoding="utf-8").splitlines()[:3]
+    read, said = answers(headless_classifier, "predict", "\n".join(rows) + "\n")
+    assert [json.loads(x)["text"] for x in read] == [row.split("\t")[3] for row in rows]
+    assert "no header line" in said and "column 3" in said
+    # fewer columns than training read (the label's among them): plain text, one text per line
+    for text in ("good film", "good\tfilm", "a\tb\tgood film"):
+        read, said = answers(headless_classifier, "predict", text + "\n")
+        assert [json.loads(x)["text"] for x in read] == [text] and "table" not in said
+    # a later row with fewer fields is named, as in a table with header
+    done = textnn("predict", "run", cwd=headless_classifier, stdin=rows[0] + "\nshort\trow\n")
+    assert done.returncode != 0 and "<stdin>:2" in done.stderr and "first row" in done.stderr

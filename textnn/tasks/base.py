@@ -77,13 +77,15 @@ class NoOptions:
 
 @dataclass(frozen=True)
 class Table:
-    """A run's training table given as `predict` input (`Task.table`): each row after the header line is split
-    at `delimiter` (by standard CSV quoting with `quoting`), and the fields at `columns` make its example."""
+    """A run's training table given as `predict` input (`Task.table`): each row (after the header line, when
+    the table has one) is split at `delimiter` (by standard CSV quoting with `quoting`), and the fields at
+    `columns` make its example."""
 
     columns: list[int]
     delimiter: str = "\t"
     quoting: bool = False
     reading: str = ""  # what the line said on stderr says is read: "predicting on its 'sentence' column"
+    header: bool = True  # the first line names the columns (False: it is a row, as in a table without header)
 
 
 def unbuilt_inputs(encoder_cls: type, builds: tuple[str, ...], task: str) -> str | None:
@@ -293,7 +295,7 @@ class Task(ABC):
 
     def table(self, header: str) -> Table | None:
         """The run's training table when an input's first line (`header`, its line ending removed) is its header
-        line; None otherwise, or when the task reads no table."""
+        line (or, for a table without one, a row of it); None otherwise, or when the task reads no table."""
         return None
 
     def example_from_row(self, fields: list[str], place: str):

@@ -71,18 +71,34 @@ class ClassificationIO:
 
     def table(self, header: str) -> Table | None:
         """The training table (tsv/csv with data.header) when `header` is its whole header line as training
-        read it (`table_header`); its rows are then read as training reads them: split at data.delimiter,
-        or with data.quoting by standard CSV quoting."""
+        read it (`table_header`), or a TSV table without header (`_headless_table`); its rows are then read
+        as training reads them: split at data.delimiter, or with data.quoting by standard CSV quoting."""
         data = self.config.data
-        if self.table_header is None or header != self.table_header:
-            return None
         delimiter = data.delimiter or ("\t" if data.format == "tsv" else ",")
+        if self.table_header is None or header != self.table_header:
+            return self._headless_table(header, delimiter)
         names = [name.strip() for name in (next(quoted_rows([header], delimiter)) if data.quoting
                                            else header.split(delimiter))]
         specs = [data.text_column] + ([data.text_pair_column] if self.is_pair else [])
         named = " and ".join(repr(spec) for spec in specs)
         return Table([names.index(spec) if spec in names else int(spec) for spec in specs], delimiter, data.quoting,
                      f"predicting on its {named} column{'s' if self.is_pair else ''}")
+
+    def _headless_table(self, first: str, delimiter: str) -> Table | None:
+        """A table like the run's TSV training table without header line (its columns given as numbers), when
+        the input's `first` line is a row of one: it has every column training read, label included (plain
+        text, or `text<TAB>pair` for a pair model, has fewer). The first line is then a row, not a header."""
+        data = self.config.data
+        specs = [data.text_column] + ([data.text_pair_column] if self.is_pair else [])
+        if data.format != "tsv" or data.header or not all(spec.isdigit() for spec in specs + [data.label_column]):
+            return None
+        fields = next(quoted_rows([first], delimiter)) if data.quoting else first.split(delimiter)
+        if len(fields) <= max(int(spec) for spec in specs + [data.label_column]):
+            return None
+        named = " and ".join(specs)
+        return Table([int(spec) for spec in specs], delimiter, data.quoting, header=False,
+                     reading=f"a row of the run's training table (no header line, as in training): predicting on "
+                             f"its column{'s' if self.is_pair else ''} {named} (counted from 0)")
 
     def save_table_header(self, run_path: Path) -> None:
         """Write the training table's header line (`table_header`), when training read one, for `load_table_header`."""

@@ -8,7 +8,8 @@ attention heatmap (one cell per target x source token), generated text streamed 
 the API's text for the same seed), BERT's attention per layer and head, and the LSTM cell view.
 
 Each test keeps a screenshot: in its temporary folder, or in the folder TEXTNN_SCREENSHOTS names
-(`TEXTNN_SCREENSHOTS=docs/img` writes README's pictures, docs/img/serve_*.png).
+(`TEXTNN_SCREENSHOTS=docs/img` writes README's pictures, docs/img/serve_*.png; the runs then train longer,
+so that the pictures show models that have learnt something).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 WAIT = 120  # seconds the page may take to show an answer (a bound that only keeps a failure from hanging)
 WIDTH = 1000  # pixels: the screenshots' width
+# each run's training: a few steps, or for README's pictures enough to have learnt something
+TRAINING = ["train.max_steps=400", "train.epochs=400"] if os.environ.get("TEXTNN_SCREENSHOTS") else ["train.max_steps=25"]
 PAGE_CONFIGS = {
     "bert_cls": "task: classification\ndata: {train: train.tsv, dev: dev.tsv, wordpiece_vocab_size: 80, "
                 "max_length: 24}\nmodel: {name: bert, preset: tiny}\n",
@@ -65,7 +68,7 @@ def server(ws):
     write_text(root / "lm_dev.txt", 30, seed=2)
     for name, config in PAGE_CONFIGS.items():
         (root / f"{name}.yaml").write_text(config + TRAIN, encoding="utf-8")
-        ws.output("train", f"{name}.yaml", "--run-dir", f"runs/{name}", "train.max_steps=25")
+        ws.output("train", f"{name}.yaml", "--run-dir", f"runs/{name}", *TRAINING)
     serving = Server(ws, [f"runs/{name}" for name in PAGE_CONFIGS])
     yield serving
     assert serving.stop() == 0, serving.errors()
@@ -90,13 +93,14 @@ def wait(driver, condition):
 
 
 def screenshot(driver, tmp_path: Path, name: str) -> None:
-    """The whole page, WIDTH pixels wide, as serve_NAME.png."""
+    """The whole page, WIDTH pixels wide (at most 2400 high), as serve_NAME.png."""
     folder = Path(os.environ.get("TEXTNN_SCREENSHOTS") or tmp_path)
     height = driver.execute_script("return document.documentElement.scrollHeight")
-    driver.set_window_size(WIDTH, min(max(height + 20, 500), 2400))
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",  # the viewport itself, not the window around it
+                           {"width": WIDTH, "height": min(height, 2400), "deviceScaleFactor": 1, "mobile": False})
     folder.mkdir(parents=True, exist_ok=True)
     assert driver.save_screenshot(str(folder / f"serve_{name}.png"))
-    driver.set_window_size(WIDTH, 900)
+    driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
 
 
 def ask(driver, run: str, text: str, button: str = "send", **fields) -> None:

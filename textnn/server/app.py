@@ -6,6 +6,7 @@ Endpoints (the JSON shapes are in README's "Serve" section):
     POST /v1/runs/{name}/predict       {"inputs": [...]} -> {"predictions": [...]}, as `textnn predict` prints
     POST /v1/runs/{name}/translate     {"inputs", "beam_size", "n_best", "length_penalty"} -> {"predictions"}
     POST /v1/runs/{name}/generate      {"prompt", "num_samples", "stream", decoding fields} -> as `generate`
+    POST /v1/runs/{name}/inspect       {"input"} -> attention or LSTM cells over it (viz/inspection.py)
     POST /v1/completions, GET /v1/models   OpenAI's shapes (completions.py)
     GET  /metrics                      Prometheus text (metrics.py)
 
@@ -36,15 +37,16 @@ from fastapi.responses import FileResponse, Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from textnn import defaults, limits
+from textnn import defaults, experiment, limits
 from textnn.errors import TextnnError
 from textnn.files import json_text
 from textnn.server import completions
 from textnn.server.batching import Batcher, Cancelled, Job, QueueFull, Stopping
-from textnn.server.bodies import RequestError, parse_json, read_fields
+from textnn.server.bodies import Field, RequestError, parse_json, read_fields
 from textnn.server.metrics import Metrics
 from textnn.server.served import GENERATE_FIELDS, PREDICT_FIELDS, TRANSLATE_FIELDS, ServedRun, generation_answer, \
     refusal
+from textnn.viz import NothingToShow, inspection
 
 MAX_BODY = limits.MAX_LINE_BYTES  # a request body is at most one line of input long
 STATIC = Path(__file__).parent / "static"  # the browser page's files: index.html is served at /
@@ -52,6 +54,7 @@ ERROR_TYPES = {400: "invalid_request_error", 404: "not_found_error", 405: "inval
                413: "request_too_large", 422: "invalid_request_error", 429: "queue_full", 500: "server_error",
                503: "unavailable"}
 REFUSALS = {400: "invalid", 413: "too_large", 422: "invalid", 429: "queue_full", 503: "stopping"}
+INSPECT_FIELDS = {"input": Field("string", required=True)}  # one text, line breaks allowed (a view reads it whole)
 CLIENT_GONE = 499  # counted for a request whose client went away before its answer (nginx's code for it)
 
 
@@ -307,8 +310,27 @@ def create_app(runs, max_batch: int = 32, max_wait_ms: float = 5.0, queue_size: 
         return Response(service.metrics.text(), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     @app.get("/v1/runs")
-    async def runs_list():
-        return json_response({"runs": [served.describe() for served in service.runs.values()]})
+    async def runs_list():  # "inspect": what the run's inspect view shows (viz/inspection.py), or null
+        return json_response({"runs": [{**served.describe(), "inspect": inspection.kind_of(served.task, served.model)}
+                                       for served in service.runs.values()]})
+
+    @app.post("/v1/runs/{name}/inspect")
+    async def inspect(request: Request, name: str):
+        served = service.runs.get(name) or service.run(name, "inspect")  # an unknown run: 404 naming the runs
+        text = read_fields(await _body(request), INSPECT_FIELDS, "an inspect request")["input"]
+        served.check_prompt(text, "input")
+        precision = partial(experiment.in_run_precision, served.config, served.model)
+
+        def compute(works):  # in the run's thread; a run with nothing to show is answered 400, not as a bad input
+            try:
+                return [inspection.inspect(served.task, served.model, text, precision, name)]
+            except NothingToShow as err:
+                return [RequestError(400, str(err), "input")]
+
+        found = await service.outcome(request, name, None, compute)
+        if isinstance(found, RequestError):
+            raise found
+        return json_response(found)
 
     async def predictions(request: Request, name: str, endpoint: str, spec: dict) -> Response:
         served = service.run(name, endpoint)

@@ -6,6 +6,9 @@ diagonal is zero. Token labels run along both axes. The maps come from the model
 attention path (`forward_with_attention`), which computes the same numbers as the fused kernel
 used in training (Vig & Belinkov 2019, "Analyzing the Structure of Attention in a Transformer
 Language Model", look at GPT-2's heads the same way).
+
+The arrays are found apart from the drawing (`self_attention`, `encoder_attention`, `source_attention`),
+so the files written here and `textnn serve`'s inspect endpoint (viz/inspection.py) show the same numbers.
 """
 
 # L layers, H heads, T tokens
@@ -14,13 +17,18 @@ from __future__ import annotations
 
 import html
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from textnn.data.tokenizers import CLS, SEP
 from textnn.errors import TextnnError
 from textnn.files import atomic_write_text
+from textnn.limits import InputTooLarge
+from textnn.tasks.translation.data import BOS, EOS
+from textnn.viz import NothingToShow
 from textnn.viz.plots import _new_figure, _save
 
 MAX_TOKENS = 128  # beyond this the labels of a T x T map can no longer be read
@@ -113,33 +121,102 @@ position (column) when predicting the next token. Brighter = more attention; row
 """
 
 
+@dataclass
+class SelfAttention:
+    """Every head's attention of a model reading one text: what the attention view draws."""
+
+    tokens: list[str]  # the T tokens the model read, as its vocabulary spells them
+    weights: np.ndarray  # [L, H, T, T] float32: row i (a query) over the keys j; rows sum to 1
+
+
+@dataclass
+class SourceAttention:
+    """A translation's attention over its source (Bahdanau et al. 2015, Figure 3): what its view draws."""
+
+    source: list[str]  # the S source tokens, </s> included
+    target: list[str]  # the T output tokens, row t the decoder predicting target[t] (the last: </s>)
+    translation: str  # the greedy translation, as `translate` prints it
+    maps: dict[str, np.ndarray]  # name ("attention" for an RNN; "layer1", ... for a Transformer) -> [H, T, S]
+
+
+def _attention_length(tokens: int, limit: int) -> None:
+    if not tokens:
+        raise TextnnError("the text to visualise is empty; give at least one token")
+    if tokens > limit:
+        raise InputTooLarge(f"the text is {tokens} tokens long; attention maps are drawn for at most {limit} "
+                            f"tokens: give a shorter text")
+
+
+def self_attention(model: torch.nn.Module, task, text: str) -> SelfAttention:
+    """Every head of every layer of a language model reading `text` (the explicit attention path of
+    `forward_with_attention`, tasks.language_modeling.AttentionLanguageModel), at most the encoder's
+    `max_length` tokens. `task` supplies the run's tokenizer and vocabulary (`encode_document`, `vocab`)."""
+    ids = list(task.encode_document(text))  # as the model read its training text (word models: <eos> per line)
+    _attention_length(len(ids), min(MAX_TOKENS, model.encoder.max_length(model.encoder.cfg) or MAX_TOKENS))
+    model.eval()
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        _, attention = model.forward_with_attention(torch.tensor([ids], device=device))  # [L, 1, H, T, T]
+    return SelfAttention(task.vocab.decode(ids), attention[:, 0].float().cpu().numpy())  # [L, H, T, T]
+
+
+def encoder_attention(encoder: torch.nn.Module, tokenizer, vocab, text: str) -> SelfAttention:
+    """Every head of every layer of an encoder with `forward_with_attention` (BERT, GPT) reading `text` as
+    its run tokenizes one input: `tokenizer`'s tokens, between [CLS] and [SEP] where the vocabulary has them
+    (BERT's framing of a single text; Devlin et al. 2019 §3)."""
+    ids = vocab.encode(tokenizer(text))
+    if ids and CLS in vocab.stoi and SEP in vocab.stoi:
+        ids = [vocab.stoi[CLS], *ids, vocab.stoi[SEP]]
+    _attention_length(len(ids), min(MAX_TOKENS, encoder.max_length(encoder.cfg) or MAX_TOKENS))
+    encoder.eval()
+    device = next(encoder.parameters()).device
+    with torch.no_grad():
+        _, attention = encoder.forward_with_attention(torch.tensor([ids], device=device))  # [L, 1, H, T, T]
+    return SelfAttention(vocab.decode(ids), attention[:, 0].float().cpu().numpy())  # [L, H, T, T]
+
+
+def source_attention(task, model: torch.nn.Module, text: str) -> SourceAttention:
+    """The attention over the source while `model` (a tasks.translation Translator) writes its greedy
+    translation of the first non-empty line of `text`, read teacher-forced on that translation with the
+    explicit attention path. `task` is the run's translation task (its vocabularies, encoding, decoding)."""
+    line = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    if not line:
+        raise TextnnError("no text to translate: give a source sentence with --text or a file")
+    source = task.encode_sources([line])[0]
+    hypothesis = task.translate_ids(model, [source], task.decoding_config())[0][0]
+    bos, eos = task.target_vocab.stoi[BOS], task.target_vocab.stoi[EOS]
+    target = [bos, *hypothesis.tokens]
+    device = next(model.parameters()).device
+    tensor = lambda ids: torch.tensor([ids], dtype=torch.long, device=device)  # noqa: E731
+    with torch.no_grad():
+        out = model(tensor(source), tensor(source) >= 0, tensor(target), tensor(target) >= 0, need_weights=True)
+    if not out.attention:
+        raise NothingToShow(f"model {task.config.model_name} has no source attention to draw (a seq2seq without "
+                          f"attention reads one summary vector); train it with an attention score")
+    maps = {}
+    for name, weights in out.attention.items():
+        weights = weights[0].float().cpu().numpy()  # [T, S] or [H, T, S]
+        maps[name] = weights if weights.ndim == 3 else weights[None]  # -> [H, T, S]
+    return SourceAttention(task.source_labels(source), task.target_labels(hypothesis.tokens + [eos]),
+                           task.detokenize(hypothesis.tokens), maps)
+
+
 def write_attention_view(model: torch.nn.Module, task, text: str, output_dir: str | Path,
                          title: str = "Attention") -> list[Path]:
     """Heatmaps of every head of every layer of `model` reading `text`: layer_<l>.png + index.html.
 
     `model` is a language model with `forward_with_attention` (tasks.language_modeling.AttentionLanguageModel);
-    at most the encoder's `max_length` tokens are drawn. `task` supplies the run's tokenizer and vocabulary
-    (`encode_document`, `vocab`). Returns the written paths, index.html first.
+    at most the encoder's `max_length` tokens are drawn (`self_attention`). `task` supplies the run's
+    tokenizer and vocabulary (`encode_document`, `vocab`). Returns the written paths, index.html first.
     """
-    ids = list(task.encode_document(text))  # as the model read its training text (word models: <eos> per line)
-    if not ids:
-        raise TextnnError("the text to visualise is empty; give at least one token")
-    limit = min(MAX_TOKENS, model.encoder.max_length(model.encoder.cfg) or MAX_TOKENS)
-    if len(ids) > limit:
-        raise TextnnError(f"the text is {len(ids)} tokens long; attention maps are drawn for at most {limit} "
-                          f"tokens: give a shorter text")
-    tokens = task.vocab.decode(ids)
-    device = next(model.parameters()).device
-    model.eval()
-    _, attention = model.forward_with_attention(torch.tensor([ids], device=device))  # [L, 1, H, T, T]
-    maps = attention[:, 0].float().cpu().numpy()  # [L, H, T, T]
-    labels = [token_label(t) for t in tokens]
+    found = self_attention(model, task, text)
+    labels = [token_label(t) for t in found.tokens]
     output_dir = Path(output_dir)
     images = []
-    for layer, weights in enumerate(maps, start=1):
+    for layer, weights in enumerate(found.weights, start=1):
         name = f"layer_{layer}.png"
-        plot_attention_heads(weights, labels, output_dir / name, f"{title}: layer {layer} of {len(maps)}")
+        plot_attention_heads(weights, labels, output_dir / name, f"{title}: layer {layer} of {len(found.weights)}")
         images.append((name, f"layer {layer}: {weights.shape[0]} heads"))
     index = output_dir / "index.html"
-    atomic_write_text(index, _index_html(title, text, tokens, images))
+    atomic_write_text(index, _index_html(title, text, found.tokens, images))
     return [index, *(output_dir / name for name, _ in images)]

@@ -26,6 +26,7 @@ import numpy as np
 
 from textnn.errors import TextnnError
 from textnn.files import atomic_write_text
+from textnn.viz import NothingToShow
 
 # feature name -> what a cell tracking it does (used in the HTML headings)
 FEATURES: dict[str, str] = {
@@ -312,35 +313,47 @@ def excerpt(text: str, size: int) -> tuple[int, int]:
     return best
 
 
-def write_cell_view(run_dir: str | Path, loaded: tuple, text: str, output_path: str | Path, title: str = "",
-                    show_chars: int = SHOW_CHARS, random_cells: int = 2, seed: int = 0) -> CellView:
-    """Colour `text` by the memory cells of a trained LSTM language model: one HTML block per cell.
+@dataclass
+class CellTrace:
+    """A run's LSTM memory cells over one text, and the cells `find_cells` chose: what the cell view shows."""
 
-    `loaded`: the run in `run_dir` as (config, task, model), weights loaded (`experiment.load_run`
-    gives it; taken as an argument, since runs are loaded a layer above this one).
+    text: str  # the text as the model's tokens stand for it (a word model: words, spaces, newlines)
+    activations: np.ndarray  # [characters, sum H_l] float32: tanh(c) after reading each character's token
+    layer_sizes: list[int]  # cells per layer (columns of `activations`, layer by layer)
+    matches: list[CellMatch]  # the chosen cells, each feature's then the random ones
+    labels: list[str]  # the heading of each chosen cell, in the same order
 
-    The run's model reads `text` as it read its training files (characters, or each line's tokens
-    then `<eos>`), from a zero state; every layer's tanh(c_t) is taken at every token, and each token's
-    value colours the characters it stands for. `find_cells` picks, for each text feature, the cell
-    that follows it best over the whole text, plus `random_cells` others for comparison
-    (Karpathy et al. 2015 §4.2); the page shows the `show_chars`-character `excerpt` of the text.
-    Works for any run whose encoder has `memory_cells` (rnn_lm / char_lstm_lm with cell lstm, awd_lstm).
+
+def trace_cells(loaded: tuple, text: str, random_cells: int = 2, seed: int = 0, run_name: str = "") -> CellTrace:
+    """The memory cells of a trained LSTM language model reading `text`, and the cells that follow its
+    features best.
+
+    `loaded`: the run as (config, task, model), weights loaded (`experiment.load_run` gives it; taken as an
+    argument, since runs are loaded a layer above this one); `run_name` names it in errors. The model reads
+    `text` as it read its training files (characters, or each line's tokens then `<eos>`), from a zero
+    state; every layer's tanh(c_t) is taken at every token, and each token's value stands for the characters
+    it stands for. `find_cells` picks, for each text feature, the cell that follows it best over the whole
+    text, plus `random_cells` others for comparison (Karpathy et al. 2015 §4.2). Works for any run whose
+    encoder has `memory_cells` (rnn_lm / char_lstm_lm with cell lstm, awd_lstm).
     """
     import torch
 
     config, task, model = loaded
     if not model.encoder.gives_cells:
-        raise TextnnError(f"{run_dir}: model {config.model_name!r} is not an LSTM language model; the cell view "
-                          f"reads runs of rnn_lm (model.cell=lstm) or awd_lstm")
+        raise NothingToShow(f"{run_name or 'the run'}: model {config.model_name!r} is not an LSTM language model; the "
+                          f"cell view reads runs of rnn_lm (model.cell=lstm) or awd_lstm")
     if not text.strip():
         raise TextnnError("the text to trace is empty; give some text for the cell view")
     ids = task.encode_document(text)
     # A character model reads the text one character per token: show the text itself (an <unk>
     # character stays what it was); other tokens show the text each one stands for.
     pieces = list(text) if task.tokenizer.kind == "char" else task.token_pieces(ids)
-    with torch.no_grad():
-        layers = model.encoder.memory_cells(torch.tensor([ids], device=next(model.parameters()).device))  # L x [T, H_l]
-    sizes = [layer.size(1) for layer in layers]
+    try:
+        with torch.no_grad():
+            layers = model.encoder.memory_cells(torch.tensor([ids], device=next(model.parameters()).device))
+    except TextnnError as err:  # an encoder of the family that has none (rnn_lm with a GRU)
+        raise NothingToShow(f"{run_name or 'the run'}: {err}") from None
+    sizes = [layer.size(1) for layer in layers]  # L x [T, H_l]
     per_token = torch.tanh(torch.cat(layers, dim=1)).cpu().numpy()  # [T, sum H_l]
     shown = "".join(pieces)
     activations = np.repeat(per_token, [len(piece) for piece in pieces], axis=0)  # [characters, sum H_l]
@@ -352,8 +365,20 @@ def write_cell_view(run_dir: str | Path, loaded: tuple, text: str, output_path: 
                           f"(closest feature: {m.closest}, r = {m.correlation:+.2f})")
         else:
             labels.append(f"{cell_name(m.cell, sizes)}: {FEATURES[m.feature]} (r = {m.correlation:+.2f})")
-    start, end = excerpt(shown, show_chars)
-    path = write_cell_html(shown[start:end], activations[start:end], [(m.cell, label) for m, label in
-                                                                      zip(matches, labels)], output_path,
-                           title=title or f"LSTM cells of {Path(run_dir).name} ({config.model_name})")
-    return CellView(path=path, matches=matches, labels=labels, characters=len(shown))
+    return CellTrace(shown, activations, sizes, matches, labels)
+
+
+def write_cell_view(run_dir: str | Path, loaded: tuple, text: str, output_path: str | Path, title: str = "",
+                    show_chars: int = SHOW_CHARS, random_cells: int = 2, seed: int = 0) -> CellView:
+    """Colour `text` by the memory cells of a trained LSTM language model: one HTML block per cell.
+
+    `loaded`: the run in `run_dir` as (config, task, model), weights loaded (`experiment.load_run`
+    gives it). The cells and their values are `trace_cells`'s; the page shows the `show_chars`-character
+    `excerpt` of the text.
+    """
+    found = trace_cells(loaded, text, random_cells, seed, str(run_dir))
+    start, end = excerpt(found.text, show_chars)
+    path = write_cell_html(found.text[start:end], found.activations[start:end],
+                           [(m.cell, label) for m, label in zip(found.matches, found.labels)], output_path,
+                           title=title or f"LSTM cells of {Path(run_dir).name} ({loaded[0].model_name})")
+    return CellView(path=path, matches=found.matches, labels=found.labels, characters=len(found.text))

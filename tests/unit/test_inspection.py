@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import write_sentiment_tsv
 from tests.e2e.test_translation_cli import write_corpus
-from textnn.config import config_from_dict
+from textnn.resolve import config_from_dict
 from textnn.experiment import load_run, train
 from textnn.limits import InputTooLarge
 from textnn.viz import NothingToShow

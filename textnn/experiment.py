@@ -454,22 +454,27 @@ def generate_file_run(run_dir: str | Path, lines: Iterable[str], source: str, de
     prompts = (line.rstrip("\n").removesuffix("\r") for line in lines)
     for _, chunk in line_chunks(generate_each(config, task, model, prompts, decoding, num_samples, batch_size,
                                               source), GENERATE_CHUNK_LINES):
-        rows = []
-        for found in chunk:
-            row: dict = {"prompt": found.prompt}
-            scores = [round(score, 6) for score in found.scores]
-            if len(found.samples) == 1:
-                row["text"] = found.samples[0]
-                if decoding.search.ranked:
-                    row["score"] = scores[0]
-            elif decoding.search.ranked:
-                row.update(hypotheses=found.samples, scores=scores)
-            else:
-                row["samples"] = found.samples
-            if found.unknown_tokens:
-                row["unknown_tokens"] = found.unknown_tokens
-            rows.append(json_text(row, ensure_ascii=False))
+        rows = [json_text(generation_row(found, decoding), ensure_ascii=False) for found in chunk]
         yield from rows  # the part's lines together, once all of them are done
+
+
+def generation_row(found, decoding: DecodingConfig) -> dict:
+    """A `Generation` as the JSON line `generate RUN FILE` prints for its prompt: {prompt, text} (beam search
+    adds score), {prompt, samples} for several samples, {prompt, hypotheses, scores} for an n-best list;
+    unknown_tokens when some prompt tokens are not in the vocabulary."""
+    row: dict = {"prompt": found.prompt}
+    scores = [round(score, 6) for score in found.scores]
+    if len(found.samples) == 1:
+        row["text"] = found.samples[0]
+        if decoding.search.ranked:
+            row["score"] = scores[0]
+    elif decoding.search.ranked:
+        row.update(hypotheses=found.samples, scores=scores)
+    else:
+        row["samples"] = found.samples
+    if found.unknown_tokens:
+        row["unknown_tokens"] = found.unknown_tokens
+    return row
 
 
 def generate_each(config: Config, task, model: torch.nn.Module, prompts: Iterable[str], decoding: DecodingConfig,

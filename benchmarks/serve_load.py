@@ -14,7 +14,8 @@ CPU; quality is not what is measured):
 Each run is served by `python -m textnn serve RUN --port 0` in its own process, once per side:
 - `batched`: `--max-batch 32 --max-wait-ms 5` (the defaults), in the run's own precision;
 - `max_batch_1`: `--max-batch 1`, each request computed alone;
-- `batched_fp32` (classifier only): as `batched` with `--precision fp32`, the baseline's precision;
+- `batched_fp32` (classifier only, where the textnn sides do not compute in float32 already): as `batched`
+  with `--precision fp32`, the baseline's precision;
 - `pipeline` (classifier only): the run exported by `textnn export` to a Hugging Face folder and loaded by
   `transformers.pipeline("text-classification")` in a FastAPI app of a dozen lines served by uvicorn
   (`pipeline_app` below: a `def` endpoint, so FastAPI runs it in its thread pool, which calls the pipeline

@@ -94,7 +94,7 @@ def test_bpe_holdout_trains_merges_on_the_kept_part_only(tmp_path):
 
 def test_init_from_reads_new_text_with_the_runs_bpe_without_training_another(tmp_path, monkeypatch):
     from textnn.experiment import train
-    from textnn.tasks.language_modeling import task as language_modeling_task
+    from textnn.tasks.language_modeling import building
 
     config = bpe_config(tmp_path)
     config.train.max_steps = 2
@@ -105,7 +105,7 @@ def test_init_from_reads_new_text_with_the_runs_bpe_without_training_another(tmp
     def no_training(*args):
         raise AssertionError("a BPE was trained")
 
-    monkeypatch.setattr(language_modeling_task, "train_bpe", no_training)
+    monkeypatch.setattr(building, "train_bpe", no_training)
     task = LanguageModelingTask.from_data(config_from_dict({
         "task": "language_modeling", "data": {"format": "text", "train": str(tmp_path / "new.txt"), "bptt": 8},
         "model": {"init_from": str(run.path)}}, "test"))

@@ -17,18 +17,22 @@
 # bash recipes/run_transfer_curves.sh.
 #
 # On a GPU (the default; it stops at once if torch sees no CUDA device): each run is sized to a time
-# budget. A probe of each model trains for PROBE_SECONDS (default 20) beside the model that will share the
+# budget. A probe of each model trains for PROBE_SECONDS (default 45) beside the model that will share the
 # GPU with it, after a one-step run of each that tokenizes and caches the data (so both probes start
-# together); recipes/gpu/sizing.py reads the probe's speed, and the run gets the steps that fill 90% of its
-# budget, so its learning-rate schedule ends in time (the rest is for its evaluations), with
-# train.max_minutes at 110% as a stop. Budgets: A_SECONDS (default 200) for each (a) run, B_SECONDS (60)
-# for each (b) run. Both models in bf16 autocast (train.precision=auto), as the earlier H100 run;
+# together), and makes a dev evaluation every few hundred steps; recipes/gpu/sizing.py reads the speed of
+# training alone over the probe's last third and the seconds one evaluation takes, and the run gets the
+# steps that, with its evaluations, fill 90% of its budget, so its learning-rate schedule ends in time,
+# with train.max_minutes at 110% as a stop. Budgets: A_SECONDS (default 200) for each (a) run, B_SECONDS
+# (60) for each (b) run. Both models in bf16 autocast (train.precision=auto), as the earlier H100 run;
 # LSTM_PRECISION=fp32 pins the language models to float32. THREADS (default 4) CPU threads a run.
-# Planned time on one H100: about 7 minutes (200 + 60 s of training, two rounds of 20-second probes,
-# the first tokenization, start-ups), inside one 10-minute call; the script has not been run on a GPU
-# yet (docs/RESULTS.md, "Pre-training in one call"). DEVICE=cpu runs this time-sized path on the CPU
-# instead, as a check of every stage on the real data (there with larger budgets and one thread:
-# A_SECONDS=120 B_SECONDS=60 PROBE_SECONDS=100 THREADS=1).
+# Planned time on one H100: about 8 minutes (200 + 60 s of training, two rounds of 45-second probes and
+# their last evaluations, the first tokenization, start-ups), inside one 10-minute call. Its first run on
+# an H100 (docs/RESULTS.md, "Pre-training in one call") took 7.4 minutes with 20-second probes that did
+# not evaluate; its sizing was too short for BERT-Mini and too long for the AWD-LSTM, which is what the
+# probes' length and evaluations now measure. DEVICE=cpu runs this time-sized path on the CPU instead, as
+# a check of every stage on the real data (there with larger budgets and one thread: A_SECONDS=120
+# B_SECONDS=60 PROBE_SECONDS=100 THREADS=1; at a CPU's speed the probes reach no evaluation, and sizing.py
+# says that it counts them as free).
 #
 # --cpu: the CPU path. No probes: each run trains the steps of the earlier H100 run (docs/RESULTS.md):
 # 19,051 (AWD-LSTM, its schedule spanning them), 6,194 (BERT-Mini), 1,087 (stage (b), as many as the
@@ -94,7 +98,7 @@ case $mode in
   cpu) threads=${THREADS:-1} lstm_precision=${LSTM_PRECISION:-fp32} heldout=1000 ;;
   smoke) threads=1 lstm_precision=fp32 heldout=40 ;;
 esac
-minutes=0 a_seconds=${A_SECONDS:-200} b_seconds=${B_SECONDS:-60} probe_seconds=${PROBE_SECONDS:-20}
+minutes=0 a_seconds=${A_SECONDS:-200} b_seconds=${B_SECONDS:-60} probe_seconds=${PROBE_SECONDS:-45}
 mkdir -p "$out/logs"
 if [[ $mode == smoke ]]; then  # the first lines of each file: enough text for every stage to run
   mkdir -p "$out/smoke_data/wikitext2" "$out/smoke_data/sst2"
@@ -162,12 +166,15 @@ finish() {  # wait for the runs `start` began; stop the script, with the end of 
   ((failed == 0)) || exit 1
 }
 
-schedule() {  # schedule KIND STEPS MINUTES: the overrides of a run's length, its warm-up and its evaluations at
-              # the fractions of the earlier H100 run (BERT-Mini: warm-up 1/16, 8 evaluations; the MLM on SST-2's
-              # text: 6; the AWD-LSTM: 8, its slanted triangular rise at the recipe's fraction; stage (b): 4)
-  local kind=$1 steps=$2 minutes=$3 evaluations
-  case $kind in lm_a | bert_a) evaluations=8 ;; lm_b) evaluations=4 ;; bert_b) evaluations=6 ;; esac
-  schedule_overrides=(train.max_steps="$steps" train.eval_every=$((steps >= evaluations ? steps / evaluations : steps))
+# each run's dev evaluations, at the fractions of the earlier H100 run (BERT-Mini 8, the MLM on SST-2's text 6,
+# the AWD-LSTM 8, stage (b) 4), and the steps between its probe's evaluations, which time one of them
+declare -A evaluations=([lm_a]=8 [bert_a]=8 [lm_b]=4 [bert_b]=6)
+declare -A probe_every=([lm_a]=400 [bert_a]=200 [lm_b]=400 [bert_b]=200)
+schedule() {  # schedule KIND STEPS MINUTES: the overrides of a run's length, its warm-up (BERT-Mini: 1/16; the
+              # AWD-LSTM's slanted triangular rise at the recipe's fraction) and its evaluations
+  local kind=$1 steps=$2 minutes=$3
+  local count=${evaluations[$kind]}
+  schedule_overrides=(train.max_steps="$steps" train.eval_every=$((steps >= count ? steps / count : steps))
                       train.max_minutes="$minutes")
   [[ $kind == bert_* ]] && schedule_overrides+=(train.warmup_steps=$((steps / 16 > 0 ? steps / 16 : 1)))
   return 0
@@ -180,13 +187,15 @@ if [[ $mode == cpu ]]; then
   minutes=${STAGE_MINUTES:-0}
   declare -A steps=([lm_a]=19051 [bert_a]=6194 [lm_b]=1087 [bert_b]=1920)
 else
-  # probes: no dev set (nothing but training is timed), a training record every step
+  # probes: a training record every step, and a dev evaluation every probe_every steps (sizing.py reads the
+  # speed of training alone, and the seconds an evaluation takes)
   probes=$out/probes
   if [[ $mode == smoke ]]; then
-    probe=(data.dev= train.max_steps=4 train.log_every=1)
-    a_seconds=5 b_seconds=5 at_most=(--at-most 3)
+    probe=(train.max_steps=4 train.log_every=1)
+    probe_every=([lm_a]=2 [bert_a]=2 [lm_b]=2 [bert_b]=2)
+    a_seconds=600 b_seconds=600 at_most=(--at-most 3)  # a few steps, whatever the evaluations cost
   else
-    probe=(data.dev= train.max_steps=0 train.max_minutes="$(awk -v s="$probe_seconds" 'BEGIN { print s / 60 }')"
+    probe=(train.max_steps=0 train.max_minutes="$(awk -v s="$probe_seconds" 'BEGIN { print s / 60 }')"
            train.log_every=1)
     at_most=()
   fi
@@ -195,18 +204,21 @@ else
     start prepare_bert_a "$probes/prepare_bert_a" "${bert_a[@]}" data.dev= train.max_steps=1
     finish
   fi
-  start probe_lm_a "$probes/lm_a" "${lm_a[@]}" "${probe[@]}"
-  start probe_bert_a "$probes/bert_a" "${bert_a[@]}" "${probe[@]}"
+  start probe_lm_a "$probes/lm_a" "${lm_a[@]}" "${probe[@]}" train.eval_every=${probe_every[lm_a]}
+  start probe_bert_a "$probes/bert_a" "${bert_a[@]}" "${probe[@]}" train.eval_every=${probe_every[bert_a]}
   finish
-  start probe_lm_b "$probes/lm_b" "${lm_b[@]}" model.init_from="$probes/lm_a" "${probe[@]}"
-  start probe_bert_b "$probes/bert_b" "${bert_b[@]}" model.init_from="$probes/bert_a" "${probe[@]}"
+  start probe_lm_b "$probes/lm_b" "${lm_b[@]}" model.init_from="$probes/lm_a" "${probe[@]}" \
+    train.eval_every=${probe_every[lm_b]}
+  start probe_bert_b "$probes/bert_b" "${bert_b[@]}" model.init_from="$probes/bert_a" "${probe[@]}" \
+    train.eval_every=${probe_every[bert_b]}
   finish
   declare -A steps
   for kind in lm_a bert_a lm_b bert_b; do
     budget=$a_seconds
     [[ $kind == *_b ]] && budget=$b_seconds
+    # the run evaluates at every eval_every steps and once more at its end
     steps[$kind]=$("$python" recipes/gpu/sizing.py "$probes/$kind" $((budget * 9 / 10)) --stage "$kind" \
-                   --record "$out/sizing.jsonl" "${at_most[@]}")
+                   --evaluations $((evaluations[$kind] + 1)) --record "$out/sizing.jsonl" "${at_most[@]}")
   done
   if [[ $mode == gpu ]]; then
     minutes_a=$(awk -v s="$a_seconds" 'BEGIN { printf "%.2f", s * 1.1 / 60 }')

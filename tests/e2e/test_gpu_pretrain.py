@@ -123,13 +123,17 @@ def test_bad_arguments_are_refused_with_the_usage(tmp_path):
     assert not (tmp_path / "o").exists() and (tmp_path / "full" / "keep.txt").exists()
 
 
-def test_sizing_reads_the_speed_of_a_probes_second_half(tmp_path):
+def test_sizing_reads_the_speed_of_training_alone_and_counts_the_evaluations(tmp_path):
     probe = tmp_path / "probe"
     probe.mkdir()
-    # 10 steps a second at first, then 40: the second half (seconds >= 5 of 10) is what counts
-    records = [{"split": "train", "step": 10 * s, "seconds": s} for s in range(1, 5)]
-    records += [{"split": "train", "step": 40 + 40 * (s - 4), "seconds": s} for s in range(5, 11)]
-    records.insert(3, {"split": "dev", "step": 30, "seconds": 3.5, "loss": 1.0})
+    # 10 steps a second of training at first, then 40: the last third (training seconds >= 8 of 12) is what
+    # counts; two evaluations, of 2 and 4 seconds, inside `seconds` and counted in `eval_seconds`
+    records = []
+    for trained in range(1, 13):
+        evaluating = 0.0 if trained < 4 else 2.0 if trained < 10 else 6.0
+        step = 10 * trained if trained <= 6 else 60 + 40 * (trained - 6)
+        records.append({"split": "train", "step": step, "seconds": trained + evaluating, "eval_seconds": evaluating})
+    records.insert(3, {"split": "dev", "step": 30, "loss": 1.0})
     (probe / "metrics.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
     record = tmp_path / "sizing.jsonl"
 
@@ -137,11 +141,15 @@ def test_sizing_reads_the_speed_of_a_probes_second_half(tmp_path):
         return subprocess.run([sys.executable, str(REPO / "recipes" / "gpu" / "sizing.py"), str(probe), *args,
                                "--stage", "lm_a", "--record", str(record)], capture_output=True, text=True, timeout=60)
 
-    done = size("30")
-    assert done.returncode == 0 and done.stdout.strip() == "1200", done.stderr
+    done = size("30", "--evaluations", "4")  # 4 evaluations of 3 s on average leave 18 s: 720 steps at 40 a second
+    assert done.returncode == 0 and done.stdout.strip() == "720", done.stderr
     assert json.loads(record.read_text(encoding="utf-8")) == {
-        "stage": "lm_a", "probe": "probe", "steps_per_second": 40.0, "budget_seconds": 30.0, "steps": 1200}
+        "stage": "lm_a", "probe": "probe", "steps_per_second": 40.0, "seconds_per_evaluation": 3.0,
+        "evaluations": 4, "budget_seconds": 30.0, "training_seconds": 18.0, "steps": 720}
+    assert size("30").stdout.strip() == "1200"
     assert size("30", "--at-most", "3").stdout.strip() == "3"
+    done = size("30", "--evaluations", "10")
+    assert done.returncode != 0 and "10 dev evaluations of 3.0 s each take more than" in done.stderr
     (probe / "metrics.jsonl").write_text(json.dumps(records[0]) + "\n", encoding="utf-8")
     done = size("30")
     assert done.returncode != 0 and "1 training records" in done.stderr

@@ -485,13 +485,20 @@ def generate_each(config: Config, task, model: torch.nn.Module, prompts: Iterabl
     gives, and equal prompts still get different samples. An error names `source` and the prompt's number."""
     decoding = decoding.with_seed()
     for number, prompt in enumerate(prompts, start=1):
-        seed = (decoding.seed + number - 1) % 2 ** 31 if decoding.search.seeded else decoding.seed
         try:
-            found = generate_in_batches(config, model, task, prompt, replace(decoding, seed=seed), num_samples,
+            found = generate_in_batches(config, model, task, prompt, prompt_decoding(decoding, number), num_samples,
                                         batch_size)
         except TextnnError as err:
             raise TextnnError(f"{source}:{number}: {err}") from None
         yield found
+
+
+def prompt_decoding(decoding: DecodingConfig, number: int) -> DecodingConfig:
+    """The decoding of prompt `number` (from 1) of several (`generate_each`), from a decoding whose seed is fixed
+    (`with_seed`): seed + number - 1 when sampling."""
+    if not decoding.search.seeded:
+        return decoding
+    return replace(decoding, seed=(decoding.seed + number - 1) % 2 ** 31)
 
 
 def visualize_run(run_dir: str | Path, text: str, output_dir: str | Path | None = None, device: str = "cpu",

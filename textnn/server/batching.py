@@ -35,7 +35,8 @@ class Stopping(Exception):
 
 
 class Cancelled(Exception):
-    """Raised inside a computation that checks `Job.cancelled` (a streamed generation) once its client left."""
+    """Raised inside a computation that checks `Job.cancelled` (a streamed generation) once its client left, or
+    given as the result of a job that stopped so while the other jobs of its batch went on."""
 
 
 @dataclass(eq=False)
@@ -172,4 +173,8 @@ class Batcher:
                 job.deliver(None, err)
             return
         for job, result in zip(jobs, results):
-            job.deliver(result, None)
+            if isinstance(result, Cancelled):  # a job of the batch stopped when its client left, the others went on
+                self.on_drop()
+                job.deliver(None, result)
+            else:
+                job.deliver(result, None)

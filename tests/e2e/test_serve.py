@@ -423,10 +423,14 @@ def lstm(ws, runs) -> str:
                                            ("lstm", ["the cat", "a dog", "sat on", "the mat"])])
 def test_concurrent_generations_are_decoded_together_and_answer_as_each_alone(ws, runs, lstm, name, prompts):
     """Four generations of prompts of one length and one decoding but their seeds share one batch (a batch
-    goes only once four wait); each answers what `textnn generate RUN FILE` prints for its line."""
+    goes only once four wait); each answers what `textnn generate --prompt` prints for it alone, and so does
+    a completion of the four prompts, as `textnn generate RUN FILE` prints its lines."""
     run = lstm if name == "lstm" else runs[name]
+    alone = [ws.output("generate", run, "--prompt", prompt, "--seed", 11 + number, "--max-tokens", 30)
+             for number, prompt in enumerate(prompts)]
     (ws.root / f"{name}-prompts.txt").write_text("".join(prompt + "\n" for prompt in prompts), encoding="utf-8")
     printed = lines_of(ws.output("generate", run, f"{name}-prompts.txt", "--seed", 11, "--max-tokens", 30))
+    assert [line["text"] for line in printed] == [text.removesuffix("\n") for text in alone]
     serving = Server(ws, [run], "--max-batch", "4", *WAIT_FOREVER)
     try:
         answers: dict[int, dict] = {}

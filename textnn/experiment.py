@@ -432,8 +432,9 @@ def batch_seed(seed: int, number: int) -> int:
     return seed if number == 0 else (seed + number * 1_000_003) % 2 ** 31
 
 
-# Prompts `generate RUN FILE` reads and answers at a time. Each prompt is decoded on its own (its own
-# seed), so a part is only how often output is flushed: small, since one prompt may take seconds.
+# Prompts `generate RUN FILE` reads and answers at a time: those of a part read as equally many tokens are
+# decoded side by side (each with its own seed), and a part is how often output is flushed: small, since
+# one prompt may take seconds.
 GENERATE_CHUNK_LINES = 16
 
 
@@ -479,19 +480,46 @@ def generation_row(found, decoding: DecodingConfig) -> dict:
 
 def generate_each(config: Config, task, model: torch.nn.Module, prompts: Iterable[str], decoding: DecodingConfig,
                   num_samples: int = 1, batch_size: int | None = None, source: str = "prompts"):
-    """The `Generation` of each prompt, one at a time, as `generate RUN FILE` and the Python API's
+    """The `Generation` of each prompt, each as it is alone, as `generate RUN FILE` and the Python API's
     `generate([...])` give them. With sampling, prompt i (from 1) is drawn with seed `decoding.seed + i - 1`
     (a seed drawn from the operating system when None): prompt 1 is what `generate --prompt P --seed SEED`
-    gives, and equal prompts still get different samples. An error names `source` and the prompt's number."""
+    gives, and equal prompts still get different samples. Prompts are read GENERATE_CHUNK_LINES at a time,
+    and those of a part read as equally many tokens are decoded side by side (`generate_texts`), unless a
+    prompt's samples are drawn in several batches (`generate_in_batches`). An error names `source` and the
+    prompt's number."""
+    from textnn.generation.lm import Request, generate_texts
+    from textnn.tasks.base import line_chunks
+
     decoding = decoding.with_seed()
-    for number, prompt in enumerate(prompts, start=1):
-        seed = (decoding.seed + number - 1) % 2 ** 31 if decoding.search.seeded else decoding.seed
-        try:
-            found = generate_in_batches(config, model, task, prompt, replace(decoding, seed=seed), num_samples,
-                                        batch_size)
-        except TextnnError as err:
-            raise TextnnError(f"{source}:{number}: {err}") from None
-        yield found
+    in_parts = (decoding.search.seeded and batch_size is not None and isinstance(num_samples, int)
+                and num_samples > batch_size)
+    for first, chunk in line_chunks(prompts, GENERATE_CHUNK_LINES):
+        numbers = range(first, first + len(chunk))
+        if not in_parts:
+            try:
+                with in_run_precision(config, model):
+                    found = generate_texts(model, task, [Request(prompt, prompt_decoding(decoding, number), num_samples)
+                                                         for number, prompt in zip(numbers, chunk)])
+            except TextnnError:  # a prompt the model refuses: each alone below, so that the error names it
+                found = None
+            if found is not None:
+                yield from found
+                continue
+        for number, prompt in zip(numbers, chunk):
+            try:
+                found = generate_in_batches(config, model, task, prompt, prompt_decoding(decoding, number),
+                                            num_samples, batch_size)
+            except TextnnError as err:
+                raise TextnnError(f"{source}:{number}: {err}") from None
+            yield found
+
+
+def prompt_decoding(decoding: DecodingConfig, number: int) -> DecodingConfig:
+    """The decoding of prompt `number` (from 1) of several (`generate_each`), from a decoding whose seed is fixed
+    (`with_seed`): seed + number - 1 when sampling."""
+    if not decoding.search.seeded:
+        return decoding
+    return replace(decoding, seed=(decoding.seed + number - 1) % 2 ** 31)
 
 
 def visualize_run(run_dir: str | Path, text: str, output_dir: str | Path | None = None, device: str = "cpu",

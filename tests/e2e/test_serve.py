@@ -297,6 +297,21 @@ def test_a_client_that_leaves_a_stream_stops_its_generation(server):
     assert server.post("/v1/runs/lm/generate", {"prompt": "a", "max_tokens": 5, "seed": 1})["text"].startswith("a")
 
 
+@pytest.mark.parametrize("path, body", [
+    ("/v1/runs/lm/generate", {"prompt": "the cat", "max_tokens": limits.MAX_NEW_TOKENS}),
+    ("/v1/completions", {"model": "lm", "prompt": "the cat", "max_tokens": limits.MAX_NEW_TOKENS})])
+def test_a_client_that_leaves_a_whole_generation_stops_it(server, path, body):
+    batches = server.metric("textnn_batch_size_count", run="lm")
+    dropped = server.metric("textnn_dropped_total", run="lm")
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=TIMEOUT)
+    connection.request("POST", path, body=json.dumps(body).encode("utf-8"))
+    server.until("textnn_batch_size_count", batches + 1, run="lm")  # the run's thread is computing it
+    connection.close()  # long before its 100,000 tokens
+    server.until("textnn_dropped_total", dropped + 1, run="lm")  # the generation saw it, and stopped
+    assert server.post("/v1/runs/lm/generate", {"prompt": "a", "max_tokens": 5, "seed": 1})["text"].startswith("a")
+    assert server.metric("textnn_batch_size_count", run="lm") == batches + 2  # the next request was computed
+
+
 def test_without_fastapi_serve_says_how_to_install_it(ws, runs):
     code = ("import sys; sys.modules['fastapi'] = None; from textnn.cli import main; "
             f"sys.exit(main(['serve', {runs['cls']!r}]))")
@@ -392,6 +407,56 @@ def test_concurrent_requests_share_a_batch_and_sigterm_loses_none_in_flight(ws, 
     assert "stopping" in serving.errors() and "Traceback" not in serving.errors()
     with pytest.raises(OSError):  # nothing listens any more
         socket.create_connection(("127.0.0.1", serving.port), timeout=5).close()
+
+
+@pytest.fixture(scope="module")
+def lstm(ws, runs) -> str:
+    """A tiny word-level LSTM language model run, on the language model's text."""
+    (ws.root / "lstm.yaml").write_text(
+        "task: language_modeling\ndata: {format: text, train: lm_train.txt, dev: lm_dev.txt, tokenizer: whitespace, "
+        "bptt: 16}\nmodel: {name: rnn_lm, preset: tiny}\n" + TRAIN, encoding="utf-8")
+    ws.output("train", "lstm.yaml", "--run-dir", "runs/lstm", "train.max_steps=25")
+    return "runs/lstm"
+
+
+@pytest.mark.parametrize("name, prompts", [("lm", ["the cat", "a dog s", "the mat", "ran on "]),
+                                           ("lstm", ["the cat", "a dog", "sat on", "the mat"])])
+def test_concurrent_generations_are_decoded_together_and_answer_as_each_alone(ws, runs, lstm, name, prompts):
+    """Four generations of prompts of one length and one decoding but their seeds share one batch (a batch
+    goes only once four wait); each answers what `textnn generate --prompt` prints for it alone, and so does
+    a completion of the four prompts, as `textnn generate RUN FILE` prints its lines."""
+    run = lstm if name == "lstm" else runs[name]
+    alone = [ws.output("generate", run, "--prompt", prompt, "--seed", 11 + number, "--max-tokens", 30)
+             for number, prompt in enumerate(prompts)]
+    (ws.root / f"{name}-prompts.txt").write_text("".join(prompt + "\n" for prompt in prompts), encoding="utf-8")
+    printed = lines_of(ws.output("generate", run, f"{name}-prompts.txt", "--seed", 11, "--max-tokens", 30))
+    assert [line["text"] for line in printed] == [text.removesuffix("\n") for text in alone]
+    serving = Server(ws, [run], "--max-batch", "4", *WAIT_FOREVER)
+    try:
+        answers: dict[int, dict] = {}
+
+        def ask(number: int) -> None:
+            body = {"prompt": prompts[number], "seed": 11 + number, "max_tokens": 30}
+            answers[number] = serving.post(f"/v1/runs/{name}/generate", body)
+
+        threads = [threading.Thread(target=ask, args=(number,)) for number in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert [answers[number]["text"] for number in range(4)] == [line["text"] for line in printed]
+        assert len({line["text"] for line in printed}) == 4
+        assert serving.metric("textnn_batch_size_count", run=name) == 1  # the four in one batch
+        assert serving.metric("textnn_batch_size_sum", run=name) == 4
+        # completions of several prompts are one request's batch: as `generate RUN FILE` prints them
+        several = serving.post("/v1/completions", {"model": name, "prompt": prompts, "max_tokens": 30, "seed": 11})
+        assert [prompt + choice["text"] for prompt, choice in zip(prompts, several["choices"])] == \
+            [line["text"] for line in printed]
+        assert serving.metric("textnn_batch_size_count", run=name) == 2
+        assert serving.metric("textnn_batch_size_bucket", run=name, le="4.0") == 2
+        assert serving.metric("textnn_batch_size_bucket", run=name, le="2.0") == 0
+    finally:
+        assert serving.stop() == 0, serving.errors()
 
 
 def test_a_full_queue_is_429_and_a_client_that_leaves_frees_its_place(ws, runs):

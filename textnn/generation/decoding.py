@@ -249,27 +249,43 @@ def _allowed(logits: torch.Tensor, banned: torch.Tensor, stops: torch.Tensor, t:
 # -------------------------------------------------------------------------------------- greedy, sample
 
 @torch.no_grad()
-def _one_per_row(decoder: Decoder, batch: object, prefix: torch.Tensor, cfg: DecodingConfig, choose,
-                 stop_ids: Sequence[int], source_lengths, banned_ids: Sequence[int],
-                 on_step: OnStep | None = None) -> list[list[Hypothesis]]:
-    """Extend every row by one chosen token per step (`choose`: allowed logits [B, V] -> ids [B]); `on_step`
-    sees each step's tokens as they are chosen (`OnStep`)."""
+def _one_per_row(decoder: Decoder, batch: object, prefix: torch.Tensor, cfg: DecodingConfig,
+                 choosers: Sequence[Callable[[torch.Tensor], torch.Tensor]], parts: Sequence[int],
+                 stop_ids: Sequence[int], source_lengths, banned_ids: Sequence[int], on_step: OnStep | None = None,
+                 leave: Callable[[int], bool] | None = None) -> list[list[Hypothesis]]:
+    """Extend every row by one chosen token per step. The rows come in `parts` (consecutive rows, sizes
+    summing to B), each part's tokens chosen by its own chooser (allowed logits [n, V] -> ids [n]), so that
+    a part is decoded as it would be alone. A part stays in the batch until all of its rows have ended
+    (ended rows keep being fed, their tokens unused, so that its draws do not depend on when a row stops),
+    or until `leave(part)` says it is no longer wanted; then its rows are dropped from the decoder's state.
+    `on_step` sees each step's tokens of all B rows as they are chosen (`OnStep`)."""
     prefix = _check_prefix(prefix)
     rows, device = prefix.size(0), prefix.device
+    if sum(parts) != rows or len(parts) != len(choosers):
+        raise ValueError(f"parts {list(parts)} and {len(choosers)} choosers for a prefix of {rows} rows")
     limits = torch.tensor(_limits(cfg, rows, source_lengths), dtype=torch.long, device=device)  # [B]
     banned, stops = _ids(banned_ids, device), _ids(stop_ids if cfg.stop_at_eos else (), device)
     lengths = torch.zeros(rows, dtype=torch.long, device=device)  # [B] new tokens kept, a stop token included
     finished = torch.zeros(rows, dtype=torch.bool, device=device)  # [B] ended by a stop id
     log_prob = torch.zeros(rows, device=device)  # [B]
+    firsts = [sum(parts[:part]) for part in range(len(parts))]  # each part's first row
+    live = [part for part, size in enumerate(parts) if size]  # the parts in the batch, in row order
+    rows_live = torch.arange(rows, device=device)  # [B'] the rows in the decoder's state, in its order
     new: list[torch.Tensor] = []
     tokens, state = prefix, decoder.start(batch)
     growing = ~finished & (lengths < limits)  # [B]
     while bool(growing.any()):
-        logits, state = decoder.step(tokens, state)  # [B, V]
+        logits, state = decoder.step(tokens, state)  # [B', V]
         logits = _allowed(logits, banned, stops, len(new), cfg)
-        next_ids = choose(logits)  # [B]
-        token_log_prob = torch.log_softmax(logits, dim=-1).gather(1, next_ids[:, None]).squeeze(1)  # [B]
-        log_prob += torch.where(growing, token_log_prob, 0.0)
+        chosen, at = [], 0
+        for part in live:
+            chosen.append(choosers[part](logits[at:at + parts[part]]))  # [n]
+            at += parts[part]
+        live_ids = chosen[0] if len(chosen) == 1 else torch.cat(chosen)  # [B']
+        token_log_prob = torch.log_softmax(logits, dim=-1).gather(1, live_ids[:, None]).squeeze(1)  # [B']
+        next_ids = torch.zeros(rows, dtype=torch.long, device=device).index_copy(0, rows_live, live_ids)  # [B]
+        log_prob += torch.where(growing, torch.zeros(rows, device=device).index_copy(0, rows_live, token_log_prob),
+                                0.0)
         lengths += growing.long()
         stopped = growing & torch.isin(next_ids, stops)  # [B]
         if on_step is not None:
@@ -277,7 +293,20 @@ def _one_per_row(decoder: Decoder, batch: object, prefix: torch.Tensor, cfg: Dec
         finished |= stopped
         new.append(next_ids)
         growing = ~finished & (lengths < limits)
-        tokens = next_ids[:, None]  # [B] -> [B, 1]
+        going = [part for part in live if bool(growing[firsts[part]:firsts[part] + parts[part]].any())
+                 and not (leave is not None and leave(part))]
+        if going != live and going:  # a part that has ended or is not wanted leaves: its state rows go
+            keep, at = [], 0
+            for part in live:
+                if part in going:
+                    keep.extend(range(at, at + parts[part]))
+                at += parts[part]
+            kept = torch.tensor(keep, dtype=torch.long, device=device)  # [B'']
+            state, rows_live, live_ids = decoder.reorder(state, kept), rows_live[kept], live_ids[kept]
+        elif not going:
+            break
+        live = going
+        tokens = live_ids[:, None]  # [B'] -> [B', 1]
     out = torch.stack(new, dim=1).tolist() if new else [[] for _ in range(rows)]  # [B, N]
     return [[_hypothesis(row[:n - int(f)], lp, f, cfg)]
             for row, n, f, lp in zip(out, lengths.tolist(), finished.tolist(), log_prob.tolist())]
@@ -287,8 +316,9 @@ def greedy(decoder: Decoder, batch: object, prefix: torch.Tensor, cfg: DecodingC
            source_lengths: torch.Tensor | None = None, banned_ids: Sequence[int] = (),
            on_step: OnStep | None = None) -> list[list[Hypothesis]]:
     """The most likely token at every step, for each row of `prefix` [B, T0]: B lists of one hypothesis."""
-    return _one_per_row(decoder, batch, prefix, cfg, lambda logits: logits.argmax(dim=-1), stop_ids,
-                        source_lengths, banned_ids, on_step)
+    prefix = _check_prefix(prefix)
+    return _one_per_row(decoder, batch, prefix, cfg, [_most_likely], [prefix.size(0)], stop_ids, source_lengths,
+                        banned_ids, on_step)
 
 
 def sample(decoder: Decoder, batch: object, prefix: torch.Tensor, cfg: DecodingConfig, stop_ids: Sequence[int] = (),
@@ -301,10 +331,38 @@ def sample(decoder: Decoder, batch: object, prefix: torch.Tensor, cfg: DecodingC
     the draws of the other rows do not depend on when a row stops.
     """
     prefix = _check_prefix(prefix)
-    generator = torch.Generator(device=prefix.device).manual_seed(cfg.seed) if cfg.seed is not None else None
-    return _one_per_row(decoder, batch, prefix, cfg,
-                        lambda logits: draw(logits, cfg.temperature, cfg.top_k, cfg.top_p, generator),
+    return _one_per_row(decoder, batch, prefix, cfg, [_drawing(cfg, cfg.seed, prefix.device)], [prefix.size(0)],
                         stop_ids, source_lengths, banned_ids, on_step)
+
+
+def _most_likely(logits: torch.Tensor) -> torch.Tensor:
+    return logits.argmax(dim=-1)  # [n, V] -> [n]
+
+
+def _drawing(cfg: DecodingConfig, seed: int | None, device: torch.device) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A chooser drawing from its own generator (seeded with `seed`; None: torch's global RNG)."""
+    generator = torch.Generator(device=device).manual_seed(seed) if seed is not None else None
+    return lambda logits: draw(logits, cfg.temperature, cfg.top_k, cfg.top_p, generator)
+
+
+def decode_side_by_side(decoder: Decoder, prefix: torch.Tensor, cfg: DecodingConfig, parts: Sequence[int],
+                        seeds: Sequence[int | None], stop_ids: Sequence[int] = (), banned_ids: Sequence[int] = (),
+                        leave: Callable[[int], bool] | None = None) -> list[list[Hypothesis]]:
+    """Several inputs' greedy or sampled outputs decoded in one batch, one step for all rows at a time.
+
+    The rows of `prefix` [B, T0] come in `parts` (consecutive rows of one input, e.g. a prompt's samples);
+    part i draws from a generator seeded with `seeds[i]`, so it gets exactly what `decode` gives its rows
+    alone with `replace(cfg, seed=seeds[i])`, other parts beside it or not (up to the last bits of float
+    sums, which a different batch size may change). A part leaves the batch once its rows have all ended,
+    or once `leave(i)` returns True (its output is then cut there). The inputs share one prefix length:
+    every row is at the same position at every step, which is what makes this exact for every family."""
+    if not cfg.search.streams:
+        raise TextnnError(f"{cfg.search.name} search ranks several hypotheses per input: it is decoded with `decode`")
+    if len(seeds) != len(parts):
+        raise ValueError(f"{len(seeds)} seeds for {len(parts)} parts")
+    prefix = _check_prefix(prefix)
+    choosers = [_drawing(cfg, seed, prefix.device) if cfg.search.seeded else _most_likely for seed in seeds]
+    return _one_per_row(decoder, None, prefix, cfg, choosers, parts, stop_ids, None, banned_ids, leave=leave)
 
 
 # ------------------------------------------------------------------------------------------------ beam

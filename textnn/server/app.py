@@ -143,9 +143,11 @@ class Service:
         except Stopping as err:
             raise RequestError(503, str(err)) from None
 
-    async def outcome(self, request: Request, name: str, work: object, compute, key=None, size: int = 1):
+    async def outcome(self, request: Request, name: str, work: object, compute, key=None, size: int = 1,
+                      cancelled: threading.Event | None = None):
         """The result of `compute([work, ...])` for this work, computed by the run's thread (with the works of
-        other requests of the same `key`); the work is dropped if the client goes away first."""
+        other requests of the same `key`); the work is dropped if the client goes away first, and `cancelled`
+        (the job's event, which a computation may check) is set then."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
 
@@ -153,13 +155,32 @@ class Service:
             if not future.done():
                 future.set_exception(error) if error is not None else future.set_result(result)
 
-        job = Job(work, compute, lambda result, error: loop.call_soon_threadsafe(settle, result, error), key, size)
+        job = Job(work, compute, lambda result, error: loop.call_soon_threadsafe(settle, result, error), key, size,
+                  cancelled=cancelled if cancelled is not None else threading.Event())
         self.submit(name, job)
         try:
             return await self.until(request, future, name, job)
         except TextnnError as err:  # a request's input that the task refused
             message = str(err)
             raise refusal(err, message.split(":")[0] if message.startswith("inputs[") else None) from None
+
+    async def generations(self, request: Request, served: ServedRun, requests: list) -> list:
+        """The `Generation` of each of a request's `requests` (lm.Request), decoded by the run's thread beside
+        those of other requests of the same key (`ServedRun.generation_key`); the client going away stops
+        them at their next token."""
+        key = await run_in_threadpool(served.generation_key, requests)
+        cancelled = threading.Event()
+
+        def compute(works):  # works: (requests, cancelled) of each job
+            owner = [number for number, (asked, _) in enumerate(works) for _ in asked]
+            found = iter(served.generate_many([each for asked, _ in works for each in asked],
+                                              lambda index: works[owner[index]][1].is_set()))
+            answers = [[next(found) for _ in asked] for asked, _ in works]
+            return [Cancelled(f"run {served.name}: the client went away") if None in answer else answer
+                    for answer in answers]
+
+        return await self.outcome(request, served.name, (requests, cancelled), compute, key,
+                                  sum(each.num_samples for each in requests), cancelled)
 
     async def until(self, request: Request, awaitable, name: str, job: Job):
         """Wait for `awaitable`, or for the client to go away: then its job is taken out (ClientGone)."""
@@ -365,8 +386,7 @@ def create_app(runs, max_batch: int = 32, max_wait_ms: float = 5.0, queue_size: 
         served.check_prompt(prompt)
         served.check_samples(decoding, samples, stream)
         if not stream:
-            found = await service.outcome(request, name, None,
-                                          lambda works: [served.generate(prompt, decoding, samples)])
+            [found] = await service.generations(request, served, served.requests([prompt], decoding, samples))
             return json_response(generation_answer(found, decoding))
         events = await service.streamed(request, served, prompt, decoding)
 
@@ -417,11 +437,7 @@ def create_app(runs, max_batch: int = 32, max_wait_ms: float = 5.0, queue_size: 
                 yield "data: [DONE]\n\n"
 
             return _event_stream(pieces())
-        if len(prompts) == 1:
-            compute = lambda works: [[served.generate(prompts[0], decoding, fields["n"])]]  # noqa: E731
-        else:
-            compute = lambda works: [served.generate_each(prompts, decoding, fields["n"])]  # noqa: E731
-        found = await service.outcome(request, name, None, compute)
+        found = await service.generations(request, served, served.requests(prompts, decoding, fields["n"]))
         answer = completions.completion(ident, name, found, max_tokens)
         if not fields["stream"]:
             return json_response(answer)

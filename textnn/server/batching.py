@@ -5,13 +5,16 @@ queue and computes them, so the model is used by one thread at a time and the ev
 it. Jobs with the same `key` (a predict request and another with the same options) are computed in one
 forward pass: the thread waits for more after the first one arrives, until the jobs of its key hold
 `max_batch` items or `max_wait` seconds have passed, whichever comes first (`max_batch` 1: each request
-alone). A job whose key is None (a generation, with its own seed and length) is computed alone, at once.
+alone). Generations share a key when they can be decoded side by side (greedy or sampled, prompts of one
+length, one decoding but the seed: `ServedRun.generation_key`); a job whose key is None (a streamed
+generation, beam search) is computed alone, at once.
 
 The queue is bounded: `submit` refuses a job once `queue_size` jobs wait (the server answers 429), never a
 backlog without end. A job whose client went away is taken out of the queue (`cancel`), which frees its
-place; one already being computed is left to finish, unless it checks `cancelled` itself (a streamed
-generation does, token by token). `drain` (the server was told to stop) ends the waiting for fuller
-batches: what is queued is computed at once.
+place; one already being computed is left to finish, unless it checks `cancelled` itself: a generation
+does, token by token, and stops (a streamed one raises `Cancelled`; one of a batch gives `Cancelled` as
+its result, while the other jobs of the batch go on). `drain` (the server was told to stop) ends the
+waiting for fuller batches: what is queued is computed at once.
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ class Stopping(Exception):
 
 
 class Cancelled(Exception):
-    """Raised inside a computation that checks `Job.cancelled` (a streamed generation) once its client left."""
+    """Raised inside a computation that checks `Job.cancelled` (a streamed generation) once its client left, or
+    given as the result of a job that stopped so while the other jobs of its batch went on."""
 
 
 @dataclass(eq=False)
@@ -172,4 +176,8 @@ class Batcher:
                 job.deliver(None, err)
             return
         for job, result in zip(jobs, results):
-            job.deliver(result, None)
+            if isinstance(result, Cancelled):  # a job of the batch stopped when its client left, the others went on
+                self.on_drop()
+                job.deliver(None, result)
+            else:
+                job.deliver(result, None)

@@ -4,8 +4,9 @@ The run is read by the front layer as the commands read it (`experiment.load_run
 vocabulary and precision); a request's inputs become the task's examples as the lines of `textnn predict`
 do (a string: one line of plain text; an object: one line of JSON-lines input), and its predictions are
 answered as `textnn predict` prints them (`front.answer`, floats rounded to the task's printed digits).
-A generation is what `textnn generate` gives (`experiment.generate_in_batches`, the defaults of
-textnn/defaults.py).
+A generation is what `textnn generate` gives (the defaults of textnn/defaults.py): streamed alone
+(`experiment.generate_in_batches`), or, whole, beside the generations of other requests whose decoding
+differs at most in its seed (`generate_many`, generation/lm.py's `generate_texts`).
 
 A run directory still being written by `textnn train` is refused when the server starts, and a damaged one
 fails to load there, each with one line: the server never starts with a run it cannot answer for.
@@ -15,12 +16,14 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from textnn import defaults, experiment, front, limits
 from textnn.errors import TextnnError
 from textnn.files import json_text
 from textnn.generation.decoding import DecodingConfig, PromptDecoder
+from textnn.generation.lm import Request, generate_texts, prompt_length
 from textnn.runs import RunDir
 from textnn.server.bodies import Field, RequestError
 
@@ -178,10 +181,32 @@ class ServedRun:
         return experiment.generate_in_batches(self.config, self.model, self.task, prompt, decoding, num_samples,
                                               None, on_text)
 
-    def generate_each(self, prompts: list[str], decoding: DecodingConfig, num_samples: int = 1) -> list:
-        """The `Generation` of each prompt, as `textnn generate RUN FILE` gives them (prompt i: seed + i)."""
-        return list(experiment.generate_each(self.config, self.task, self.model, prompts, decoding, num_samples,
-                                             None, "prompt"))
+    def requests(self, prompts: list[str], decoding: DecodingConfig, num_samples: int = 1) -> list[Request]:
+        """The generations a request asks for: one prompt, or several as `textnn generate RUN FILE` reads its
+        lines (prompt i drawn with seed + i)."""
+        return [Request(prompt, experiment.prompt_decoding(decoding, number), num_samples)
+                for number, prompt in enumerate(prompts, start=1)]
+
+    def generation_key(self, requests: list[Request]) -> tuple | None:
+        """Requests of equal keys are decoded side by side (`generate_texts`): greedy or sampled, prompts read
+        as equally many tokens, decodings equal but for their seeds. None: decoded alone (beam search,
+        prompts of several lengths). A prompt the model cannot read is refused here (422, naming it)."""
+        lengths = set()
+        for number, request in enumerate(requests):
+            try:
+                lengths.add(prompt_length(self.task, request.prompt))
+            except TextnnError as err:
+                raise refusal(err, "prompt" if len(requests) == 1 else f"prompt[{number}]") from None
+        decoding = requests[0].decoding
+        if not decoding.search.streams or len(lengths) != 1:
+            return None
+        return "generate", lengths.pop(), replace(decoding, seed=None)
+
+    def generate_many(self, requests: list[Request], leave) -> list:
+        """The `Generation` of each request, as `textnn generate` gives it alone, those of equal prompt lengths
+        decoded side by side (`generate_texts`); `leave(i)`: request i is no longer wanted (then None)."""
+        with experiment.in_run_precision(self.config, self.model):
+            return generate_texts(self.model, self.task, requests, leave)
 
 
 def generation_answer(found, decoding: DecodingConfig) -> dict:

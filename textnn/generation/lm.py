@@ -206,17 +206,20 @@ def generate_text(model: PromptDecoder, task, prompt: str, decoding: DecodingCon
     model.eval()
     device = next(model.parameters()).device
     prefix = torch.tensor([read.ids] * read.rows, dtype=torch.long, device=device)  # [N, T]
-    on_step = None
-    if on_text is not None:
-        stream = TextStream(task, stop_ids[0] if stop_ids else None, prompt, on_text)
-
-        def on_step(tokens: torch.Tensor, kept: torch.Tensor) -> None:  # tokens, kept: [1]
-            if bool(kept[0]):
-                stream.push(int(tokens[0]))
-    found = decode(model, None, prefix, read.decoding, stop_ids=stop_ids, banned_ids=banned_ids, on_step=on_step)
-    if on_text is not None:
+    stream = None if on_text is None else TextStream(task, stop_ids[0] if stop_ids else None, prompt, on_text)
+    found = decode(model, None, prefix, read.decoding, stop_ids=stop_ids, banned_ids=banned_ids,
+                   on_step=None if stream is None else _pusher(stream))
+    if stream is not None:
         stream.finish()
     return _generation(task, read, [hypothesis for row in found for hypothesis in row])
+
+
+def _pusher(stream: TextStream) -> Callable[[torch.Tensor, torch.Tensor], None]:
+    """The `on_step` of one streamed row: each token it keeps goes to `stream`."""
+    def on_step(tokens: torch.Tensor, kept: torch.Tensor) -> None:  # tokens, kept: [1]
+        if bool(kept[0]):
+            stream.push(int(tokens[0]))
+    return on_step
 
 
 def generate_texts(model: PromptDecoder, task, requests: Sequence[Request],

@@ -114,6 +114,16 @@ class WordVectorData(DataConfig):
 
 
 @dataclass
+class TableData:
+    """How a tsv or csv data file is read, for the tasks that read tables (classification, and language
+    modelling's text column): mixed into their data options."""
+
+    header: bool = opt(True, "tsv/csv: the first line names the columns")
+    quoting: bool = opt(False, "tsv/csv: honour \" quoting (GLUE files need it off)")
+    delimiter: str = opt("", "tsv/csv field separator; empty means tab for tsv, comma for csv")
+
+
+@dataclass
 class ModelOptions:
     """What every model family's Config dataclass is (models/*.py, `Encoder.config_class`): the `model:`
     section, checked in its `__post_init__`."""

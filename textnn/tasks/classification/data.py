@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from textnn.config import Config, WordVectorData, check_key, is_int, opt
+from textnn.config import Config, TableData, WordVectorData, check_key, is_int, opt
 from textnn.data.batching import Batch, pad
 from textnn.data.cache import cached
 from textnn.data.readers import Record, Records, class_files, line_list, read_classification
@@ -23,14 +23,11 @@ from textnn.tasks.features import FeatureData, pad_word_inputs
 
 
 @dataclass
-class ClassificationData(FeatureData):
+class ClassificationData(TableData, FeatureData):
     format: str = opt("tsv", "input format: tsv, csv, jsonl, fasttext, label_text or class_files")
     text_column: str = opt("sentence", "column (name, or 0-based index) holding the text")
     text_pair_column: str = opt("", "column holding the second sentence of a pair; empty for single sentences")
     label_column: str = opt("label", "column (name or 0-based index) holding the label")
-    header: bool = opt(True, "tsv/csv: the first line names the columns")
-    quoting: bool = opt(False, "tsv/csv: honour \" quoting (GLUE files need it off)")
-    delimiter: str = opt("", "tsv/csv field separator; empty means tab for tsv, comma for csv")
     max_length: int = opt(0, "truncate inputs to this many tokens; 0 = no limit (or the encoder's own limit)")
     kfold: int = opt(0, "k-fold cross-validation when there is no dev file: split train into k folds")
     fold: int = opt(0, "which fold (0-based) is held out as dev when kfold > 0")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from textnn.config import Config, DataConfig, check_key, opt
+from textnn.config import Config, DataConfig, TableData, check_key, opt
 from textnn.data.readers import line_list, read_classification, read_lines
 from textnn.data.streams import EOS, read_file_stream
 from textnn.data.tokenizers import Tokenizer
@@ -28,14 +28,11 @@ class LanguageModelingOptions:
 
 
 @dataclass
-class LanguageModelingData(DataConfig):
+class LanguageModelingData(TableData, DataConfig):
     """Data options of language modelling: plain-text streams cut into BPTT windows."""
 
     format: str = opt("text", "text (each file is one token stream), or tsv / csv: the text column of a table, each row's text a line")
     text_column: str = opt("sentence", "tsv/csv: column (name, or 0-based index) holding the text")
-    header: bool = opt(True, "tsv/csv: the first line names the columns")
-    quoting: bool = opt(False, "tsv/csv: honour \" quoting (GLUE files need it off)")
-    delimiter: str = opt("", "tsv/csv field separator; empty means tab for tsv, comma for csv")
     bptt: int = opt(128, "tokens per training window")
     bptt_variable: bool = opt(False, "variable-length BPTT (Merity et al. 2018, section 4.1): base bptt w.p. 0.95 else bptt/2, then N(base, 5); lr scaled by length/bptt")
     stateful: bool = opt(True, "read the training stream as batch_size contiguous streams and carry the (detached) state across batches; false = independent shuffled windows")

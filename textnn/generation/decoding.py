@@ -268,13 +268,15 @@ def _one_per_row(decoder: Decoder, batch: object, prefix: torch.Tensor, cfg: Dec
     lengths = torch.zeros(rows, dtype=torch.long, device=device)  # [B] new tokens kept, a stop token included
     finished = torch.zeros(rows, dtype=torch.bool, device=device)  # [B] ended by a stop id
     log_prob = torch.zeros(rows, device=device)  # [B]
-    firsts = [sum(parts[:part]) for part in range(len(parts))]  # each part's first row
-    live = [part for part, size in enumerate(parts) if size]  # the parts in the batch, in row order
+    part_of_row = torch.repeat_interleave(torch.arange(len(parts), device=device),
+                                          torch.tensor(parts, device=device))  # [B] each row's part
     rows_live = torch.arange(rows, device=device)  # [B'] the rows in the decoder's state, in its order
     new: list[torch.Tensor] = []
     tokens, state = prefix, decoder.start(batch)
     growing = ~finished & (lengths < limits)  # [B]
-    while bool(growing.any()):
+    # the parts in the batch, in row order
+    live = [part for part, size in enumerate(parts) if size] if bool(growing.any()) else []
+    while live:
         logits, state = decoder.step(tokens, state)  # [B', V]
         logits = _allowed(logits, banned, stops, len(new), cfg)
         chosen, at = [], 0
@@ -293,9 +295,11 @@ def _one_per_row(decoder: Decoder, batch: object, prefix: torch.Tensor, cfg: Dec
         finished |= stopped
         new.append(next_ids)
         growing = ~finished & (lengths < limits)
-        going = [part for part in live if bool(growing[firsts[part]:firsts[part] + parts[part]].any())
-                 and not (leave is not None and leave(part))]
-        if going != live and going:  # a part that has ended or is not wanted leaves: its state rows go
+        # rows still growing in each part: [B] -> [P], read back in one transfer a step
+        growing_in_part = torch.zeros(len(parts), dtype=torch.long, device=device).index_add_(
+            0, part_of_row, growing.long()).tolist()
+        going = [part for part in live if growing_in_part[part] and not (leave is not None and leave(part))]
+        if going and going != live:  # a part that has ended or is not wanted leaves: its state rows go
             keep, at = [], 0
             for part in live:
                 if part in going:
@@ -303,8 +307,6 @@ def _one_per_row(decoder: Decoder, batch: object, prefix: torch.Tensor, cfg: Dec
                 at += parts[part]
             kept = torch.tensor(keep, dtype=torch.long, device=device)  # [B'']
             state, rows_live, live_ids = decoder.reorder(state, kept), rows_live[kept], live_ids[kept]
-        elif not going:
-            break
         live = going
         tokens = live_ids[:, None]  # [B'] -> [B', 1]
     out = torch.stack(new, dim=1).tolist() if new else [[] for _ in range(rows)]  # [B, N]

@@ -892,15 +892,16 @@ def summary_lines(result: SweepResult) -> list[str]:
              *(_shown_value(row.params[key]) if key in row.params else "-" for key in keys)] for row in result.rows]
     widths = [max(len(cell) for cell in column) for column in zip(header, *body)]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths)).rstrip() for line in [header, *body]]
-    done = result.count("COMPLETE") + result.count("PRUNED")
+    done, running = result.count("COMPLETE") + result.count("PRUNED"), result.count("RUNNING")
     lines.append(f"{done} of {sweep.trials} trials done ({result.count('COMPLETE')} complete, {result.count('PRUNED')} "
-                 f"pruned), {result.count('FAIL')} failed; study {sweep.name} in {result.storage}; runs in "
-                 f"{result.folder}")
+                 f"pruned), {result.count('FAIL')} failed"
+                 + (f", {running} marked running by another process" if running else "")
+                 + f"; study {sweep.name} in {result.storage}; runs in {result.folder}")
     best = result.best
     if best is None:
         return lines
     seeds = f"mean over seeds {', '.join(map(str, sweep.seeds))}" if len(sweep.seeds) > 1 else f"seed {sweep.seeds[0]}"
-    lines += [f"best: trial {best.number}, validation {sweep.metric} {best.value:.4f} ({seeds}): "
+    lines += [f"best{' so far' if running else ''}: trial {best.number}, validation {sweep.metric} {best.value:.4f} ({seeds}): "
               f"{_shown_params(best.params)}",
               f"reproduce: {sweep.command(best.params, sweep.seeds[0])}"]
     return lines

@@ -12,9 +12,17 @@ next-token cross-entropy, backward, AdamW). Printed as `ratio=<ours/theirs>` in 
 1 means ours is faster. `--precision bf16` runs both under bf16 autocast (on a GPU, or a CPU with
 native bf16); the default compares float32 with float32.
 
+With `--new-tokens N` (> 0) it also times greedy generation, each side with its key/value cache: the
+first `--prompt` tokens of each row of the first batch continued by N tokens, ours through
+`generation.decoding.decode` (what `textnn generate` and `textnn serve` run), theirs through
+`GPT2LMHeadModel.generate(do_sample=False)`, neither stopping early. The script checks that both choose
+the same tokens, then prints generated tokens/s (B x N over the time of the whole call, the prompt's
+pass included) and the ratio.
+
     python benchmarks/gpt_vs_hf.py                                  # preset small (2 x 192), 128 tokens
     python benchmarks/gpt_vs_hf.py --preset gpt2 --context 256 --batch-size 4
     python benchmarks/gpt_vs_hf.py --preset tiny --batches 2 --repeats 1   # a quick check that it runs
+    python benchmarks/gpt_vs_hf.py --batch-size 8 --new-tokens 64        # and greedy generation
 """
 
 # B batch, T tokens, V vocabulary
@@ -28,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from machine import device_info, interleaved_medians, pick_clock  # benchmarks/machine.py
 
+from textnn.generation.decoding import DecodingConfig, decode
 from textnn.interop.huggingface import gpt2_to_hf
 from textnn.models.gpt import PRESETS
 from textnn.tasks.language_modeling import language_model
@@ -104,6 +113,34 @@ def measure(batches, ours, theirs, device, repeats, autocast) -> None:
                   f"{1000 * theirs_s / len(batches):.1f} ms  ratio={theirs_s / ours_s:.2f}")
 
 
+@torch.no_grad()
+def measure_generation(prompts, new_tokens, ours, theirs, device, repeats, autocast) -> None:
+    """Greedy continuation of `prompts` [B, P] by `new_tokens` tokens a row, both sides with their caches."""
+    ours.eval(), theirs.eval()
+    greedy = DecodingConfig(method="greedy", max_tokens=new_tokens, stop_at_eos=False)
+    outputs = {}
+
+    def run_ours():
+        with autocast():
+            outputs["ours"] = [row[0].tokens for row in decode(ours, None, prompts, greedy)]
+
+    def run_theirs():
+        with autocast():
+            out = theirs.generate(prompts, attention_mask=torch.ones_like(prompts), do_sample=False,
+                                  max_new_tokens=new_tokens, min_new_tokens=new_tokens, use_cache=True,
+                                  eos_token_id=None, pad_token_id=0)  # [B, P + N]
+        outputs["theirs"] = out[:, prompts.size(1):].tolist()
+
+    run_ours(), run_theirs()
+    same = sum(a == b for a, b in zip(outputs["ours"], outputs["theirs"]))
+    print(f"  greedy generation: {same} of {prompts.size(0)} rows choose the same {new_tokens} tokens on both sides")
+    medians = interleaved_medians({"ours": run_ours, "theirs": run_theirs}, repeats, device)
+    tokens = prompts.size(0) * new_tokens
+    print(f"  greedy generation, {prompts.size(0)} x ({prompts.size(1)} + {new_tokens}) tokens: ours "
+          f"{tokens / medians['ours']:,.0f} new tokens/s, theirs {tokens / medians['theirs']:,.0f} new tokens/s  "
+          f"ratio={medians['theirs'] / medians['ours']:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", default="small", choices=sorted(PRESETS))
@@ -115,6 +152,9 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=4, help="batches per timed pass")
     parser.add_argument("--repeats", type=int, default=3, help="timed passes per model (median)")
     parser.add_argument("--vocab-size", type=int, default=33279, help="WikiText-2's word vocabulary by default")
+    parser.add_argument("--new-tokens", type=int, default=0, help="also time greedy generation of this many tokens "
+                        "a row (0 = off)")
+    parser.add_argument("--prompt", type=int, default=32, help="prompt tokens a row for --new-tokens")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
@@ -131,6 +171,11 @@ def main() -> None:
     batches = [torch.randint(0, args.vocab_size, (args.batch_size, context), generator=generator).to(device)
                for _ in range(args.batches)]
     print(f"  max|log p ours - log p theirs| = {difference(batches, ours, theirs):.2e}")
+    if args.new_tokens:  # before the training steps below, which change each side's weights differently
+        prompt = min(args.prompt, context - args.new_tokens)
+        if prompt < 1:
+            parser.error(f"--prompt and --new-tokens must fit in the context of {context} tokens")
+        measure_generation(batches[0][:, :prompt], args.new_tokens, ours, theirs, device, args.repeats, autocast)
     measure(batches, ours, theirs, device, args.repeats, autocast)
 
 

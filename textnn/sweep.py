@@ -901,7 +901,8 @@ def summary_lines(result: SweepResult) -> list[str]:
     if best is None:
         return lines
     seeds = f"mean over seeds {', '.join(map(str, sweep.seeds))}" if len(sweep.seeds) > 1 else f"seed {sweep.seeds[0]}"
-    lines += [f"best{' so far' if running else ''}: trial {best.number}, validation {sweep.metric} {best.value:.4f} ({seeds}): "
+    best_label = "best so far" if running else "best"
+    lines += [f"{best_label}: trial {best.number}, validation {sweep.metric} {best.value:.4f} ({seeds}): "
               f"{_shown_params(best.params)}",
               f"reproduce: {sweep.command(best.params, sweep.seeds[0])}"]
     return lines

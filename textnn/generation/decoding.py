@@ -300,12 +300,8 @@ def _one_per_row(decoder: Decoder, batch: object, prefix: torch.Tensor, cfg: Dec
             0, part_of_row, growing.long()).tolist()
         going = [part for part in live if growing_in_part[part] and not (leave is not None and leave(part))]
         if going and going != live:  # a part that has ended or is not wanted leaves: its state rows go
-            keep, at = [], 0
-            for part in live:
-                if part in going:
-                    keep.extend(range(at, at + parts[part]))
-                at += parts[part]
-            kept = torch.tensor(keep, dtype=torch.long, device=device)  # [B'']
+            stays = torch.isin(part_of_row[rows_live], torch.tensor(going, device=device))  # [B']
+            kept = stays.nonzero().squeeze(1)  # [B''] the positions in the state of the rows that stay
             state, rows_live, live_ids = decoder.reorder(state, kept), rows_live[kept], live_ids[kept]
         live = going
         tokens = live_ids[:, None]  # [B'] -> [B', 1]

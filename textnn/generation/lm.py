@@ -127,6 +127,12 @@ class _Read:
     rows: int  # decoder rows: num_samples when sampling, else 1
 
 
+def side_by_side_key(length: int, decoding: DecodingConfig) -> tuple | None:
+    """Generations of equal keys are decoded side by side (`generate_texts`): greedy or sampled, prompts read
+    as `length` ids, decodings equal but for their seeds. None: decoded alone (beam search)."""
+    return (length, replace(decoding, seed=None)) if decoding.search.streams else None
+
+
 def prompt_length(task, prompt: str) -> int:
     """The number of ids the model reads for `prompt` (an empty prompt is read as one line-end token): prompts
     of equal length are what `generate_texts` decodes side by side. A prompt it refuses raises here too."""
@@ -240,8 +246,7 @@ def generate_texts(model: PromptDecoder, task, requests: Sequence[Request],
     device = next(model.parameters()).device
     groups: dict[tuple, list[int]] = {}
     for number, read in enumerate(reads):
-        alone = read.decoding.search.ranked
-        groups.setdefault((number,) if alone else (len(read.ids), replace(read.decoding, seed=None)), []).append(number)
+        groups.setdefault(side_by_side_key(len(read.ids), read.decoding) or (number,), []).append(number)
     found: list[Generation | None] = [None] * len(reads)
     left: set[int] = set()
 

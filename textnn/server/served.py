@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import replace
 from pathlib import Path
 
 from textnn import defaults, experiment, front, limits
 from textnn.errors import TextnnError
 from textnn.files import json_text
 from textnn.generation.decoding import DecodingConfig, PromptDecoder
-from textnn.generation.lm import Request, generate_texts, prompt_length
+from textnn.generation.lm import Request, generate_texts, prompt_length, side_by_side_key
 from textnn.runs import RunDir
 from textnn.server.bodies import Field, RequestError
 
@@ -197,10 +196,8 @@ class ServedRun:
                 lengths.add(prompt_length(self.task, request.prompt))
             except TextnnError as err:
                 raise refusal(err, "prompt" if len(requests) == 1 else f"prompt[{number}]") from None
-        decoding = requests[0].decoding
-        if not decoding.search.streams or len(lengths) != 1:
-            return None
-        return "generate", lengths.pop(), replace(decoding, seed=None)
+        key = side_by_side_key(lengths.pop(), requests[0].decoding) if len(lengths) == 1 else None
+        return None if key is None else ("generate", *key)
 
     def generate_many(self, requests: list[Request], leave) -> list:
         """The `Generation` of each request, as `textnn generate` gives it alone, those of equal prompt lengths
